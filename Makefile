@@ -1,0 +1,36 @@
+# Set-up order matters on a machine without a GPU: torch first from the pinned CPU wheel,
+# then deepspeed built against it (--no-build-isolation, or its build pulls a CUDA torch),
+# then the project. A stamp file makes the set-up run once.
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+export DS_ACCELERATOR ?= cpu
+export RAY_USAGE_STATS_ENABLED ?= 0
+export PYTHONUNBUFFERED := 1
+
+.PHONY: setup smoke test bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q ninja==1.13.2 numpy==2.4.6
+	$(PY) -m pip install -q --no-build-isolation deepspeed==0.19.8
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+smoke: $(STAMP)
+	$(VENV)/bin/canine smoke
+
+test: $(STAMP)
+	$(PY) -m pytest -ra --durations=15 $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) benchmarks/preprocess.py
+	$(PY) benchmarks/model_speed.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info runs

@@ -1,0 +1,81 @@
+"""The shard contract, schema version 1: the only module `training/` may import from `pipeline/`.
+
+One Parquet row (zstd) per example. Positions are absolute indices into `codepoints`
+(position 0 is CLS). Everything here is data: constants and the Arrow schema; it imports
+pyarrow only, so the training side can read it without Beam.
+
+Special codepoints come from CANINE's private-use assignments (CANINE.md "Input",
+google-research/language canine/special_codepoints.py).
+"""
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+# --- Special codepoints (private use area; PAD is 0) ---------------------------------
+PAD = 0
+CLS = 0xE000
+SEP = 0xE001
+BOS = 0xE002
+MASK = 0xE003
+RESERVED = 0xE004
+# Any input character in this set could be confused with a special codepoint, so the
+# cleaner replaces it with REPLACEMENT_CHARACTER and counts it (issue 2, "Cleaning").
+ALIASED_RANGE = (0xE000, 0xE0FF)  # inclusive, plus U+0000
+REPLACEMENT_CHARACTER = 0xFFFD
+
+# --- Masking plans (paper §3.2, §4.1.3) ------------------------------------------------
+MASK_RATE = 0.15  # of whitespace spans (CANINE-C) or subwords (CANINE-S)
+MAX_CHAR_PREDICTIONS = 320  # CANINE-C: at most 320 predicted characters per example
+MAX_SUBWORD_PREDICTIONS = 80  # CANINE-S: at most 80 predicted subwords per example
+# CANINE-S per-span action, stored in `subword_actions`: 80% / 10% / 10%.
+ACTION_MASK = 0
+ACTION_RANDOM = 1  # replaced by a random vocabulary subword of the same length in characters
+ACTION_KEEP = 2
+# `sop_label`
+SOP_IN_ORDER = 0
+SOP_SWAPPED = 1
+SOP_NO_PAIR = -1
+
+DEFAULT_SEQ_LEN = 2048
+
+SPLITS = ("train", "validation")
+MANIFEST = "manifest.json"
+TOKENIZER = "tokenizer.json"
+REJECTS = "rejects"
+
+# Per-language accounting in the manifest. Identity: pages_read = sum(PAGE_OUTCOMES).
+PAGE_OUTCOMES = ("redirects", "non_article", "parse_errors", "empty", "kept")
+LANGUAGE_KEYS = ("pages_read",) + PAGE_OUTCOMES + (
+    "examples",
+    "sampling_weight",
+    "replaced_characters",
+)
+
+_i32 = pa.list_(pa.int32())
+SCHEMA = pa.schema(
+    [
+        pa.field("example_id", pa.string(), nullable=False),  # unique across the output
+        pa.field("lang", pa.string(), nullable=False),
+        pa.field("page_ids", pa.list_(pa.int64()), nullable=False),  # pages whose text is in it
+        pa.field("codepoints", _i32, nullable=False),  # unmasked input: CLS A SEP [B SEP], no padding
+        pa.field("segment_ids", pa.list_(pa.int8()), nullable=False),  # same length as codepoints
+        pa.field("sop_label", pa.int8(), nullable=False),  # SOP_* above
+        pa.field("char_mask_positions", _i32, nullable=False),  # sorted; whole whitespace spans
+        pa.field("subword_starts", _i32, nullable=False),  # absolute start of each chosen subword
+        pa.field("subword_lengths", _i32, nullable=False),  # its length in characters
+        pa.field("subword_ids", _i32, nullable=False),  # its id in tokenizer.json's vocabulary
+        pa.field("subword_predict_offsets", _i32, nullable=False),  # offset inside the span, < length
+        pa.field("subword_actions", pa.list_(pa.int8()), nullable=False),  # ACTION_* above
+        # Codepoints of the replacement subwords, concatenated in order of the ACTION_RANDOM spans;
+        # each replacement has exactly its span's length.
+        pa.field("subword_replacements", _i32, nullable=False),
+    ],
+    metadata={b"canine.schema_version": str(SCHEMA_VERSION).encode()},
+)
+COLUMNS = tuple(SCHEMA.names)
+
+
+def is_aliased(cp: int) -> bool:
+    """True if an input codepoint would alias PAD or a special codepoint."""
+    return cp == 0 or ALIASED_RANGE[0] <= cp <= ALIASED_RANGE[1]
