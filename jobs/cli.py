@@ -49,7 +49,14 @@ def main(argv=None):
     if command is None:
         parser.print_help()
         return 0 if not argv or argv[0] in ("-h", "--help") else 2
+    # Everything after a bare `--` passes through untouched (Beam pipeline options for
+    # `preprocess`, the job's own command line for `submit`).
+    passthrough = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, passthrough = argv[:cut], argv[cut + 1 :]
     args = parser.parse_args(argv)
+    args.passthrough = passthrough
     return int(_module(command).main(args) or 0)
 
 

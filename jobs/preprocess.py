@@ -1,0 +1,70 @@
+"""`canine preprocess`: run the Beam job (pipeline/job.py) and print its summary.
+
+    canine preprocess pipeline/sample/*.xml --output out/shards --workers 2
+    canine preprocess 'gs://bucket/dumps/*multistream.xml.bz2' --output gs://bucket/shards \\
+        --runner DataflowRunner -- --project P --region R --temp_location gs://bucket/tmp
+"""
+
+import logging
+import sys
+
+from pipeline import contract
+from pipeline.config import PreprocessConfig
+
+
+def add_arguments(p):
+    p.add_argument("inputs", nargs="*", metavar="INPUT", help="fsspec URLs or globs: MediaWiki XML (.xml/.bz2/.gz), JSONL, Parquet")
+    p.add_argument("--output", required=True, help="output directory (fsspec URL)")
+    p.add_argument("--seq-len", type=int, default=contract.DEFAULT_SEQ_LEN, help="codepoints per example (default 2048)")
+    p.add_argument("--seed", type=int, default=0)
+    tok = p.add_mutually_exclusive_group()
+    tok.add_argument("--vocab-size", type=int, default=32000, help="WordPiece vocabulary to train for CANINE-S")
+    tok.add_argument("--tokenizer", help="use this tokenizer.json instead of training one")
+    p.add_argument("--alpha", type=float, default=0.7, help="language smoothing exponent (share^alpha)")
+    p.add_argument("--validation-fraction", type=float, default=0.005)
+    p.add_argument("--lang", help="language of inputs that name none")
+    p.add_argument("--sentence-order", action="store_true", help="[CLS] A [SEP] B [SEP] pairs with SOP labels")
+    p.add_argument("--shard-codepoints", type=int, default=PreprocessConfig.shard_codepoints)
+    p.add_argument("--pack-group-codepoints", type=int, default=PreprocessConfig.pack_group_codepoints)
+    p.add_argument("--tokenizer-pages", type=int, default=PreprocessConfig.tokenizer_pages)
+    p.add_argument("--streams-per-item", type=int, default=PreprocessConfig.streams_per_item)
+    p.add_argument("--workers", type=int, default=1, help="DirectRunner worker processes")
+    p.add_argument("--runner", default="DirectRunner", help="Beam runner (named, so Beam never falls back to Prism)")
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON instead of a table")
+
+
+def config_from_args(args) -> PreprocessConfig:
+    return PreprocessConfig(
+        inputs=tuple(args.inputs),
+        output=args.output,
+        seq_len=args.seq_len,
+        seed=args.seed,
+        vocab_size=args.vocab_size,
+        tokenizer=args.tokenizer,
+        alpha=args.alpha,
+        validation_fraction=args.validation_fraction,
+        lang=args.lang,
+        sentence_order=args.sentence_order,
+        shard_codepoints=args.shard_codepoints,
+        pack_group_codepoints=args.pack_group_codepoints,
+        tokenizer_pages=args.tokenizer_pages,
+        streams_per_item=args.streams_per_item,
+    )
+
+
+def main(args) -> int:
+    from jobs.inspect import print_manifest
+    from pipeline import output, sources
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    cfg = config_from_args(args)
+    try:
+        manifest = output.run(cfg, workers=args.workers, runner=args.runner, beam_args=args.passthrough)
+    except (ValueError, sources.InputError, output.OutputExistsError) as e:
+        print(f"canine preprocess: {e}", file=sys.stderr)
+        return 2
+    if manifest.get("up_to_date"):
+        print(f"{cfg.output}: already complete for this config ({manifest['config_sha256'][:12]}); nothing to do")
+    print_manifest(manifest, as_json=args.json)
+    return 0

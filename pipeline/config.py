@@ -1,0 +1,69 @@
+"""The preprocessing job's configuration: everything that decides the bytes of the output.
+
+`PreprocessConfig.fingerprint()` is what `manifest.json` records as `config` / `config_sha256`.
+How the job runs (worker count, runner, Beam options) is deliberately not in it: the output
+must not depend on those (issue 2, "Guarantees").
+"""
+
+import dataclasses
+import hashlib
+import json
+
+from pipeline import contract
+
+
+@dataclasses.dataclass(frozen=True)
+class PreprocessConfig:
+    inputs: tuple = ()  # fsspec URLs or globs, as given on the command line
+    output: str = ""  # output directory (fsspec URL); not part of the fingerprint
+    seq_len: int = contract.DEFAULT_SEQ_LEN  # codepoints per example, CLS and SEPs included (paper: 2048)
+    seed: int = 0  # root of every mask, SOP and sampling decision
+    vocab_size: int = 32000  # WordPiece vocabulary trained for CANINE-S when no --tokenizer is given
+    tokenizer: str | None = None  # an existing tokenizer.json (HF tokenizers format) instead of training one
+    tokenizer_pages: int = 50_000  # tokenizer training sample: the pages with the smallest id hashes (bounded memory)
+    alpha: float = 0.7  # language smoothing exponent: p_lang ~ share^alpha (mBERT's 0.7, CANINE.md "Recipe")
+    validation_fraction: float = 0.005  # share of pages, by a hash of the page id, held out for validation
+    lang: str | None = None  # language for inputs that carry none (no xml:lang, no lang column)
+    sentence_order: bool = False  # [CLS] A [SEP] B [SEP] pairs with a 50% swap (ALBERT's SOP); off = [CLS] A [SEP]
+    # Shards per split = ceil(split codepoints / shard_codepoints): sized by data, not by workers, and
+    # a row's shard is a hash of its example_id. 32M codepoints is ~128 MB of int32 before zstd.
+    shard_codepoints: int = 32_000_000
+    # Pages are packed inside hash groups of about this many codepoints per language and split: big
+    # enough that the one part-filled example a group leaves is negligible, small enough for one worker.
+    pack_group_codepoints: int = 16_000_000
+    streams_per_item: int = 10  # multistream bz2: index streams (~100 pages each) per work item
+    input_fingerprints: tuple = ()  # ((url, size, etag-or-mtime), ...) filled in by the launcher
+
+    def fingerprint(self) -> dict:
+        """The part of the config that determines the output, as JSON-ready data."""
+        d = dataclasses.asdict(self)
+        d.pop("output")
+        d["input_fingerprints"] = [list(x) for x in self.input_fingerprints]
+        d["inputs"] = list(self.inputs)
+        d["schema_version"] = contract.SCHEMA_VERSION
+        return d
+
+    def sha256(self) -> str:
+        blob = json.dumps(self.fingerprint(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def validate(self) -> None:
+        """Reject settings that cannot produce a valid output, before any work starts."""
+        problems = []
+        if not self.inputs:
+            problems.append("no INPUT given")
+        if not self.output:
+            problems.append("--output is required")
+        if self.seq_len < 16:
+            problems.append(f"--seq-len {self.seq_len} is too short (at least 16)")
+        if not 0.0 <= self.validation_fraction < 1.0:
+            problems.append(f"--validation-fraction {self.validation_fraction} must be in [0, 1)")
+        if not 0.0 < self.alpha <= 1.0:
+            problems.append(f"--alpha {self.alpha} must be in (0, 1]")
+        if self.tokenizer is None and self.vocab_size < 100:
+            problems.append(f"--vocab-size {self.vocab_size} is too small (at least 100)")
+        for name in ("shard_codepoints", "pack_group_codepoints", "streams_per_item", "tokenizer_pages"):
+            if getattr(self, name) < 1:
+                problems.append(f"--{name.replace('_', '-')} must be at least 1")
+        if problems:
+            raise ValueError("invalid preprocessing config: " + "; ".join(problems))

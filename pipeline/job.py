@@ -1,0 +1,371 @@
+"""The preprocessing job: Wikipedia dumps (or cleaned JSONL / Parquet) -> contract shards.
+
+    canine preprocess pipeline/sample/*.xml --output out/shards --workers 2
+
+Steps (each a labelled composite, each testable with TestPipeline):
+  ReadPages      work items (files or multistream ranges) -> Reshuffle -> streaming page parse
+  CleanPages     wikitext -> NFC plain text; every page gets exactly one outcome, counted per language
+  AssignSplit    ~0.5% of pages, by a hash of (lang, page id), to validation
+  TrainTokenizer WordPiece for CANINE-S on the pages with the smallest id hashes (or a given tokenizer.json)
+  PackExamples   pages grouped by hash, sorted by id, packed to seq_len
+  SampleLanguages share^alpha smoothing: subsample big languages, repeat small ones with fresh masks
+  PlanMasks      CANINE-C span mask + CANINE-S subword plan per example, seeded by (seed, page id, copy)
+  WriteShards    rows -> Parquet shard chosen by a hash of example_id, sorted by example_id
+
+Everything the job writes goes to a staging folder first; `pipeline.output.finalize` moves it
+into place and writes manifest.json last, so a failed run leaves no manifest (issue 2,
+"Exactly once"). Nothing depends on worker count, bundle order or runner: every decision is a
+stable hash (pipeline/hashing.py) and every group is sorted before use.
+"""
+
+import json
+import math
+from typing import NamedTuple
+
+import apache_beam as beam
+from apache_beam import pvalue
+from apache_beam.metrics import Metrics
+
+from pipeline import clean, contract, examples, masks, shards, sources
+from pipeline.config import PreprocessConfig
+from pipeline.hashing import stable_int, stable_unit
+from pipeline.tokenizer import WordPieceTokenizer, train_wordpiece
+
+_NS = "canine.preprocess"
+
+
+class Page(NamedTuple):  # a kept page, the one type that flows between cleaning and packing
+    lang: str
+    page_id: int
+    text: str
+
+
+class ReadPages(beam.PTransform):
+    """Work items -> RawPages. The Reshuffle spreads a single big multistream dump over workers."""
+
+    def __init__(self, items):
+        super().__init__()
+        self.items = list(items)
+
+    def expand(self, pbegin):
+        return (
+            pbegin
+            | "WorkItems" >> beam.Create(self.items, reshuffle=False)
+            | "Reshuffle" >> beam.Reshuffle()
+            | "Parse" >> beam.FlatMap(sources.read_pages)
+        )
+
+
+class _CleanFn(beam.DoFn):
+    def __init__(self):
+        self.outcome_counters = {o: Metrics.counter(_NS, o) for o in contract.PAGE_OUTCOMES}
+
+    def process(self, page):
+        result = clean.clean_page(page)
+        self.outcome_counters[result.outcome].inc()
+        yield pvalue.TaggedOutput("outcomes", (page.lang, result.outcome))
+        if result.replaced:
+            yield pvalue.TaggedOutput("replaced", (page.lang, result.replaced))
+        if result.outcome == "kept":
+            yield Page(page.lang, page.page_id, result.text)
+        elif result.outcome in ("parse_errors", "empty"):
+            # Redirects and other namespaces are only counted (enwiki has ~10M redirects);
+            # pages that should have been text but were not are kept with their reason.
+            yield pvalue.TaggedOutput(
+                "rejects",
+                {
+                    "lang": page.lang,
+                    "page_id": page.page_id,
+                    "title": page.title,
+                    "source": page.source,
+                    "outcome": result.outcome,
+                    "reason": result.reason,
+                },
+            )
+
+
+class CleanPages(beam.PTransform):
+    """RawPage -> {kept: Page, outcomes: (lang, outcome), replaced: (lang, n), rejects: dict}."""
+
+    def expand(self, raw_pages):
+        return raw_pages | "Clean" >> beam.ParDo(_CleanFn()).with_outputs(
+            "outcomes", "replaced", "rejects", main="kept"
+        )
+
+
+def split_of(page: Page, validation_fraction: float) -> str:
+    # Not seeded: the held-out pages stay the same when only the mask seed changes.
+    return "validation" if stable_unit("split", page.lang, page.page_id) < validation_fraction else "train"
+
+
+class AssignSplit(beam.PTransform):
+    def __init__(self, validation_fraction):
+        super().__init__()
+        self.fraction = validation_fraction
+
+    def expand(self, pages):
+        return pages | "KeySplit" >> beam.Map(lambda p: (split_of(p, self.fraction), p))
+
+
+def _train_tokenizer(sample, vocab_size):
+    texts = [text for _, _, text in sorted(sample)]  # sorted: same texts, same order, same vocabulary
+    return train_wordpiece(texts, vocab_size=vocab_size).to_str()
+
+
+class TrainTokenizer(beam.PTransform):
+    """Training pages -> one tokenizer JSON string (a singleton PCollection).
+
+    The sample is the `tokenizer_pages` pages with the smallest hash of (lang, page id): a
+    deterministic bottom-k sketch whose memory is bounded whatever the input size.
+    """
+
+    def __init__(self, cfg: PreprocessConfig, given_json: str | None):
+        super().__init__()
+        self.cfg, self.given_json = cfg, given_json
+
+    def expand(self, split_pages):
+        if self.given_json is not None:
+            return split_pages.pipeline | "GivenTokenizer" >> beam.Create([self.given_json])
+        return (
+            split_pages
+            | "TrainOnly" >> beam.Filter(lambda kv: kv[0] == "train")
+            | "HashKey" >> beam.Map(lambda kv: (stable_int("tok", kv[1].lang, kv[1].page_id), kv[1].page_id, kv[1].text))
+            | "BottomK" >> beam.combiners.Top.Smallest(self.cfg.tokenizer_pages)
+            | "Train" >> beam.Map(_train_tokenizer, self.cfg.vocab_size)
+        )
+
+
+class PackExamples(beam.PTransform):
+    """(split, Page) -> (split, lang, PackedExample). Pages are packed inside hash groups, sorted
+    by id, so the packing is the same whatever reached which worker first. The number of groups
+    per (lang, split) comes from its size, not from the worker count."""
+
+    def __init__(self, cfg: PreprocessConfig):
+        super().__init__()
+        self.cfg = cfg
+
+    def expand(self, split_pages):
+        cfg = self.cfg
+        group_counts = (
+            split_pages
+            | "PageSize" >> beam.Map(lambda kv: ((kv[1].lang, kv[0]), len(kv[1].text)))
+            | "LangSplitSize" >> beam.CombinePerKey(sum)
+            | "Groups" >> beam.Map(lambda kv: (kv[0], max(1, math.ceil(kv[1] / cfg.pack_group_codepoints))))
+            | "GroupDict" >> beam.combiners.ToDict()
+        )
+
+        def key(kv, groups):
+            split, page = kv
+            group = stable_int("group", page.lang, page.page_id) % groups[(page.lang, split)]
+            return (page.lang, split, group), (page.page_id, page.text)
+
+        def pack(kv):
+            (lang, split, _), pages = kv
+            for ex in examples.pack_pages(sorted(pages), cfg.seq_len, cfg.sentence_order, cfg.seed):
+                yield split, lang, ex
+
+        return (
+            split_pages
+            | "KeyGroup" >> beam.Map(key, pvalue.AsSingleton(group_counts))
+            | "Group" >> beam.GroupByKey()
+            | "Pack" >> beam.FlatMap(pack)
+        )
+
+
+def language_weights(example_counts: dict, alpha: float) -> dict:
+    """Expected copies per example for each language: p_lang / share_lang with p ~ share^alpha
+    (mBERT's exponential smoothing, CANINE.md "Recipe"). The total count stays the same."""
+    total = sum(example_counts.values())
+    if not total:
+        return {}
+    smoothed = {lang: (n / total) ** alpha for lang, n in example_counts.items() if n}
+    z = sum(smoothed.values())
+    return {lang: (smoothed[lang] / z) / (example_counts[lang] / total) for lang in smoothed}
+
+
+def copies_of(weight: float, seed: int, lang: str, ex) -> int:
+    whole = math.floor(weight)
+    return whole + (stable_unit("copy", seed, lang, ex.page_ids[0], ex.part) < weight - whole)
+
+
+class SampleLanguages(beam.PTransform):
+    """(split, lang, example) -> (split, lang, example, copy). Validation keeps one copy of each."""
+
+    def __init__(self, cfg: PreprocessConfig):
+        super().__init__()
+        self.cfg = cfg
+
+    def expand(self, packed):
+        cfg = self.cfg
+        counts = (
+            packed
+            | "TrainLangs" >> beam.FlatMap(lambda x: [x[1]] if x[0] == "train" else [])
+            | "CountLangs" >> beam.combiners.Count.PerElement()
+        )
+        weights = counts | "ToDict" >> beam.combiners.ToDict() | "Weights" >> beam.Map(language_weights, cfg.alpha)
+
+        def replicate(x, weights):
+            split, lang, ex = x
+            n = 1 if split == "validation" else copies_of(weights.get(lang, 1.0), cfg.seed, lang, ex)
+            for copy in range(n):
+                yield split, lang, ex, copy
+
+        sampled = packed | "Replicate" >> beam.FlatMap(replicate, pvalue.AsSingleton(weights))
+        return sampled, weights
+
+
+class _PlanFn(beam.DoFn):
+    """Mask plans for one example copy; the tokenizer is built once per worker from its JSON."""
+
+    def __init__(self, seed):
+        self.seed = seed
+        self._json = self._tokenizer = None
+
+    def process(self, x, tokenizer_json):
+        if tokenizer_json is not self._json:
+            self._tokenizer, self._json = WordPieceTokenizer.from_str(tokenizer_json), tokenizer_json
+        split, lang, ex, copy = x
+        yield split, masks.plan_example(ex, lang, copy, self.seed, self._tokenizer)
+
+
+class PlanMasks(beam.PTransform):
+    def __init__(self, cfg: PreprocessConfig, tokenizer_json):
+        super().__init__()
+        self.cfg, self.tokenizer_json = cfg, tokenizer_json
+
+    def expand(self, sampled):
+        return sampled | "Plan" >> beam.ParDo(_PlanFn(self.cfg.seed), pvalue.AsSingleton(self.tokenizer_json))
+
+
+def shard_counts(codepoints_per_split: dict, shard_codepoints: int) -> dict:
+    return {split: max(1, math.ceil(n / shard_codepoints)) for split, n in codepoints_per_split.items()}
+
+
+def shard_name(split: str, index: int, total: int) -> str:
+    return f"{split}/part-{index:05d}-of-{total:05d}.parquet"
+
+
+class WriteShards(beam.PTransform):
+    """(split, row) -> shard records. Rows go to a shard by a hash of their example_id and are
+    sorted by example_id inside it, so equal inputs give byte-identical files."""
+
+    def __init__(self, cfg: PreprocessConfig, staging: str):
+        super().__init__()
+        self.cfg, self.staging = cfg, staging
+
+    def expand(self, rows):
+        cfg, staging = self.cfg, self.staging
+        sizes = (
+            rows
+            | "RowSize" >> beam.Map(lambda x: (x[0], len(x[1]["codepoints"])))
+            | "SplitSize" >> beam.CombinePerKey(sum)
+            | "SizeDict" >> beam.combiners.ToDict()
+            | "ShardCounts" >> beam.Map(shard_counts, cfg.shard_codepoints)
+        )
+
+        def key(x, counts):
+            split, row = x
+            total = counts[split]
+            return (split, stable_int("shard", row["example_id"]) % total, total), row
+
+        def write(kv):
+            (split, index, total), rows = kv
+            rows = sorted(rows, key=lambda r: r["example_id"])
+            name = shard_name(split, index, total)
+            record = shards.write_table(shards.rows_to_table(rows), f"{staging}/{name}")
+            pages = sorted({(r["lang"], p) for r in rows for p in r["page_ids"]})
+            return {"split": split, "path": name, **record, "pages": len(pages)}
+
+        return (
+            rows
+            | "KeyShard" >> beam.Map(key, pvalue.AsSingleton(sizes))
+            | "GroupShard" >> beam.GroupByKey()
+            | "Write" >> beam.Map(write)
+        )
+
+
+def _save_text(text, url):
+    import fsspec
+
+    with fsspec.open(url, "w", encoding="utf-8") as f:
+        f.write(text)
+    return url
+
+
+def _write_json(value, url):
+    return _save_text(json.dumps(value, sort_keys=True, indent=1, ensure_ascii=False), url)
+
+
+class WriteRejects(beam.PTransform):
+    """Rejected pages -> staging/rejects/<lang>.jsonl, sorted by page id (small: one file a language)."""
+
+    def __init__(self, staging):
+        super().__init__()
+        self.staging = staging
+
+    def expand(self, rejects):
+        staging = self.staging
+
+        def write(kv):
+            import fsspec
+
+            lang, items = kv
+            items = sorted(items, key=lambda r: (r["page_id"] if isinstance(r["page_id"], int) else -1, r["source"]))
+            with fsspec.open(f"{staging}/{contract.REJECTS}/{lang}.jsonl", "w") as f:
+                for r in items:
+                    f.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
+            return lang
+
+        return rejects | "ByLang" >> beam.Map(lambda r: (r["lang"], r)) | "Group" >> beam.GroupByKey() | "Write" >> beam.Map(write)
+
+
+class CollectStats(beam.PTransform):
+    """Everything the manifest needs besides the shard list, as one JSON file in staging."""
+
+    def __init__(self, staging):
+        super().__init__()
+        self.staging = staging
+
+    def expand(self, parts):
+        outcomes, replaced, example_langs, weights = parts
+        records = (
+            (
+                outcomes | "CountOutcomes" >> beam.combiners.Count.PerElement()
+                | "OutcomeRec" >> beam.Map(lambda kv: ["outcome", kv[0][0], kv[0][1], kv[1]]),
+                replaced | "SumReplaced" >> beam.CombinePerKey(sum)
+                | "ReplacedRec" >> beam.Map(lambda kv: ["replaced", kv[0], kv[1]]),
+                example_langs | "CountExamples" >> beam.combiners.Count.PerElement()
+                | "ExampleRec" >> beam.Map(lambda kv: ["examples", kv[0], kv[1]]),
+                weights | "WeightRecs" >> beam.FlatMap(lambda w: [["weight", lang, v] for lang, v in w.items()]),
+            )
+            | "All" >> beam.Flatten()
+        )
+        return (
+            records
+            | "ToList" >> beam.combiners.ToList()
+            | "Sort" >> beam.Map(lambda recs: sorted(recs, key=lambda r: [str(x) for x in r]))
+            | "WriteStats" >> beam.Map(_write_json, f"{self.staging}/stats.json")
+        )
+
+
+def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | None):
+    """Add the whole job to pipeline `p`; everything is written below `staging`."""
+    raw = p | "ReadPages" >> ReadPages(items)
+    cleaned = raw | "CleanPages" >> CleanPages()
+    split_pages = cleaned.kept | "AssignSplit" >> AssignSplit(cfg.validation_fraction)
+    tokenizer = split_pages | "TrainTokenizer" >> TrainTokenizer(cfg, tokenizer_json)
+    _ = tokenizer | "SaveTokenizer" >> beam.Map(_save_text, f"{staging}/{contract.TOKENIZER}")
+    packed = split_pages | "PackExamples" >> PackExamples(cfg)
+    sampled, weights = packed | "SampleLanguages" >> SampleLanguages(cfg)
+    rows = sampled | "PlanMasks" >> PlanMasks(cfg, tokenizer)
+    shard_records = rows | "WriteShards" >> WriteShards(cfg, staging)
+    _ = (
+        shard_records
+        | "ShardList" >> beam.combiners.ToList()
+        | "SortShards" >> beam.Map(lambda recs: sorted(recs, key=lambda r: r["path"]))
+        | "WriteShardList" >> beam.Map(_write_json, f"{staging}/shards.json")
+    )
+    _ = cleaned.rejects | "WriteRejects" >> WriteRejects(staging)
+    example_langs = rows | "ExampleLang" >> beam.Map(lambda x: x[1]["lang"])
+    _ = (cleaned.outcomes, cleaned.replaced, example_langs, weights) | "CollectStats" >> CollectStats(staging)
+

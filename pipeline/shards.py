@@ -1,0 +1,64 @@
+"""Rows of the shard contract <-> Arrow tables <-> Parquet files on any fsspec filesystem."""
+
+import hashlib
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline import contract
+
+# Fixed writer settings: part of what makes equal rows give byte-identical files.
+PARQUET_OPTIONS = dict(compression="zstd", compression_level=3, row_group_size=1024, write_statistics=False)
+
+
+def _list_column(values, field: pa.Field) -> pa.Array:
+    value_type = field.type.value_type
+    np_type = value_type.to_pandas_dtype()
+    arrays = [np.asarray(v, dtype=np_type) for v in values]
+    offsets = np.zeros(len(arrays) + 1, dtype=np.int32)
+    np.cumsum([len(a) for a in arrays], out=offsets[1:])
+    flat = np.concatenate(arrays) if arrays else np.zeros(0, np_type)
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, type=value_type))
+
+
+def rows_to_table(rows: list[dict]) -> pa.Table:
+    """Contract rows (dicts of Python / numpy values) to a table with exactly `contract.SCHEMA`."""
+    columns = []
+    for field in contract.SCHEMA:
+        values = [r[field.name] for r in rows]
+        if pa.types.is_list(field.type):
+            columns.append(_list_column(values, field))
+        else:
+            columns.append(pa.array(values, type=field.type))
+    return pa.Table.from_arrays(columns, schema=contract.SCHEMA)
+
+
+def write_table(table: pa.Table, url: str) -> dict:
+    """Write one shard and return what the manifest records of it (sha256 of the bytes written)."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, **PARQUET_OPTIONS)
+    data = sink.getvalue().to_pybytes()
+    with fsspec.open(url, "wb") as f:
+        f.write(data)
+    cps = table.column("codepoints").combine_chunks()
+    return {
+        "rows": table.num_rows,
+        "codepoints": int(len(cps.flatten())),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "bytes": len(data),
+    }
+
+
+def sha256_of(url: str, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with fsspec.open(url, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_table(url: str, columns=None) -> pa.Table:
+    with fsspec.open(url, "rb") as f:
+        return pq.read_table(f, columns=columns)
