@@ -165,7 +165,11 @@ def validate(output: str) -> tuple[list[str], int, dict]:
                 data = f.read()
             if hashlib.sha256(data).hexdigest() != shard["sha256"]:
                 out.add(shard["path"], "sha256 differs from the manifest")
-            table = pq.read_table(io.BytesIO(data))
+            try:
+                table = pq.read_table(io.BytesIO(data))
+            except Exception as e:  # a corrupt file is a finding, not a crash
+                out.add(shard["path"], f"unreadable Parquet: {e}")
+                continue
             for field in contract.SCHEMA:
                 got = table.schema.field(field.name).type if field.name in table.schema.names else None
                 if got != field.type:

@@ -1,0 +1,158 @@
+"""The whole preprocessing job on the bundled sample: real DirectRunner, real Parquet, real files."""
+
+import bz2
+import json
+import os
+import shutil
+from pathlib import Path
+
+import fsspec
+import numpy as np
+import pytest
+
+from pipeline import contract, output, sources
+from pipeline.config import PreprocessConfig
+from pipeline.shards import read_table
+from pipeline.validate import check_row, validate
+
+SAMPLE = Path(__file__).resolve().parents[2] / "pipeline" / "sample"
+SAMPLE_GLOB = str(SAMPLE / "*.xml")
+
+pytestmark = pytest.mark.slow
+
+
+def small_config(out, **kw):
+    # Short sequences and a small vocabulary keep the suite fast; several shards per split
+    # exercise the hash assignment.
+    base = dict(inputs=(SAMPLE_GLOB,), output=str(out), seq_len=512, vocab_size=800, validation_fraction=0.05,
+                shard_codepoints=40_000, seed=3)
+    return PreprocessConfig(**{**base, **kw})
+
+
+@pytest.fixture(scope="module")
+def sample_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("shards") / "out"
+    manifest = output.run(small_config(out), workers=1)
+    return out, manifest
+
+
+def shard_hashes(manifest):
+    return {s["path"]: s["sha256"] for split in manifest["splits"].values() for s in split["shards"]}
+
+
+def test_sample_output_obeys_the_contract(sample_run):
+    out, manifest = sample_run
+    problems, count, summary = validate(str(out))
+    assert count == 0, problems
+    assert summary["examples"] == sum(s["rows"] for s in manifest["splits"].values()) > 0
+    assert len(manifest["splits"]["train"]["shards"]) >= 2
+    assert manifest["splits"]["validation"]["rows"] > 0
+    assert not any(name.startswith(".staging") for name in os.listdir(out))
+
+
+def test_accounting_identity_and_drop_reasons(sample_run):
+    out, manifest = sample_run
+    langs = manifest["languages"]
+    for lang, c in langs.items():
+        assert c["pages_read"] == sum(c[k] for k in contract.PAGE_OUTCOMES), lang
+    total = {k: sum(c[k] for c in langs.values()) for k in contract.LANGUAGE_KEYS}
+    assert total["redirects"] > 0 and total["non_article"] > 0 and total["parse_errors"] > 0
+    assert total["replaced_characters"] >= 1  # the sample's U+E003 was escaped
+    rejects = [json.loads(l) for f in manifest["rejects"] for l in (out / f).read_text().splitlines()]
+    assert len([r for r in rejects if r["outcome"] == "parse_errors"]) == total["parse_errors"]
+    assert all(r["reason"] for r in rejects)
+
+
+def test_text_round_trips_through_codepoints(sample_run):
+    out, manifest = sample_run
+    table = read_table(str(out / manifest["splits"]["train"]["shards"][0]["path"]))
+    row = table.slice(0, 1).to_pylist()[0]
+    cps = np.array(row["codepoints"])
+    text = "".join(map(chr, cps[1:-1]))
+    assert contract.MASK not in cps and "[[" not in text and "{{" not in text
+    assert np.array_equal(np.array([ord(c) for c in text]), cps[1:-1])
+
+
+def test_two_workers_give_byte_identical_shards(sample_run, tmp_path):
+    _, manifest = sample_run
+    other = output.run(small_config(tmp_path / "two"), workers=2)
+    assert shard_hashes(other) == shard_hashes(manifest)
+    assert other["languages"] == manifest["languages"]
+    assert other["tokenizer"]["sha256"] == manifest["tokenizer"]["sha256"]
+
+
+def test_rerun_is_a_no_op_and_another_config_is_refused(sample_run):
+    out, manifest = sample_run
+    before = (out / contract.MANIFEST).stat().st_mtime_ns
+    again = output.run(small_config(out), workers=1)
+    assert again["up_to_date"] and (out / contract.MANIFEST).stat().st_mtime_ns == before
+    with pytest.raises(output.OutputExistsError, match="different config"):
+        output.run(small_config(out, seed=4), workers=1)
+    assert (out / contract.MANIFEST).stat().st_mtime_ns == before
+
+
+def test_missing_input_fails_before_any_work(tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(sources.InputError, match="nothing-here"):
+        output.run(small_config(out, inputs=(str(tmp_path / "nothing-here*.xml"),)))
+    assert not out.exists()
+
+
+def test_truncated_bz2_fails_naming_the_file_and_leaves_no_manifest(tmp_path):
+    data = bz2.compress((SAMPLE / "enwiki-20261101-pages-articles.xml").read_bytes())
+    bad = tmp_path / "enwiki-20261101-pages-articles.xml.bz2"
+    bad.write_bytes(data[: len(data) // 2])
+    out = tmp_path / "out"
+    with pytest.raises(Exception, match="enwiki-20261101-pages-articles.xml.bz2"):
+        output.run(small_config(out, inputs=(str(bad),)))
+    assert not (out / contract.MANIFEST).exists()
+
+
+def test_memory_filesystem_urls(tmp_path):
+    src = SAMPLE / "enwiki-20261101-pages-articles.xml"
+    with fsspec.open("memory://in/enwiki-20261101-pages-articles.xml", "wb") as f:
+        f.write(src.read_bytes())
+    manifest = output.run(small_config("memory://out", inputs=("memory://in/*.xml",)), workers=1)
+    assert manifest["splits"]["train"]["rows"] > 0
+    assert validate("memory://out")[1] == 0
+
+
+def test_validator_rejects_partial_span_masks_and_bad_replacements(sample_run):
+    out, manifest = sample_run
+    table = read_table(str(out / manifest["splits"]["train"]["shards"][0]["path"]))
+    row = table.slice(0, 1).to_pylist()[0]
+
+    def problems(r):
+        from pipeline.validate import Problems
+
+        p = Problems()
+        check_row(r, 512, None, "x", p)
+        return p.items
+
+    assert problems(row) == []
+    assert row["char_mask_positions"]
+    cps = np.array(row["codepoints"])
+    # a mask that covers only the first character of a multi-character span
+    from pipeline.masks import whitespace_spans
+
+    starts, ends = whitespace_spans(cps)
+    longest = int(np.argmax(ends - starts))
+    bad = dict(row, char_mask_positions=[int(starts[longest])])
+    assert any("whole spans" in p for p in problems(bad))
+    bad = dict(row, codepoints=[contract.CLS, contract.MASK, contract.SEP], segment_ids=[0, 0, 0],
+               char_mask_positions=[], subword_starts=[], subword_lengths=[], subword_ids=[],
+               subword_predict_offsets=[], subword_actions=[], subword_replacements=[])
+    assert any("special" in p for p in problems(bad))
+    if row["subword_starts"]:
+        bad = dict(row, subword_replacements=list(row["subword_replacements"]) + [65])
+        assert any("subword_replacements" in p for p in problems(bad))
+
+
+def test_validator_reports_a_tampered_shard(sample_run, tmp_path):
+    out, manifest = sample_run
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    shard = copy / manifest["splits"]["train"]["shards"][0]["path"]
+    shard.write_bytes(shard.read_bytes()[:-10] + b"0123456789")
+    problems, count, _ = validate(str(copy))
+    assert count >= 1 and any("sha256" in p or "Parquet" in p or "parquet" in p.lower() for p in problems)
