@@ -21,8 +21,10 @@ def format_manifest(m: dict) -> str:
     for lang, c in m["languages"].items():
         vals = [lang] + [f"{c[k]:.3f}" if k == "sampling_weight" else str(c[k]) for k in cols]
         lines.append("  ".join(f"{v:>9}" for v in vals))
-    if "elapsed_s" in m:
-        lines.append(f"elapsed {m['elapsed_s']} s")
+    if "run" in m:
+        r = m["run"]
+        lines.append(f"{r['work_items']} work items ({r['items_parsed']} parsed, {r['items_reused']} reused "
+                     f"from an interrupted run), {r['elapsed_s']} s")
     return "\n".join(lines)
 
 

@@ -3,8 +3,9 @@
     canine preprocess pipeline/sample/*.xml --output out/shards --workers 2
 
 Steps (each a labelled composite, each testable with TestPipeline):
-  ReadPages      work items (files or multistream ranges) -> Reshuffle -> streaming page parse
-  CleanPages     wikitext -> NFC plain text; every page gets exactly one outcome, counted per language
+  ReadAndClean   work items (files or multistream ranges) -> Reshuffle -> streaming parse + clean
+                 (CleanPages): every page gets exactly one outcome, counted per language; each
+                 finished item is cached in staging so a killed run resumes (pipeline/itemcache.py)
   AssignSplit    ~0.5% of pages, by a hash of (lang, page id), to validation
   TrainTokenizer WordPiece for CANINE-S on the pages with the smallest id hashes (or a given tokenizer.json)
   PackExamples   pages grouped by hash, sorted by id, packed to seq_len
@@ -23,10 +24,11 @@ import math
 from typing import NamedTuple
 
 import apache_beam as beam
+import fsspec
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
-from pipeline import clean, contract, examples, masks, shards, sources
+from pipeline import contract, examples, itemcache, masks, shards
 from pipeline.config import PreprocessConfig
 from pipeline.hashing import stable_int, stable_unit
 from pipeline.tokenizer import WordPieceTokenizer, train_wordpiece
@@ -40,57 +42,73 @@ class Page(NamedTuple):  # a kept page, the one type that flows between cleaning
     text: str
 
 
-class ReadPages(beam.PTransform):
-    """Work items -> RawPages. The Reshuffle spreads a single big multistream dump over workers."""
+class _RouteFn(beam.DoFn):
+    """A cleaned page -> exactly one outcome record, plus the page itself or its reject."""
 
-    def __init__(self, items):
-        super().__init__()
-        self.items = list(items)
-
-    def expand(self, pbegin):
-        return (
-            pbegin
-            | "WorkItems" >> beam.Create(self.items, reshuffle=False)
-            | "Reshuffle" >> beam.Reshuffle()
-            | "Parse" >> beam.FlatMap(sources.read_pages)
-        )
-
-
-class _CleanFn(beam.DoFn):
     def __init__(self):
         self.outcome_counters = {o: Metrics.counter(_NS, o) for o in contract.PAGE_OUTCOMES}
 
-    def process(self, page):
-        result = clean.clean_page(page)
-        self.outcome_counters[result.outcome].inc()
-        yield pvalue.TaggedOutput("outcomes", (page.lang, result.outcome))
-        if result.replaced:
-            yield pvalue.TaggedOutput("replaced", (page.lang, result.replaced))
-        if result.outcome == "kept":
-            yield Page(page.lang, page.page_id, result.text)
-        elif result.outcome in ("parse_errors", "empty"):
+    def process(self, c: itemcache.Cleaned):
+        self.outcome_counters[c.outcome].inc()
+        yield pvalue.TaggedOutput("outcomes", (c.lang, c.outcome))
+        if c.replaced:
+            yield pvalue.TaggedOutput("replaced", (c.lang, c.replaced))
+        if c.outcome == "kept":
+            yield Page(c.lang, c.page_id, c.text)
+        elif c.outcome in ("parse_errors", "empty"):
             # Redirects and other namespaces are only counted (enwiki has ~10M redirects);
             # pages that should have been text but were not are kept with their reason.
-            yield pvalue.TaggedOutput(
-                "rejects",
-                {
-                    "lang": page.lang,
-                    "page_id": page.page_id,
-                    "title": page.title,
-                    "source": page.source,
-                    "outcome": result.outcome,
-                    "reason": result.reason,
-                },
-            )
+            yield pvalue.TaggedOutput("rejects", {"lang": c.lang, "page_id": c.page_id, "title": c.title,
+                                                  "source": c.source, "outcome": c.outcome, "reason": c.reason})
+
+
+def _route(cleaned):
+    return cleaned | "Route" >> beam.ParDo(_RouteFn()).with_outputs("outcomes", "replaced", "rejects", main="kept")
 
 
 class CleanPages(beam.PTransform):
     """RawPage -> {kept: Page, outcomes: (lang, outcome), replaced: (lang, n), rejects: dict}."""
 
     def expand(self, raw_pages):
-        return raw_pages | "Clean" >> beam.ParDo(_CleanFn()).with_outputs(
-            "outcomes", "replaced", "rejects", main="kept"
+        return _route(raw_pages | "Clean" >> beam.Map(itemcache.clean_raw))
+
+
+class _ItemFn(beam.DoFn):
+    """One work item -> its cleaned pages, from the cache of an earlier run or parsed now."""
+
+    def __init__(self, staging):
+        self.staging = staging
+        self.reused = Metrics.counter(_NS, "items_reused")
+        self.parsed = Metrics.counter(_NS, "items_parsed")
+
+    def process(self, item):
+        url = itemcache.cache_url(self.staging, item)
+        fs, path = fsspec.core.url_to_fs(url)
+        if fs.exists(path):
+            self.reused.inc()
+            yield from itemcache.replay(url)
+            return
+        yield from itemcache.parse_and_store(item, url)
+        self.parsed.inc()
+        itemcache.after_item_finished()
+
+
+class ReadAndClean(beam.PTransform):
+    """Work items -> the outputs of CleanPages. The Reshuffle spreads a single big multistream
+    dump over workers; each finished item is cached in staging, so a killed run resumes."""
+
+    def __init__(self, items, staging):
+        super().__init__()
+        self.items, self.staging = list(items), staging
+
+    def expand(self, pbegin):
+        cleaned = (
+            pbegin
+            | "WorkItems" >> beam.Create(self.items, reshuffle=False)
+            | "Reshuffle" >> beam.Reshuffle()
+            | "ParseAndClean" >> beam.ParDo(_ItemFn(self.staging))
         )
+        return _route(cleaned)
 
 
 def split_of(page: Page, validation_fraction: float) -> str:
@@ -350,8 +368,7 @@ class CollectStats(beam.PTransform):
 
 def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | None):
     """Add the whole job to pipeline `p`; everything is written below `staging`."""
-    raw = p | "ReadPages" >> ReadPages(items)
-    cleaned = raw | "CleanPages" >> CleanPages()
+    cleaned = p | "ReadAndClean" >> ReadAndClean(items, staging)
     split_pages = cleaned.kept | "AssignSplit" >> AssignSplit(cfg.validation_fraction)
     tokenizer = split_pages | "TrainTokenizer" >> TrainTokenizer(cfg, tokenizer_json)
     _ = tokenizer | "SaveTokenizer" >> beam.Map(_save_text, f"{staging}/{contract.TOKENIZER}")

@@ -96,15 +96,35 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
         return {**existing, "up_to_date": True}
     staging = staging_url(cfg)
     fs, staging_path = _fs(staging)
-    if fs.exists(staging_path):
-        fs.rm(staging_path, recursive=True)  # leftovers of a killed run of this config
+    # A killed run of this same config left staging behind: keep its finished work items
+    # (items/), drop everything else, which is recomputed from them.
+    for name in fs.ls(staging_path, detail=False) if fs.exists(staging_path) else []:
+        if name.rstrip("/").rsplit("/", 1)[-1] != "items":
+            fs.rm(name, recursive=True)
     fs.makedirs(staging_path, exist_ok=True)
     log.info("%d work items from %d input files", len(items), len(cfg.input_fingerprints))
-    with beam.Pipeline(options=beam_options(workers, runner, beam_args)) as p:
-        job.build(p, cfg, items, staging, tokenizer_json)
+    p = beam.Pipeline(options=beam_options(workers, runner, beam_args))
+    job.build(p, cfg, items, staging, tokenizer_json)
+    result = p.run()
+    result.wait_until_finish()
+    counters = _counters(result)
     manifest = finalize(cfg, staging)
-    manifest["elapsed_s"] = round(time.time() - started, 2)
+    # Not in manifest.json (which must not depend on how the run went): returned and printed.
+    manifest["run"] = {
+        "elapsed_s": round(time.time() - started, 2),
+        "work_items": len(items),
+        "items_parsed": counters.get("items_parsed", 0),
+        "items_reused": counters.get("items_reused", 0),
+    }
     return manifest
+
+
+def _counters(result) -> dict:
+    out = {}
+    for c in result.metrics().query().get("counters", []):
+        value = c.committed if c.committed is not None else c.attempted
+        out[c.key.metric.name] = out.get(c.key.metric.name, 0) + (value or 0)
+    return out
 
 
 def staging_url(cfg: PreprocessConfig) -> str:

@@ -156,3 +156,29 @@ def test_validator_reports_a_tampered_shard(sample_run, tmp_path):
     shard.write_bytes(shard.read_bytes()[:-10] + b"0123456789")
     problems, count, _ = validate(str(copy))
     assert count >= 1 and any("sha256" in p or "Parquet" in p or "parquet" in p.lower() for p in problems)
+
+
+def cli_preprocess(out, env=None):
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "jobs.cli", "preprocess", SAMPLE_GLOB, "--output", str(out), "--seq-len", "512",
+           "--vocab-size", "800", "--validation-fraction", "0.05", "--shard-codepoints", "40000", "--seed", "3",
+           "--json"]
+    return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600)
+
+
+def test_killed_run_resumes_without_redoing_finished_items(sample_run, tmp_path):
+    from pipeline.itemcache import FAULT_ENV
+
+    _, manifest = sample_run
+    out = tmp_path / "out"
+    killed = cli_preprocess(out, {FAULT_ENV: "3"})
+    assert killed.returncode != 0
+    assert not (out / contract.MANIFEST).exists()
+    resumed = cli_preprocess(out)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    run = json.loads(resumed.stdout[resumed.stdout.index("{"):])["run"]
+    assert run["items_reused"] == 3 and run["items_parsed"] == run["work_items"] - 3
+    # byte-identical to the uninterrupted run of the same config
+    assert shard_hashes(json.loads((out / contract.MANIFEST).read_text())) == shard_hashes(manifest)

@@ -1,0 +1,120 @@
+"""Preprocessing speed against its own floor, in one run on the same input (issue 2, "Speed").
+
+    python benchmarks/preprocess.py                 # ~30 MB of wikitext made from the sample
+    python benchmarks/preprocess.py --repeat 60 --workers 2
+
+Prints raw-wikitext MB/s per core of
+  (a) mwparserfromhell parse + strip_code alone (the floor any cleaner pays),
+  (b) the whole Beam job end to end (DirectRunner, read -> clean -> tokenizer -> pack -> masks -> Parquet),
+  (c) the codepoint + packing + masking stage alone (MB of cleaned text per second),
+and the ratio (b)/(a). Goals: (b)/(a) >= 0.7; (c) >= 20 MB/s per core.
+The input is the bundled sample repeated with fresh page ids, so every page is parsed anew.
+"""
+
+import argparse
+import glob
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import mwparserfromhell
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipeline import clean, examples, masks, output, sources  # noqa: E402
+from pipeline.config import PreprocessConfig  # noqa: E402
+from pipeline.tokenizer import WordPieceTokenizer  # noqa: E402
+
+PAGE = re.compile(rb"<page>.*?</page>", re.S)
+PAGE_ID = re.compile(rb"(<page>.*?<id>)(\d+)(</id>)", re.S)
+
+
+def make_input(folder: Path, repeat: int) -> list[Path]:
+    """Each sample dump repeated `repeat` times, page ids shifted so no two pages share one."""
+    made = []
+    for src in sorted(glob.glob(str(ROOT / "pipeline" / "sample" / "*.xml"))):
+        data = Path(src).read_bytes()
+        head, pages = data[: data.index(b"<page>")], PAGE.findall(data)
+        dst = folder / Path(src).name
+        with open(dst, "wb") as f:
+            f.write(head)
+            for r in range(repeat):
+                shift = (r + 1) * 10_000_000
+                for page in pages:
+                    f.write(PAGE_ID.sub(lambda m: m.group(1) + str(int(m.group(2)) + shift).encode() + m.group(3)
+                                        if m.group(2).isdigit() else m.group(0), page, count=1))
+                    f.write(b"\n")
+            f.write(b"</mediawiki>\n")
+        made.append(dst)
+    return made
+
+
+def all_pages(files):
+    for item in sources.plan_work_items([str(f) for f in files]):
+        yield from sources.read_pages(item)
+
+
+def bench_parse_only(pages) -> tuple[float, float]:
+    mb = sum(len(p.text.encode("utf-8")) for p in pages) / 1e6
+    t = time.perf_counter()
+    for p in pages:
+        mwparserfromhell.parse(p.text).strip_code()
+    return mb, time.perf_counter() - t
+
+
+def bench_stage(pages, tokenizer, seq_len) -> tuple[float, float]:
+    kept = [(p.lang, p.page_id, r.text) for p in pages if (r := clean.clean_page(p)).outcome == "kept"]
+    by_lang = {}
+    for lang, pid, text in kept:
+        by_lang.setdefault(lang, []).append((pid, text))
+    mb = sum(len(t.encode("utf-8")) for _, _, t in kept) / 1e6
+    t = time.perf_counter()
+    for lang, group in by_lang.items():
+        for ex in examples.pack_pages(sorted(group), seq_len):
+            masks.plan_example(ex, lang, 0, 0, tokenizer)
+    return mb, time.perf_counter() - t
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--vocab-size", type=int, default=32000)
+    ap.add_argument("--seq-len", type=int, default=2048)
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        files = make_input(Path(tmp), args.repeat)
+        pages = list(all_pages(files))
+        raw_mb = sum(len(p.text.encode("utf-8")) for p in pages) / 1e6
+        print(f"input: {len(files)} dumps, {len(pages)} pages, {raw_mb:.1f} MB of wikitext; {args.workers} worker(s)")
+
+        mb_a, t_a = bench_parse_only(pages)
+        rate_a = mb_a / t_a
+        print(f"(a) mwparserfromhell parse + strip_code alone: {rate_a:6.2f} MB/s per core ({t_a:.1f} s)")
+
+        cfg = PreprocessConfig(inputs=(f"{tmp}/*.xml",), output=f"{tmp}/out", seq_len=args.seq_len,
+                               vocab_size=args.vocab_size)
+        t = time.perf_counter()
+        manifest = output.run(cfg, workers=args.workers)
+        t_b = time.perf_counter() - t
+        rate_b = raw_mb / t_b / args.workers
+        rows = sum(s["rows"] for s in manifest["splits"].values())
+        cps = sum(s["codepoints"] for s in manifest["splits"].values())
+        print(f"(b) whole Beam job end to end:               {rate_b:6.2f} MB/s per core ({t_b:.1f} s, "
+              f"{rows} examples, fill {cps / max(rows, 1) / args.seq_len:.3f})")
+
+        tokenizer = WordPieceTokenizer.from_file(f"{tmp}/out/tokenizer.json")
+        mb_c, t_c = bench_stage(pages, tokenizer, args.seq_len)
+        rate_c = mb_c / t_c
+        print(f"(c) codepoints + packing + masking alone:    {rate_c:6.2f} MB/s per core ({mb_c:.1f} MB clean text)")
+        print(f"ratio (b)/(a) = {rate_b / rate_a:.2f}  (goal >= 0.7);  (c) goal >= 20 MB/s per core: "
+              f"{'met' if rate_c >= 20 else 'NOT met'}")
+        print(f"cores on this machine: {os.cpu_count()}")
+
+
+if __name__ == "__main__":
+    main()

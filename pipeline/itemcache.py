@@ -1,0 +1,96 @@
+"""Per-work-item results, so a killed run resumes without parsing finished items again.
+
+Parsing wikitext is the job's dominant cost (benchmarks/preprocess.py), and everything after it
+is deterministic, so the only state worth keeping across runs is each work item's cleaned
+pages. A work item (a file, or a range of bz2 streams) is written to
+`STAGING/items/<hash of its key>.parquet` through a temp name, renamed only when the whole item
+is done; a later run of the same config finds it and replays it instead of parsing (issue 5,
+"Scheduled preprocessing"). The staging folder is keyed by the config's sha, so a changed
+config or input never reuses stale items.
+"""
+
+import os
+import signal
+import uuid
+from typing import Iterator, NamedTuple
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline import clean, sources
+from pipeline.hashing import stable_int
+
+# Tests kill a run after this many finished work items, like an OOM kill or a preempted VM.
+FAULT_ENV = "CANINE_PREPROCESS_FAULT_ITEMS"
+_BATCH = 512  # rows per Parquet row group while streaming an item to its cache file
+
+
+class Cleaned(NamedTuple):
+    """One page after cleaning: its outcome, and its text if kept. What the cache stores."""
+
+    lang: str
+    page_id: int
+    title: str
+    source: str
+    outcome: str  # one of contract.PAGE_OUTCOMES
+    reason: str
+    text: str | None
+    replaced: int
+
+
+SCHEMA = pa.schema(
+    [("lang", pa.string()), ("page_id", pa.int64()), ("title", pa.string()), ("source", pa.string()),
+     ("outcome", pa.string()), ("reason", pa.string()), ("text", pa.string()), ("replaced", pa.int32())]
+)
+
+
+def clean_raw(page: sources.RawPage) -> Cleaned:
+    r = clean.clean_page(page)
+    return Cleaned(page.lang, page.page_id, page.title, page.source, r.outcome, r.reason, r.text, r.replaced)
+
+
+def cache_url(staging: str, item: sources.WorkItem) -> str:
+    return f"{staging}/items/{stable_int(sources.work_item_key(item)):016x}.parquet"
+
+
+def _batch(rows: list[Cleaned]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array(col, type=f.type) for col, f in zip(zip(*rows), SCHEMA)], schema=SCHEMA)
+
+
+def replay(url: str) -> Iterator[Cleaned]:
+    with fsspec.open(url, "rb") as f:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=_BATCH):
+            for row in zip(*(batch.column(i).to_pylist() for i in range(batch.num_columns))):
+                yield Cleaned(*row)
+
+
+def parse_and_store(item: sources.WorkItem, url: str) -> Iterator[Cleaned]:
+    """Parse and clean the item, streaming rows to a temp file renamed when the item is done."""
+    fs, path = fsspec.core.url_to_fs(url)
+    fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+    tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
+    rows = []
+    with fs.open(tmp, "wb") as f, pq.ParquetWriter(f, SCHEMA, compression="zstd") as writer:
+        for page in sources.read_pages(item):
+            rows.append(clean_raw(page))
+            yield rows[-1]
+            if len(rows) >= _BATCH:
+                writer.write_batch(_batch(rows))
+                rows = []
+        if rows:
+            writer.write_batch(_batch(rows))
+    fs.mv(tmp, path)
+
+
+class _FaultCounter:
+    finished = 0
+
+
+def after_item_finished() -> None:
+    """The fault hook: with CANINE_PREPROCESS_FAULT_ITEMS=k the process kills itself (SIGKILL,
+    no clean-up) once k items have been finished and cached."""
+    _FaultCounter.finished += 1
+    limit = os.environ.get(FAULT_ENV)
+    if limit and _FaultCounter.finished >= int(limit):
+        os.kill(os.getpid(), signal.SIGKILL)
