@@ -1,0 +1,127 @@
+"""`canine report RUN_DIR`: redraw a run's loss / accuracy curve and print its summary.
+
+    canine report runs/smoke/train
+    canine report gs://bucket/runs/base --json
+
+Reads only what the run wrote (metrics.jsonl, config.yaml, summary.json, and the shard
+manifest its config points to), so it works for any finished or running run.
+"""
+
+import io
+import json
+import statistics
+import sys
+
+import fsspec
+import yaml
+
+CURVE_FILE = "curves.png"
+
+
+def _join(base, *parts):
+    return "/".join([base.rstrip("/"), *parts])
+
+
+def _read(url):
+    fs, path = fsspec.core.url_to_fs(url)
+    if not fs.exists(path):
+        return None
+    with fs.open(path, "r", encoding="utf-8") as f:
+        return f.read()
+
+
+def plot(records: list[dict], url: str) -> str:
+    """Loss and accuracy against step (train every step, eval where evaluated) as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on servers and CI
+    import matplotlib.pyplot as plt
+
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(10, 3.8))
+    steps = [r["step"] for r in records]
+    ax_loss.plot(steps, [r["loss"] for r in records], label="train", lw=1)
+    ax_acc.plot(steps, [r.get("accuracy", float("nan")) for r in records], label="train", lw=1)
+    evals = [r for r in records if "eval_loss" in r]
+    if evals:
+        ax_loss.plot([r["step"] for r in evals], [r["eval_loss"] for r in evals], "o-", label="validation")
+        ax_acc.plot([r["step"] for r in evals], [r["eval_accuracy"] for r in evals], "o-", label="validation")
+    for ax, name in ((ax_loss, "loss"), (ax_acc, "masked-prediction accuracy")):
+        ax.set_xlabel("step")
+        ax.set_title(name)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    with fsspec.open(url, "wb") as f:
+        f.write(buf.getvalue())
+    return url
+
+
+def summarize(run_dir: str) -> dict:
+    from training.train.metrics import read_metrics
+
+    records = read_metrics(run_dir)
+    if not records:
+        raise FileNotFoundError(f"{run_dir}: no metrics.jsonl (not a canine pretrain run, or it has not logged a step)")
+    head, tail = records[: min(5, len(records))], records[-min(5, len(records)) :]
+    evals = [r for r in records if "eval_loss" in r]
+    summary = {
+        "run": run_dir,
+        "steps": records[-1]["step"],
+        "loss_start": round(statistics.fmean(r["loss"] for r in head), 4),  # mean of 5: one step is noisy
+        "loss_end": round(statistics.fmean(r["loss"] for r in tail), 4),
+        "eval_loss": evals[-1]["eval_loss"] if evals else None,
+        "eval_accuracy": evals[-1]["eval_accuracy"] if evals else None,
+        "chars_per_s": round(statistics.median(r["chars_per_s"] for r in records), 1),
+        "examples_per_s": round(statistics.median(r["examples_per_s"] for r in records), 2),
+        "curve": plot(records, _join(run_dir, CURVE_FILE)),
+    }
+    cfg_text = _read(_join(run_dir, "config.yaml"))
+    if cfg_text:
+        cfg = yaml.safe_load(cfg_text)
+        summary["objective"] = cfg.get("train", {}).get("objective")
+        data_path = cfg.get("data", {}).get("path")
+        manifest_text = _read(_join(data_path, "manifest.json")) if data_path else None
+        if manifest_text:
+            m = json.loads(manifest_text)
+            summary["data"] = data_path
+            summary["examples"] = {split: info["rows"] for split, info in m["splits"].items()}
+            summary["languages"] = sorted(m["languages"])
+    run_summary = _read(_join(run_dir, "summary.json"))
+    if run_summary:
+        s = json.loads(run_summary)
+        summary.update({k: v for k, v in s.items() if k in ("hf_export", "consolidated", "checkpoint")})
+    return summary
+
+
+def format_summary(s: dict) -> str:
+    lines = [f"run            {s['run']}  ({s.get('objective') or '?'} objective, {s['steps']} steps)"]
+    if "examples" in s:
+        ex = ", ".join(f"{k} {v}" for k, v in s["examples"].items())
+        lines.append(f"data           {s['data']}: {ex} examples, {len(s['languages'])} languages ({' '.join(s['languages'])})")
+    lines.append(f"loss           {s['loss_start']:.4f} -> {s['loss_end']:.4f} (mean of first / last 5 steps)")
+    if s["eval_loss"] is not None:
+        lines.append(f"validation     loss {s['eval_loss']:.4f}, accuracy {s['eval_accuracy']:.3f}")
+    lines.append(f"throughput     {s['chars_per_s']:.0f} characters/s, {s['examples_per_s']:.2f} examples/s (median step)")
+    lines.append(f"curve          {s['curve']}")
+    for key in ("consolidated", "hf_export"):
+        if s.get(key):
+            lines.append(f"{key:<15}{s[key]}")
+    return "\n".join(lines)
+
+
+def add_arguments(p):
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--json", action="store_true")
+
+
+def main(args) -> int:
+    try:
+        s = summarize(args.run_dir)
+    except FileNotFoundError as e:
+        print(f"canine report: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(s, indent=1) if args.json else format_summary(s))
+    return 0

@@ -1,0 +1,36 @@
+"""`canine report` on a run directory: summary numbers come from metrics.jsonl, the PNG is real."""
+
+import json
+
+from jobs import cli, report
+
+
+def write_run(tmp_path):
+    records = []
+    for step in range(1, 21):
+        r = {"step": step, "loss": 10.0 - step * 0.3, "accuracy": step / 40, "lr": 1e-3, "grad_norm": 1.0,
+             "examples_per_s": 4.0, "chars_per_s": 2000.0 + step, "data_wait_fraction": 0.01}
+        if step % 10 == 0:
+            r.update(eval_loss=9.0 - step * 0.2, eval_accuracy=step / 50)
+        records.append(r)
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return records
+
+
+def test_summary_and_curve(tmp_path):
+    write_run(tmp_path)
+    s = report.summarize(str(tmp_path))
+    assert s["steps"] == 20
+    assert s["loss_start"] == round(sum(10.0 - k * 0.3 for k in range(1, 6)) / 5, 4)
+    assert s["loss_end"] < s["loss_start"]
+    assert s["eval_accuracy"] == 20 / 50
+    png = (tmp_path / report.CURVE_FILE).read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+def test_cli_report_and_missing_run(tmp_path, capsys):
+    write_run(tmp_path)
+    assert cli.main(["report", str(tmp_path)]) == 0
+    assert "loss" in capsys.readouterr().out
+    assert cli.main(["report", str(tmp_path / "nope")]) == 2
+    assert "no metrics.jsonl" in capsys.readouterr().err
