@@ -1,0 +1,187 @@
+"""Fixtures for pipeline tests: the bundled sample, and every input kind built from it.
+
+Helpers are handed out as fixtures (pytest's way of sharing code between test files, since
+tests/ is not a package); each returns the plain function below:
+    make_multistream(xml, out_dir, pages_per_stream=10) -> (dump, index)   real bz2 multistream
+    compress(src, dst)                 .bz2 / .gz by dst's suffix (one stream)
+    write_rows(rows, path)             .jsonl / .jsonl.gz / .parquet by suffix
+    pages_as_rows(pages, cleaned=True) RawPages -> {id, title, text, lang} rows (kept pages
+                                       with cleaned text, or every well-formed page raw)
+    make_synthetic_dump(path, n_pages) a dump of n pages (sample pages with fresh ids),
+                                       written streaming, .xml / .xml.bz2 / .xml.gz
+Session data:
+    sample_xml      {lang: Path} of the bundled dumps
+    sample_pages    {lang: [RawPage]} read with pipeline.sources.read_pages
+    input_variants  {kind: path} of the English sample as every kind: xml, xml_bz2, xml_gz,
+                    multistream (its index beside it), jsonl, jsonl_gz, parquet (cleaned text)
+    bad_inputs      {name: path}: truncated_bz2, corrupt_gz, malformed_xml, truncated_xml,
+                    stale_index (an index whose offsets miss the stream starts)
+"""
+
+import bz2
+import gzip
+import json
+import re
+from pathlib import Path
+from xml.sax.saxutils import unescape
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from pipeline.clean import clean_page
+from pipeline.sources import WorkItem, read_pages
+
+SAMPLE_DIR = Path(__file__).resolve().parents[2] / "pipeline" / "sample"
+_PAGE_RE = re.compile(r"  <page>\n.*?</page>\n", re.S)
+
+
+def split_dump(xml: str) -> tuple[str, list[str], str]:
+    """(header up to </siteinfo>, one string per <page> element, footer) of a sample dump."""
+    pages = _PAGE_RE.findall(xml)
+    first, last = xml.index(pages[0]), xml.rindex(pages[-1]) + len(pages[-1])
+    return xml[:first], pages, xml[last:]
+
+
+def make_multistream(xml_path, out_dir, pages_per_stream: int = 10) -> tuple[Path, Path]:
+    """Wikimedia's layout: a header stream, `pages_per_stream` pages a stream, a footer stream,
+    and an index of `offset:page_id:title` lines naming each page's stream."""
+    xml_path, out_dir = Path(xml_path), Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = xml_path.name.removesuffix("-pages-articles.xml")
+    dump = out_dir / f"{stem}-pages-articles-multistream.xml.bz2"
+    index = out_dir / f"{stem}-pages-articles-multistream-index.txt.bz2"
+    header, pages, footer = split_dump(xml_path.read_text(encoding="utf-8"))
+    lines, offset = [], 0
+    with open(dump, "wb") as f:
+        offset += f.write(bz2.compress(header.encode()))
+        for i in range(0, len(pages), pages_per_stream):
+            group = pages[i : i + pages_per_stream]
+            for page in group:
+                page_id = re.search(r"<id>(.*?)</id>", page).group(1)
+                title = unescape(re.search(r"<title>(.*?)</title>", page).group(1))
+                lines.append(f"{offset}:{page_id}:{title}\n")
+            offset += f.write(bz2.compress("".join(group).encode()))
+        f.write(bz2.compress(footer.encode()))
+    index.write_bytes(bz2.compress("".join(lines).encode()))
+    return dump, index
+
+
+def compress(src, dst) -> Path:
+    opener = bz2.open if str(dst).endswith(".bz2") else gzip.open
+    with open(src, "rb") as f, opener(dst, "wb") as out:
+        out.write(f.read())
+    return Path(dst)
+
+
+def write_rows(rows: list[dict], path) -> Path:
+    path = Path(path)
+    if path.suffix == ".parquet":
+        pq.write_table(pa.Table.from_pylist(rows), path)
+    else:
+        data = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
+        path.write_bytes(gzip.compress(data) if path.suffix == ".gz" else data)
+    return path
+
+
+def pages_as_rows(pages, cleaned: bool = True) -> list[dict]:
+    rows = []
+    for page in pages:
+        if page.error is not None:
+            continue
+        text = page.text
+        if cleaned:
+            result = clean_page(page)
+            if result.outcome != "kept":
+                continue
+            text = result.text
+        rows.append({"id": page.page_id, "title": page.title, "text": text, "lang": page.lang})
+    return rows
+
+
+def make_synthetic_dump(path, n_pages: int) -> Path:
+    """n_pages article pages cycled from the English sample, ids 1..n, streamed to disk."""
+    header, pages, footer = split_dump((SAMPLE_DIR / "enwiki-20261101-pages-articles.xml").read_text(encoding="utf-8"))
+    pages = [p for p in pages if "<ns>0</ns>" in p and re.search(r"<id>\d+</id>", p)]
+    path = Path(path)
+    opener = bz2.open if path.suffix == ".bz2" else gzip.open if path.suffix == ".gz" else open
+    with opener(path, "wt", encoding="utf-8") as f:
+        f.write(header)
+        for i in range(n_pages):
+            f.write(re.sub(r"<id>\d+</id>", f"<id>{i + 1}</id>", pages[i % len(pages)], count=1))
+        f.write(footer)
+    return path
+
+
+@pytest.fixture(scope="session")
+def sample_xml() -> dict[str, Path]:
+    return {p.name.split("wiki-")[0]: p for p in sorted(SAMPLE_DIR.glob("*wiki-*-pages-articles.xml"))}
+
+
+@pytest.fixture(scope="session")
+def sample_pages(sample_xml) -> dict:
+    return {lang: list(read_pages(WorkItem(str(p), "xml", lang=lang))) for lang, p in sample_xml.items()}
+
+
+@pytest.fixture(scope="session")
+def input_variants(sample_xml, sample_pages, tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("inputs")
+    xml = sample_xml["en"]
+    rows = pages_as_rows(sample_pages["en"])
+    dump, _ = make_multistream(xml, out / "multistream", pages_per_stream=5)
+    return {
+        "xml": xml,
+        "xml_bz2": compress(xml, out / "enwiki-20261101-pages-articles.xml.bz2"),
+        "xml_gz": compress(xml, out / "enwiki-20261101-pages-articles.xml.gz"),
+        "multistream": dump,
+        "jsonl": write_rows(rows, out / "en-clean.jsonl"),
+        "jsonl_gz": write_rows(rows, out / "en-clean.jsonl.gz"),
+        "parquet": write_rows(rows, out / "en-clean.parquet"),
+    }
+
+
+@pytest.fixture(scope="session")
+def bad_inputs(sample_xml, input_variants, tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("bad")
+    data = input_variants["multistream"].read_bytes()
+    truncated_bz2 = out / "truncated" / "enwiki-20261101-pages-articles.xml.bz2"
+    truncated_bz2.parent.mkdir()
+    truncated_bz2.write_bytes(data[: len(data) * 2 // 3])  # cut inside a stream, index not copied
+
+    gz = bytearray(input_variants["xml_gz"].read_bytes())
+    gz[len(gz) // 2 : len(gz) // 2 + 64] = bytes(64)  # zeroed block in the middle of the deflate data
+    corrupt_gz = out / "enwiki-20261101-pages-articles.xml.gz"
+    corrupt_gz.write_bytes(bytes(gz))
+
+    text = sample_xml["en"].read_text(encoding="utf-8")
+    fifth_title = [m.end() for m in re.finditer("</title>", text)][4]
+    malformed = out / "malformed" / "enwiki-20261101-pages-articles.xml"
+    malformed.parent.mkdir()
+    malformed.write_text(text[: fifth_title - 8] + "</titel>" + text[fifth_title:], encoding="utf-8")
+    truncated_xml = out / "truncated_xml" / "enwiki-20261101-pages-articles.xml"
+    truncated_xml.parent.mkdir()
+    truncated_xml.write_text(text[: len(text) // 2], encoding="utf-8")
+
+    stale = out / "stale"
+    dump, index = make_multistream(sample_xml["en"], stale, pages_per_stream=5)
+    lines = bz2.decompress(index.read_bytes()).decode().splitlines(keepends=True)
+    index.write_bytes(bz2.compress("".join(f"{int(l.split(':')[0]) + 7}:{l.split(':', 1)[1]}" for l in lines).encode()))
+    return {
+        "truncated_bz2": truncated_bz2,
+        "corrupt_gz": corrupt_gz,
+        "malformed_xml": malformed,
+        "truncated_xml": truncated_xml,
+        "stale_index": dump,
+    }
+
+
+def _as_fixture(helper):
+    """Hand a helper out as a session fixture of its own name."""
+    return pytest.fixture(name=helper.__name__, scope="session")(lambda: helper)
+
+
+_make_multistream_fixture = _as_fixture(make_multistream)
+_compress_fixture = _as_fixture(compress)
+_write_rows_fixture = _as_fixture(write_rows)
+_pages_as_rows_fixture = _as_fixture(pages_as_rows)
+_make_synthetic_dump_fixture = _as_fixture(make_synthetic_dump)

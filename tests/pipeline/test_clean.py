@@ -1,0 +1,163 @@
+"""pipeline/clean.py: each wikitext rule, NFC, the special-codepoint escape, outcomes, the sample."""
+
+import random
+import unicodedata
+from collections import Counter
+
+import pytest
+
+from pipeline import contract
+from pipeline.clean import clean_page, escape_aliased, redirect_target, wikitext_to_text
+from pipeline.sources import RawPage
+
+
+def page(text, ns=0, redirect=False, error=None, markup="wikitext"):
+    return RawPage(7, "T", ns, redirect, text, "en", "test:1", error, markup)
+
+
+# --- wikitext rules: (input, expected plain text) ------------------------------------------
+
+RULES = {
+    "template and infobox dropped": ("{{Infobox city\n| name = [[X]]\n| pop = 5\n}}\nX is a city.", "X is a city."),
+    "inline template leaves no gap": ("The Hokkien {{IPA|tê}}, a word.", "The Hokkien, a word."),
+    "lang templates keep their text": ("from {{lang|nan|tê}} and {{lang-ga|An tSiúir}} {{nowrap|5 km}}", "from tê and An tSiúir 5 km"),
+    "empty parentheses of a dropped template": ("Paris ({{IPA|paʁi}}) is big.", "Paris is big."),
+    "links keep display text": ("a [[river]], the [[River Suir|Suir]] and [[apple]]s", "a river, the Suir and apples"),
+    "file and image links dropped": ("A[[File:A.jpg|thumb|a [[b]] caption]]B[[Image:c.png]]C[[Datei:d.jpg|mini]]D", "ABCD"),
+    "category and interlanguage dropped": ("Text.\n[[Category:Foo|sort]]\n[[Kategorie:Bar]]\n[[fr:Paris]]\n[[zh-yue:X]]", "Text."),
+    "colon link is inline": ("see [[:Category:Foo]] and [[:fr:Paris|Paris]]", "see Category:Foo and Paris"),
+    "refs dropped": ('a<ref name="x">{{cite web|url=u}}</ref> b<ref name=x /> c<ref>plain</ref>.', "a b c."),
+    "tables dropped": ('Before.\n{| class="wikitable"\n! A !! B\n|-\n| 1 || 2\n|}\nAfter.', "Before.\nAfter."),
+    "bold and italic markup removed": ("'''Bold''' and ''it'' and '''''both'''''", "Bold and it and both"),
+    "headings on their own line": ("Intro.\n== History ==\nOld.\n=== Early ===\nOlder.", "Intro.\nHistory\nOld.\nEarly\nOlder."),
+    "empty sections lose their heading": ("Text.\n== References ==\n<references />\n== Notes ==\n{{reflist}}", "Text."),
+    "parent heading kept for a subsection": ("== A ==\n=== B ===\nbody", "A\nB\nbody"),
+    "lists keep items without bullets": ("* one\n** two\n# three\n; term\n: def", "one\ntwo\nthree\nterm\ndef"),
+    "paragraphs become single line breaks": ("One.\n\n\nTwo   words.\n  \nThree.", "One.\nTwo words.\nThree."),
+    "external links keep label only": ("[https://x.org Label] [https://y.org] https://bare.org end", "Label end"),
+    "entities decoded": ("caf&eacute; 5&nbsp;km &ndash; &amp; &#931; &#x3A3;", "café 5\xa0km – & Σ Σ"),
+    "comments and magic words dropped": ("a<!-- hidden -->b __NOTOC__ __БЕЗ_ОГЛАВЛЕНИЯ__ c", "ab c"),
+    "media, math and code dropped": ("x<gallery>\nFile:a.jpg|cap\n</gallery>y<math>a^2</math>z<syntaxhighlight>q=1</syntaxhighlight>", "xyz"),
+    "tags keep their text": ("<blockquote>quoted</blockquote> a<sup>2</sup> <span>s</span>", "quoted\na2 s"),
+    "line break tags": ("one<br />two<br>three", "one\ntwo\nthree"),
+    "nowiki content is literal but unbracketed": ("<nowiki>[[raw]] ''x''</nowiki>", "raw x"),
+    "leftovers of malformed markup": ("unclosed {{tmpl and [[link and '''bold", "unclosed tmpl and link and bold"),
+    "dotted words keep their space": ("the .NET runtime", "the .NET runtime"),
+}
+
+
+@pytest.mark.parametrize("name", RULES)
+def test_wikitext_rule(name):
+    wikitext, expected = RULES[name]
+    assert wikitext_to_text(wikitext) == expected
+
+
+# --- NFC and the special-codepoint escape --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw, nfc",
+    [
+        ("cafe\u0301", "café"),  # decomposed Latin
+        ("\u1112\u1161\u11ab\u1100\u1173\u11af", "한글"),  # Hangul conjoining jamo
+        ("\u095b", "\u091c\u093c"),  # Devanagari ज़ is a composition exclusion: NFC decomposes it
+        ("\u0627\u064e\u0644\u0652", "\u0627\u064e\u0644\u0652"),  # Arabic harakat stay combining
+    ],
+)
+def test_kept_text_is_nfc(raw, nfc):
+    result = clean_page(page(f"x {raw} y"))
+    assert result.text == f"x {nfc} y" and unicodedata.is_normalized("NFC", result.text)
+
+
+def test_escape_matches_the_contract_rule_over_the_bmp_specials():
+    text = "".join(map(chr, range(0, 0xE200)))
+    escaped, count = escape_aliased(text)
+    assert count == sum(contract.is_aliased(cp) for cp in range(0, 0xE200)) == 257
+    assert [i for i, ch in enumerate(escaped) if text[i] != ch] == [cp for cp in range(0, 0xE200) if contract.is_aliased(cp)]
+    assert set(escaped[0xE000:0xE100]) == {chr(contract.REPLACEMENT_CHARACTER)}
+
+
+def test_clean_page_counts_replaced_characters():
+    result = clean_page(page("a\ue003b\ue000\ue0ffc\ue100", markup="plain"))
+    assert (result.outcome, result.text, result.replaced) == ("kept", "a\ufffdb\ufffd\ufffdc\ue100", 3)
+    assert clean_page(page("\x00", markup="plain")).text == "\ufffd"
+
+
+# --- outcomes ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "raw, outcome, reason",
+    [
+        (page("x", error="non-integer <id> '4a'"), "parse_errors", "parse error: non-integer <id> '4a'"),
+        (page("Talk text", ns=1), "non_article", "namespace 1"),
+        (page("#REDIRECT [[Target page]]", ns=14), "non_article", "namespace 14"),
+        (page("#REDIRECT [[Target page#Section|x]]"), "redirects", "redirect to Target page"),
+        (page("#redirect[[lower]]"), "redirects", "redirect to lower"),
+        (page("#WEITERLEITUNG [[Talbrück]]"), "redirects", "redirect to Talbrück"),
+        (page("#перенаправление [[Чай]]"), "redirects", "redirect to Чай"),
+        (page("whatever", redirect=True), "redirects", "redirect to (unknown)"),
+        (page("{{Infobox x}}[[Category:Y]]"), "empty", "empty after cleaning"),
+        (page("   ", markup="plain"), "empty", "empty after cleaning"),
+        (page("'''Real''' text"), "kept", ""),
+    ],
+)
+def test_outcomes(raw, outcome, reason):
+    result = clean_page(raw)
+    assert (result.outcome, result.reason) == (outcome, reason)
+    assert (result.text is not None) == (outcome == "kept")
+
+
+def test_plain_pages_are_not_read_as_wikitext():
+    result = clean_page(page("a [[b]] {{c}} '''d'''", markup="plain"))
+    assert result.text == "a [[b]] {{c}} '''d'''"
+    assert redirect_target("#REDIRECT [[X]]") == "X" and redirect_target("#Redirection (film)") is None
+
+
+def test_clean_page_never_raises_on_garbage():
+    rng = random.Random(0)
+    pieces = ["[[", "]]", "{{", "}}", "{|", "|}", "'''", "<ref>", "</ref>", "<!--", "==", "\n", "|", "&", "#", "x", "é", "\ue003", ":"]
+    outcomes = Counter()
+    for _ in range(300):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 60)))
+        result = clean_page(page(text))
+        assert result.outcome in contract.PAGE_OUTCOMES
+        outcomes[result.outcome] += 1
+    deep = clean_page(page("[[a|" * 5000 + "]]" * 5000))  # nesting deeper than any real page
+    assert deep.outcome in contract.PAGE_OUTCOMES
+    assert outcomes["kept"] > 0
+
+
+# --- the bundled sample --------------------------------------------------------------------
+
+LEFTOVERS = ("[[", "]]", "{{", "}}", "'''", "<ref", "</ref", "{|", "|}", "thumb|", "Category:", "File:", "<!--", "__NOTOC__")
+
+
+def test_sample_accounting_and_constructs(sample_pages):
+    assert set(sample_pages) >= {"en", "de", "ru", "zh", "ko", "ar", "hi"}
+    for lang, pages in sample_pages.items():
+        results = [clean_page(p) for p in pages]
+        counts = Counter(r.outcome for r in results)
+        assert sum(counts.values()) == len(pages)  # pages_read = sum of outcomes
+        assert counts["redirects"] >= 2 and counts["non_article"] >= 5 and counts["parse_errors"] >= 1, (lang, counts)
+        assert counts["empty"] == 0 and 25 <= counts["kept"] <= 40, (lang, counts)
+        kept = [r.text for r in results if r.outcome == "kept"]
+        assert sum(len(t) > 2048 for t in kept) >= 3 and sum(len(t) < 1000 for t in kept) >= 8, lang
+        for text in kept:
+            assert not [m for m in LEFTOVERS if m in text], (lang, text[:200])
+            assert unicodedata.is_normalized("NFC", text)
+        assert {p.ns for p in pages} >= {0, 1, 2, 4, 6, 10, 14}, lang
+
+
+def test_sample_private_use_page_is_escaped(sample_pages):
+    results = {p.title: clean_page(p) for p in sample_pages["en"]}
+    assert results["Private Use Areas"].replaced == 1 and "\ufffd" in results["Private Use Areas"].text
+    assert sum(r.replaced for r in results.values()) == 1
+
+
+def test_sample_scripts_survive_cleaning(sample_pages):
+    scripts = {"ru": "\u0400", "zh": "\u4e00", "ko": "\uac00", "ar": "\u0600", "hi": "\u0900"}  # block starts
+    for lang, start in scripts.items():
+        text = "".join(clean_page(p).text or "" for p in sample_pages[lang])
+        in_block = sum(ord(start) <= ord(c) < ord(start) + (0x5200 if lang == "zh" else 0x2C00 if lang == "ko" else 0x100) for c in text)
+        assert in_block > 0.5 * len(text.replace(" ", "")), lang
