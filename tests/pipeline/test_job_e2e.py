@@ -182,3 +182,17 @@ def test_killed_run_resumes_without_redoing_finished_items(sample_run, tmp_path)
     assert run["items_reused"] == 3 and run["items_parsed"] == run["work_items"] - 3
     # byte-identical to the uninterrupted run of the same config
     assert shard_hashes(json.loads((out / contract.MANIFEST).read_text())) == shard_hashes(manifest)
+
+
+def test_multistream_dump_is_split_and_reads_the_same_pages(tmp_path, make_multistream):
+    xml = SAMPLE / "ruwiki-20261101-pages-articles.xml"
+    dump, index = make_multistream(xml, tmp_path / "in", pages_per_stream=4)
+    items = sources.plan_work_items([str(dump)], streams_per_item=2)
+    assert len(items) > 3  # one work item per range of streams, not one per file
+    whole = output.run(small_config(tmp_path / "whole", inputs=(str(xml),)), workers=1)
+    split = output.run(small_config(tmp_path / "split", inputs=(str(dump),), streams_per_item=2), workers=2)
+    assert split["run"]["work_items"] == len(items)
+    assert split["languages"] == whole["languages"]
+    assert validate(str(tmp_path / "split"))[1] == 0
+    # the same pages, the same examples: only the container differs
+    assert shard_hashes(split) == shard_hashes(whole)
