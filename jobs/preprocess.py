@@ -15,6 +15,9 @@ from pipeline.config import PreprocessConfig
 def add_arguments(p):
     p.add_argument("inputs", nargs="*", metavar="INPUT", help="fsspec URLs or globs: MediaWiki XML (.xml/.bz2/.gz), JSONL, Parquet")
     p.add_argument("--output", required=True, help="output directory (fsspec URL)")
+    p.add_argument("--dump", action="append", default=[], metavar="LANG:DATE",
+                   help="a Wikimedia dump (en:20261101, ja:latest); repeatable; the output goes to OUTPUT/<langs>/<date>")
+    p.add_argument("--mirror", help="dump mirror root (default: Wikimedia's own server)")
     p.add_argument("--seq-len", type=int, default=contract.DEFAULT_SEQ_LEN, help="codepoints per example (default 2048)")
     p.add_argument("--seed", type=int, default=0)
     tok = p.add_mutually_exclusive_group()
@@ -52,16 +55,44 @@ def config_from_args(args) -> PreprocessConfig:
     )
 
 
+def resolve_dumps(args) -> None:
+    """--dump specs -> input URLs and an output keyed by language and date (jobs/dumps.py)."""
+    from jobs import dumps
+    from pipeline.sources import InputError
+
+    if not args.dump:
+        return
+    resolved = []
+    for spec in args.dump:
+        d = dumps.parse_dump(spec, mirror=args.mirror, lang=args.lang)
+        if d.date == dumps.LATEST:
+            d = dumps.pin_latest(d)  # the output path names the real date, so reruns find it
+        missing = dumps.missing_files(d)
+        if missing:
+            raise InputError(f"--dump {spec}: missing on the mirror: {', '.join(missing)}")
+        resolved.append(d)
+    args.inputs = [*args.inputs, *(d.dump_url for d in resolved)]
+    args.output = dumps.output_path(args.output, resolved)
+
+
 def main(args) -> int:
+    import shlex
+
     from jobs.inspect import print_manifest
+    from jobs.lock import LockHeld, LockLost, OutputLock
     from pipeline import output, sources
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    cfg = config_from_args(args)
     try:
-        manifest = output.run(cfg, workers=args.workers, runner=args.runner, beam_args=args.passthrough)
-    except (ValueError, sources.InputError, output.OutputExistsError) as e:
+        resolve_dumps(args)
+        cfg = config_from_args(args)
+        # The lock comes before anything touches the output, staging included: two runs of one
+        # config would otherwise clean up each other's staging (jobs/lock.py).
+        with OutputLock(cfg.output, command=shlex.join(["canine", "preprocess", *map(str, args.inputs)])) as lock:
+            manifest = output.run(cfg, workers=args.workers, runner=args.runner, beam_args=args.passthrough,
+                                  before_publish=lock.check)
+    except (ValueError, sources.InputError, output.OutputExistsError, LockHeld, LockLost) as e:
         print(f"canine preprocess: {e}", file=sys.stderr)
         return 2
     if manifest.get("up_to_date"):

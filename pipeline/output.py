@@ -83,8 +83,10 @@ def prepare(cfg: PreprocessConfig):
     return cfg, items, tokenizer_json, existing
 
 
-def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", beam_args=()) -> dict:
-    """Run the whole job and return the manifest (the existing one if the output is up to date)."""
+def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", beam_args=(), before_publish=None) -> dict:
+    """Run the whole job and return the manifest (the existing one if the output is up to date).
+    `before_publish()` runs after the pipeline, before anything is moved into place: a lock
+    holder's check that it still owns the output."""
     import apache_beam as beam
 
     from pipeline import job
@@ -108,6 +110,8 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
     result = p.run()
     result.wait_until_finish()
     counters = _counters(result)
+    if before_publish is not None:
+        before_publish()
     manifest = finalize(cfg, staging)
     # Not in manifest.json (which must not depend on how the run went): returned and printed.
     manifest["run"] = {

@@ -32,7 +32,7 @@ import pytest
 from pipeline.clean import clean_page
 from pipeline.sources import WorkItem, read_pages
 
-SAMPLE_DIR = Path(__file__).resolve().parents[2] / "pipeline" / "sample"
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "pipeline" / "sample"
 _PAGE_RE = re.compile(r"  <page>\n.*?</page>\n", re.S)
 
 

@@ -1,0 +1,210 @@
+"""Name a Wikimedia dump as `LANG:DATE` and derive its file URLs and an output sub-path.
+
+    canine preprocess --dump en:20261101 --output gs://bucket/shards
+    canine preprocess --dump ja:latest --mirror /data/wikimedia --output out/shards
+    canine preprocess --dump latest --lang ko --output out/shards
+    python -m jobs.dumps --pin --check en:latest ja:latest   # prints the output sub-path, then the dump URLs
+
+Wikimedia's layout (https://dumps.wikimedia.org, and every mirror that copies it):
+
+    <mirror>/<lang>wiki/<date>/<lang>wiki-<date>-pages-articles-multistream.xml.bz2
+    <mirror>/<lang>wiki/<date>/<lang>wiki-<date>-pages-articles-multistream-index.txt.bz2
+    <mirror>/<lang>wiki/latest/<lang>wiki-latest-pages-articles-multistream.xml.bz2  (and -index)
+
+The index (`offset:page_id:title`, ~100 pages per bz2 stream) is what lets Beam split a dump
+that bz2 alone cannot (CANINE.md, "Training-stack facts"); pipeline/sources.py finds it beside
+the dump by this same naming. `parse_dump` is pure: nothing is contacted. `pin_latest` and
+`missing_files` read the mirror, and only when called.
+"""
+
+import argparse
+import dataclasses
+import datetime
+import hashlib
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+import fsspec
+
+DEFAULT_MIRROR = "https://dumps.wikimedia.org"
+LATEST = "latest"
+_DUMP_SUFFIX = "pages-articles-multistream.xml.bz2"
+_INDEX_SUFFIX = "pages-articles-multistream-index.txt.bz2"
+# Wikipedia language codes: "en", "zh-min-nan", "be-tarask", "simple". The dump folders use the
+# database name, where hyphens are underscores ("zh_min_nanwiki"), so both spellings are accepted
+# and the underscore one is canonical: one output path, hence one lock, per wiki.
+_LANG_RE = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Dump:
+    lang: str  # canonical language code, underscores for hyphens ("en", "zh_min_nan")
+    date: str  # "YYYYMMDD", or "latest" until pin_latest() resolves it
+    mirror: str = DEFAULT_MIRROR  # fsspec URL or local path of the mirror root, no trailing slash
+
+    @property
+    def wiki(self) -> str:
+        return f"{self.lang}wiki"
+
+    @property
+    def folder(self) -> str:
+        """The dump's folder on the mirror."""
+        return f"{self.mirror}/{self.wiki}/{self.date}"
+
+    @property
+    def dump_url(self) -> str:
+        return f"{self.folder}/{self.wiki}-{self.date}-{_DUMP_SUFFIX}"
+
+    @property
+    def index_url(self) -> str:
+        return f"{self.folder}/{self.wiki}-{self.date}-{_INDEX_SUFFIX}"
+
+    @property
+    def output_subpath(self) -> str:
+        """Where this dump's shards go under --output: `<lang>/<date>`."""
+        return output_subpath([self])
+
+    @property
+    def latest_feed_url(self) -> str:
+        """The RSS feed Wikimedia publishes beside each `latest` file; its <link> names the dated folder."""
+        return f"{self.mirror}/{self.wiki}/{LATEST}/{self.wiki}-{LATEST}-{_DUMP_SUFFIX}-rss.xml"
+
+
+def parse_dump(spec: str, *, mirror: str | None = None, lang: str | None = None) -> Dump:
+    """`"en:20261101"`, `"en:latest"`, or `"latest"` (then `lang`, from --lang, names the wiki).
+
+    Raises ValueError naming the bad part of `spec`. Pure: the mirror is not contacted.
+    """
+    text = spec.strip()
+    if ":" in text:
+        code, _, date = text.partition(":")
+        if lang is not None and _canonical_lang(lang, "--lang") != _canonical_lang(code, f"--dump {spec!r}"):
+            raise ValueError(f"--dump {spec!r} names language {code!r} but --lang is {lang!r}")
+    elif text == LATEST:
+        if lang is None:
+            raise ValueError("--dump latest needs a language: write LANG:latest (e.g. en:latest) or add --lang")
+        code, date = lang, LATEST
+    else:
+        raise ValueError(f"--dump {spec!r}: expected LANG:DATE (e.g. en:20261101), LANG:latest, or latest")
+    return Dump(_canonical_lang(code, f"--dump {spec!r}"), _check_date(date, spec), _mirror_root(mirror))
+
+
+def pin_latest(dump: Dump) -> Dump:
+    """Resolve `latest` to the dated dump it points at, by reading the mirror's RSS feed.
+
+    Why pin: `latest/` is re-pointed each month, so a run of several hours that reads `latest/`
+    can see the index of one dump and the pages of the next; dated files never change. And a
+    scheduled run keyed by the real date writes a new output folder per dump instead of
+    overwriting `<lang>/latest`. A dated Dump is returned unchanged.
+    """
+    if dump.date != LATEST:
+        return dump
+    url = dump.latest_feed_url
+    try:
+        with fsspec.open(url, "rb") as f:
+            feed = f.read()
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"{url}: no feed for {dump.wiki} latest on this mirror; name the date instead (--dump {dump.lang}:YYYYMMDD)"
+        ) from None
+    try:
+        links = [el.text or "" for el in ET.fromstring(feed).iter("link")]
+    except ET.ParseError as e:
+        raise ValueError(f"{url}: not an RSS feed ({e})") from None
+    # The channel <link> points at .../latest; the item <link> at the dated folder .../<wiki>/<date>.
+    dates = {m.group(1) for link in links if (m := re.search(rf"/{re.escape(dump.wiki)}/(\d{{8}})/?$", link.strip()))}
+    if len(dates) != 1:
+        raise ValueError(f"{url}: expected one <link> to a dated {dump.wiki} folder, found {sorted(dates) or 'none'}")
+    return dataclasses.replace(dump, date=_check_date(dates.pop(), url))
+
+
+def missing_files(dump: Dump) -> list[str]:
+    """The dump and index URLs that the mirror does not have (empty when both exist)."""
+    missing = []
+    for url in (dump.dump_url, dump.index_url):
+        fs, path = fsspec.core.url_to_fs(url)
+        if not fs.exists(path):
+            missing.append(url)
+    return missing
+
+
+def output_subpath(dumps: list[Dump]) -> str:
+    """The output sub-path of a run over these dumps, keyed by language and date.
+
+    `<langs>/<date>`: the languages sorted and joined by "-" (codes never contain one once
+    canonical), and the newest date, or "latest" if any dump is unpinned. One dump: `en/20261101`;
+    a multilingual run, whose languages are smoothed together (share^alpha) and so belong in one
+    output: `en-ja-ko/20261101`. More than 16 languages (mBERT's 104) become
+    `<n>langs-<hash>`: a path component must stay under 255 bytes; the manifest lists them all.
+    """
+    if not dumps:
+        raise ValueError("no dumps given")
+    langs = sorted({d.lang for d in dumps})
+    if len(langs) != len(dumps):
+        raise ValueError(f"a language is named twice in {[f'{d.lang}:{d.date}' for d in dumps]}")
+    key = "-".join(langs)
+    if len(langs) > 16:
+        key = f"{len(langs)}langs-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    dates = {d.date for d in dumps}
+    return f"{key}/{LATEST if LATEST in dates else max(dates)}"
+
+
+def output_path(output: str, dumps: Dump | list[Dump]) -> str:
+    """`--output` joined with the sub-path of one dump or of a run's dumps."""
+    dumps = [dumps] if isinstance(dumps, Dump) else dumps
+    return f"{output.rstrip('/')}/{output_subpath(dumps)}"
+
+
+def _canonical_lang(code: str, where: str) -> str:
+    code = code.strip().lower()
+    if not _LANG_RE.match(code):
+        raise ValueError(f"{where}: {code!r} is not a Wikipedia language code (e.g. en, ja, zh-min-nan)")
+    return code.replace("-", "_")
+
+
+def _check_date(date: str, where: str) -> str:
+    date = date.strip()
+    if date == LATEST:
+        return date
+    try:
+        if len(date) != 8:
+            raise ValueError
+        datetime.datetime.strptime(date, "%Y%m%d")
+    except ValueError:
+        raise ValueError(f"{where}: dump date {date!r} is not YYYYMMDD (e.g. 20261101) or 'latest'") from None
+    return date
+
+
+def _mirror_root(mirror: str | None) -> str:
+    root = (mirror or DEFAULT_MIRROR).strip()
+    if not root:
+        raise ValueError("--mirror is empty")
+    return root.rstrip("/") or "/"
+
+
+def main(argv=None) -> int:
+    """Resolve dumps for a shell script (infra/schedule/preprocess-languages.sh): prints the output
+    sub-path on the first line, then one dump URL per line; exit 2 with a message on stderr."""
+    p = argparse.ArgumentParser(prog="python -m jobs.dumps", description=main.__doc__)
+    p.add_argument("specs", nargs="+", metavar="LANG:DATE")
+    p.add_argument("--mirror", default=DEFAULT_MIRROR)
+    p.add_argument("--pin", action="store_true", help="resolve `latest` to its dated dump (reads the mirror's feed)")
+    p.add_argument("--check", action="store_true", help="fail unless every dump and index exists on the mirror")
+    args = p.parse_args(argv)
+    try:
+        dumps = [parse_dump(spec, mirror=args.mirror) for spec in args.specs]
+        dumps = [pin_latest(d) for d in dumps] if args.pin else dumps
+        missing = [url for d in dumps for url in missing_files(d)] if args.check else []
+        if missing:
+            raise FileNotFoundError("not on the mirror: " + ", ".join(missing))
+        subpath = output_subpath(dumps)
+    except (ValueError, OSError) as e:
+        print(f"jobs.dumps: {e}", file=sys.stderr)
+        return 2
+    print("\n".join([subpath] + [d.dump_url for d in dumps]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

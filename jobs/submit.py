@@ -1,0 +1,283 @@
+"""`canine submit`: run a canine command on a Ray cluster through the Ray Jobs API.
+
+    canine submit --address http://127.0.0.1:8265 -- pretrain --data gs://b/shards --output gs://b/runs/base --config base
+    canine submit --address URL --no-wait -- preprocess gs://b/dumps/*.bz2 --output gs://b/shards -- --runner=FlinkRunner --flink_master=flink:8081
+    canine submit --address URL status raysubmit_XXXX
+    canine submit --address URL logs raysubmit_XXXX [--follow]
+    canine submit --address URL stop raysubmit_XXXX
+
+The job runs `python -m jobs.cli COMMAND ...` with the cluster's python, in one of three places:
+this checkout uploaded as the job's working directory (default; .venv, runs/, .git and other
+bulk are excluded), `--image IMAGE` (Ray's `image_uri`: the nodes start the job in that image,
+which must have the project installed), or `--installed` (the nodes' own python already has the
+project, e.g. the KubeRay image from infra/docker/gpu.Dockerfile: nothing is uploaded).
+
+Token authentication (Ray >= 2.52, on by default in 2.60 clusters started with a token): the
+token is read like Ray reads it, RAY_AUTH_TOKEN, then the file named by RAY_AUTH_TOKEN_PATH,
+then ~/.ray/auth_token; it is sent only as the Authorization header, never printed, and
+masked out of the job's streamed logs. docs/cluster.md says how to get it from the cluster.
+
+Exit status: 0 when the job succeeded; the job's own exit code (or 1) when it failed; 3 when it
+was stopped; 4 when the cluster could not be reached or refused the token; 130 when Ctrl-C
+detached from a job that keeps running; 0 right after submitting with --no-wait.
+"""
+
+import asyncio
+import dataclasses
+import os
+import shlex
+import sys
+import threading
+from pathlib import Path
+
+from jobs import cli
+
+EXIT_STOPPED = 3
+EXIT_CLUSTER = 4
+EXIT_DETACHED = 130
+ACTIONS = ("status", "logs", "stop")
+# Never uploaded with the working directory: environments, outputs, caches. Ray also honours the
+# checkout's .gitignore; these hold even where there is none (a copied tree) and keep the
+# package far below Ray's working_dir limit (the upload is a zip held in the cluster's GCS).
+EXCLUDES = (".venv", ".git", "runs", "out", "build", ".whl", ".gl", "**/__pycache__", "*.egg-info",
+            ".pytest_cache", "*.pyc")
+_TOKEN_ENV_VARS = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be reached, refused the token, or does not know the job."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Token:
+    value: str = dataclasses.field(repr=False)  # the secret: only ever put in the Authorization header
+    source: str  # where it came from, safe to print ("RAY_AUTH_TOKEN", a file path)
+
+
+@dataclasses.dataclass(frozen=True)
+class SubmitSpec:
+    argv: tuple  # the canine command and its arguments, e.g. ("pretrain", "--config", "tiny")
+    working_dir: str | None = None  # uploaded as the job's cwd; None with image or installed
+    image: str | None = None  # container image with the project installed (Ray runtime_env image_uri)
+    env_vars: tuple = ()  # (name, value) pairs for the job's environment
+    submission_id: str | None = None  # fixed job id, so a scheduler that retries cannot submit twice
+
+    def entrypoint(self) -> str:
+        # `python -m jobs.cli` rather than the `canine` script: it runs from the uploaded working
+        # directory as well as from an installed package, whatever the nodes' PATH holds.
+        return shlex.join(["python", "-m", "jobs.cli", *self.argv])
+
+    def runtime_env(self) -> dict:
+        # Unbuffered output: the driver's prints reach the log tail as they happen, not per 8 KiB.
+        env = {"env_vars": {"PYTHONUNBUFFERED": "1", **dict(self.env_vars)}}
+        if self.working_dir:
+            env.update(working_dir=self.working_dir, excludes=list(EXCLUDES))
+        if self.image:
+            env["image_uri"] = self.image
+        return env
+
+
+def resolve_token(environ=None, home: Path | None = None) -> Token | None:
+    """The cluster token, looked up in Ray's own order; None when there is none."""
+    environ = os.environ if environ is None else environ
+    if environ.get("RAY_AUTH_TOKEN", "").strip():
+        return Token(environ["RAY_AUTH_TOKEN"].strip(), "RAY_AUTH_TOKEN")
+    path_env = environ.get("RAY_AUTH_TOKEN_PATH", "").strip()
+    path = Path(path_env) if path_env else (home or Path.home()) / ".ray" / "auth_token"
+    try:
+        value = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        if path_env:  # named explicitly, so its absence is a mistake, as Ray itself treats it
+            raise ClusterError(f"RAY_AUTH_TOKEN_PATH={path}: no such file") from None
+        return None
+    except OSError as e:
+        raise ClusterError(f"token file {path}: cannot read it ({e.strerror})") from None
+    if not value:
+        raise ClusterError(f"token file {path} is empty")
+    return Token(value, str(path))
+
+
+def connect(address: str, token: Token | None):
+    """A JobSubmissionClient for `address`, with token failures turned into clear messages."""
+    from ray.exceptions import AuthenticationError
+    from ray.job_submission import JobSubmissionClient
+
+    headers = {"Authorization": f"Bearer {token.value}"} if token else {}
+    try:
+        return JobSubmissionClient(address, headers=headers)
+    except AuthenticationError:
+        if token is None:
+            raise ClusterError(
+                f"the Ray cluster at {address} requires an auth token and none was found: set RAY_AUTH_TOKEN, "
+                "or RAY_AUTH_TOKEN_PATH to a file holding it, or write it to ~/.ray/auth_token "
+                "(docs/cluster.md: how to read it from the cluster's Kubernetes secret)") from None
+        raise ClusterError(f"the Ray cluster at {address} rejected the token from {token.source}: "
+                           "it is not this cluster's token") from None
+    except ConnectionError:
+        raise ClusterError(f"cannot reach a Ray dashboard at {address}: is the cluster up, and is this the "
+                           "dashboard's address (port 8265; on Kubernetes, kubectl port-forward to the head "
+                           "service)?") from None
+
+
+def submit(client, spec: SubmitSpec) -> str:
+    try:
+        return client.submit_job(entrypoint=spec.entrypoint(), runtime_env=spec.runtime_env(),
+                                 submission_id=spec.submission_id)
+    except RuntimeError as e:  # e.g. a reused --job-id, a working dir over Ray's upload limit
+        raise ClusterError(f"the cluster refused the job: {_reason(e)}") from None
+
+
+def follow(client, job_id: str, token: Token | None, out=None) -> int:
+    """Stream the job's logs until it ends; return its exit status (see module docstring)."""
+    out = out or sys.stdout
+
+    async def tail():
+        async for chunk in client.tail_job_logs(job_id):
+            out.write(_mask(chunk, token))
+            out.flush()
+
+    try:
+        asyncio.run(tail())
+    except Exception as e:  # the log socket dropped (head restarted, proxy timeout): poll instead
+        print(f"canine submit: log stream of {job_id} ended early ({_mask(str(e), token)}); waiting for the job",
+              file=sys.stderr)
+    return wait(client, job_id, token)
+
+
+def wait(client, job_id: str, token: Token | None = None, poll_s: float = 2.0) -> int:
+    """Wait until the job is terminal (after a dropped log stream) and map its status to an exit code."""
+    done = threading.Event()  # never set: its wait() is an interruptible poll interval
+    while not (info := client.get_job_info(job_id)).status.is_terminal():
+        done.wait(poll_s)
+    return exit_code(info, token)
+
+
+def exit_code(info, token: Token | None = None) -> int:
+    status = str(info.status)
+    if status == "SUCCEEDED":
+        return 0
+    if status == "STOPPED":
+        return EXIT_STOPPED
+    code = getattr(info, "driver_exit_code", None)
+    if info.message:
+        print(f"canine submit: job {info.submission_id} {status}: {_mask(info.message, token)}", file=sys.stderr)
+    return code if isinstance(code, int) and 0 < code < 256 else 1
+
+
+def add_arguments(parser) -> None:
+    parser.description = "Submit a canine command to a Ray cluster (Ray Jobs API); put `--` before the command."
+    parser.add_argument("--address", default=os.environ.get("RAY_API_SERVER_ADDRESS") or os.environ.get("RAY_ADDRESS"),
+                        help="Ray dashboard URL, e.g. http://127.0.0.1:8265 (default: $RAY_API_SERVER_ADDRESS, $RAY_ADDRESS)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--working-dir", help="directory uploaded as the job's cwd (default: this project checkout)")
+    where.add_argument("--image", help="container image with the project installed (Ray runtime_env image_uri)")
+    where.add_argument("--installed", action="store_true", help="the cluster's python already has the project: upload nothing")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="job environment variable (repeatable)")
+    parser.add_argument("--job-id", help="submission id to use (a retried submission with the same id is refused)")
+    parser.add_argument("--no-wait", action="store_true", help="print the job id and return without streaming logs")
+    parser.add_argument("--follow", action="store_true", help="with `logs`: keep streaming until the job ends")
+    parser.add_argument("action", nargs="*", metavar="status|logs|stop JOB_ID",
+                        help="act on an existing job instead of submitting `-- COMMAND ...`")
+
+
+def main(args) -> int:
+    try:
+        return _run(args)
+    except ClusterError as e:
+        print(f"canine submit: {e}", file=sys.stderr)
+        return EXIT_CLUSTER
+    except ValueError as e:
+        print(f"canine submit: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C while following an existing job's logs: the job is untouched
+        print("\ncanine submit: interrupted; the job, if any, keeps running", file=sys.stderr)
+        return EXIT_DETACHED
+
+
+def _run(args) -> int:
+    action, command = list(args.action), list(getattr(args, "passthrough", None) or [])  # cli.py splits at `--`
+    if not args.address:
+        raise ValueError("--address is required (the Ray dashboard URL, e.g. http://127.0.0.1:8265)")
+    address = args.address if "://" in args.address else f"http://{args.address}"
+    if action:
+        if action[0] not in ACTIONS or len(action) != 2 or command:
+            raise ValueError("usage: canine submit --address URL [status|logs|stop] JOB_ID, "
+                             f"or canine submit --address URL -- COMMAND ...; got {' '.join(action)!r}")
+        token = resolve_token()
+        return _act(connect(address, token), action[0], action[1], token, args.follow)
+    spec = _spec(args, command)
+    token = resolve_token()
+    client = connect(address, token)
+    job_id = submit(client, spec)
+    print(f"canine submit: job {job_id} submitted to {address}", file=sys.stderr)
+    if args.no_wait:
+        print(job_id)
+        return 0
+    try:
+        return follow(client, job_id, token)
+    except KeyboardInterrupt:
+        print(f"\ncanine submit: detached; job {job_id} keeps running "
+              f"(canine submit --address {address} stop {job_id})", file=sys.stderr)
+        return EXIT_DETACHED
+
+
+def _spec(args, words) -> SubmitSpec:
+    runnable = sorted(set(cli.COMMANDS) - {"submit"})
+    if not words or words[0] not in runnable:
+        got = f"got {words[0]!r}" if words else "got nothing"
+        raise ValueError(f"expected `-- COMMAND ...` with COMMAND one of {', '.join(runnable)}, "
+                         f"or status|logs|stop JOB_ID; {got}")
+    env = []
+    for item in args.env:
+        name, eq, value = item.partition("=")
+        if not eq or not name:
+            raise ValueError(f"--env {item!r}: expected NAME=VALUE")
+        if name in _TOKEN_ENV_VARS:  # job env vars are stored in the job's record and shown by the dashboard
+            raise ValueError(f"--env {name}: the cluster passes its token to jobs itself; never put it in a job's env")
+        env.append((name, value))
+    working_dir = None
+    if not (args.image or args.installed):
+        working_dir = args.working_dir or str(_project_root())
+        if not Path(working_dir).is_dir():
+            raise ValueError(f"--working-dir {working_dir}: not a directory")
+    return SubmitSpec(tuple(words), working_dir, args.image, tuple(env), args.job_id)
+
+
+def _project_root() -> Path:
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "pyproject.toml").is_file():
+        raise ValueError(f"no project checkout at {root} (installed package?): pass --working-dir, --image or --installed")
+    return root
+
+
+def _act(client, action: str, job_id: str, token: Token | None, follow_logs: bool) -> int:
+    try:
+        if action == "status":
+            info = client.get_job_info(job_id)
+            print(f"{job_id}: {info.status}" + (f" ({_mask(info.message, token)})" if info.message else ""))
+            return 0
+        if action == "logs":
+            if follow_logs:
+                return follow(client, job_id, token)
+            sys.stdout.write(_mask(client.get_job_logs(job_id), token))
+            return 0
+        stopped = client.stop_job(job_id)
+        print(f"{job_id}: " + ("stop requested" if stopped else f"already {client.get_job_status(job_id)}"))
+        return 0
+    except RuntimeError as e:  # the SDK reports an unknown id as a failed request (HTTP 404)
+        if "404" in str(e) or "does not exist" in str(e):
+            raise ClusterError(f"no job {job_id} on this cluster") from None
+        raise ClusterError(f"{action} {job_id}: {_mask(_reason(e), token)}") from None
+
+
+def _reason(error: Exception) -> str:
+    """The last line of an SDK error: the dashboard answers a 500 with its whole server-side
+    traceback, whose last line is the one that says what went wrong."""
+    lines = [ln.strip() for ln in str(error).splitlines() if ln.strip(" .")]
+    return lines[-1] if lines else type(error).__name__
+
+
+def _mask(text: str, token: Token | None) -> str:
+    """Hide the token if a job prints it (say, a dump of its environment). Per log chunk: a token
+    split across two chunks would get through, but chunks are whole lines in practice."""
+    return text.replace(token.value, "***") if token else text

@@ -1,0 +1,137 @@
+"""`--dump LANG:DATE` naming: URLs in Wikimedia's layout, output keyed by language and date,
+`latest` pinned from a local mirror's feed. No network: the mirror is a temp directory."""
+
+import bz2
+import re
+from pathlib import Path
+
+import pytest
+
+from jobs import dumps
+
+SAMPLE_DIR = Path(__file__).resolve().parents[2] / "pipeline" / "sample"
+
+FEED = """<?xml version="1.0" encoding="utf-8"?>
+<rss version="2.0"><channel><title>Wikimedia Downloads</title>
+<link>https://dumps.wikimedia.org/{wiki}/latest</link>
+<description>{wiki} dump updates</description>
+<item><title>{wiki}-latest-pages-articles-multistream.xml.bz2</title>
+<link>https://dumps.wikimedia.org/{wiki}/{date}</link>
+<description>&lt;a href="https://dumps.wikimedia.org/{wiki}/{date}/x.bz2"&gt;</description></item>
+</channel></rss>
+"""
+
+
+def test_dated_dump_urls_follow_wikimedia_layout():
+    d = dumps.parse_dump("en:20261101")
+    assert d.dump_url == ("https://dumps.wikimedia.org/enwiki/20261101/"
+                          "enwiki-20261101-pages-articles-multistream.xml.bz2")
+    assert d.index_url == ("https://dumps.wikimedia.org/enwiki/20261101/"
+                           "enwiki-20261101-pages-articles-multistream-index.txt.bz2")
+    assert d.output_subpath == "en/20261101"
+    assert dumps.output_path("gs://b/shards/", d) == "gs://b/shards/en/20261101"
+
+
+def test_latest_uses_the_latest_folder_and_lang_flag():
+    d = dumps.parse_dump("latest", lang="ja", mirror="/srv/mirror/")
+    assert d == dumps.Dump("ja", "latest", "/srv/mirror")
+    assert d.dump_url == "/srv/mirror/jawiki/latest/jawiki-latest-pages-articles-multistream.xml.bz2"
+    assert d.index_url == "/srv/mirror/jawiki/latest/jawiki-latest-pages-articles-multistream-index.txt.bz2"
+    assert dumps.parse_dump("ja:latest", mirror="/srv/mirror") == d
+
+
+def test_hyphenated_codes_map_to_the_wiki_database_name():
+    a, b = dumps.parse_dump("zh-min-nan:20261101"), dumps.parse_dump("zh_min_nan:20261101")
+    assert a == b  # one output path, hence one lock, whichever spelling a run used
+    assert a.dump_url.split("/")[-3:-1] == ["zh_min_nanwiki", "20261101"]
+
+
+@pytest.mark.parametrize("spec, lang, needle", [
+    ("en", None, "expected LANG:DATE"),
+    ("latest", None, "needs a language"),
+    ("en:2026-11-01", None, "'2026-11-01' is not YYYYMMDD"),
+    ("en:20261341", None, "'20261341' is not YYYYMMDD"),
+    ("EN wiki:20261101", None, "not a Wikipedia language code"),
+    ("en:20261101", "ja", "names language 'en' but --lang is 'ja'"),
+])
+def test_bad_specs_name_the_problem(spec, lang, needle):
+    with pytest.raises(ValueError) as e:
+        dumps.parse_dump(spec, lang=lang)
+    assert needle in str(e.value)
+
+
+def test_pin_latest_reads_the_mirrors_feed(tmp_path):
+    latest = tmp_path / "kowiki" / "latest"
+    latest.mkdir(parents=True)
+    (latest / "kowiki-latest-pages-articles-multistream.xml.bz2-rss.xml").write_text(FEED.format(wiki="kowiki", date="20261020"))
+    pinned = dumps.pin_latest(dumps.parse_dump("ko:latest", mirror=str(tmp_path)))
+    assert (pinned.date, pinned.output_subpath) == ("20261020", "ko/20261020")
+    assert pinned.dump_url.endswith("/kowiki/20261020/kowiki-20261020-pages-articles-multistream.xml.bz2")
+    dated = dumps.parse_dump("ko:20260901", mirror=str(tmp_path))
+    assert dumps.pin_latest(dated) is dated  # nothing to resolve, nothing read
+
+
+def test_pin_latest_errors_name_the_feed(tmp_path):
+    d = dumps.parse_dump("fi:latest", mirror=str(tmp_path))
+    with pytest.raises(FileNotFoundError) as e:
+        dumps.pin_latest(d)
+    assert d.latest_feed_url in str(e.value) and "--dump fi:YYYYMMDD" in str(e.value)
+    feed = tmp_path / "fiwiki" / "latest" / "fiwiki-latest-pages-articles-multistream.xml.bz2-rss.xml"
+    feed.parent.mkdir(parents=True)
+    feed.write_text("<rss><channel><link>https://dumps.wikimedia.org/fiwiki/latest</link></channel></rss>")
+    with pytest.raises(ValueError, match="found none"):
+        dumps.pin_latest(d)
+    feed.write_text("<rss><unclosed>")
+    with pytest.raises(ValueError, match="not an RSS feed"):
+        dumps.pin_latest(d)
+
+
+def test_missing_files_checks_the_mirror(tmp_path):
+    d = dumps.parse_dump("en:20261101", mirror=f"file://{tmp_path}")
+    assert dumps.missing_files(d) == [d.dump_url, d.index_url]
+    folder = tmp_path / "enwiki" / "20261101"
+    folder.mkdir(parents=True)
+    (folder / "enwiki-20261101-pages-articles-multistream.xml.bz2").write_bytes(bz2.compress(b"<mediawiki/>"))
+    assert dumps.missing_files(d) == [d.index_url]
+    (folder / "enwiki-20261101-pages-articles-multistream-index.txt.bz2").write_bytes(bz2.compress(b"0:1:A\n"))
+    assert dumps.missing_files(d) == []
+
+
+def test_the_pipeline_finds_the_index_beside_a_named_dump(tmp_path, make_multistream):
+    """The names agree with pipeline/sources.py: it finds the index and splits the dump by stream."""
+    from pipeline.sources import plan_work_items, read_pages
+
+    sample_dir = SAMPLE_DIR
+    d = dumps.parse_dump("en:20261101", mirror=str(tmp_path))
+    dump, index = make_multistream(sample_dir / "enwiki-20261101-pages-articles.xml", tmp_path / "enwiki" / "20261101")
+    assert (str(dump), str(index)) == (d.dump_url, d.index_url) and dumps.missing_files(d) == []
+    items = plan_work_items([d.dump_url], streams_per_item=1)
+    assert len(items) > 1 and all(it.lang == "en" for it in items)  # split at the index's stream offsets
+    whole = [p.title for p in read_pages(plan_work_items([str(sample_dir / "enwiki-20261101-pages-articles.xml")])[0])]
+    assert [p.title for it in items for p in read_pages(it)] == whole
+
+
+def test_output_subpath_of_a_multilingual_run():
+    en, ja = dumps.parse_dump("en:20261101"), dumps.parse_dump("ja:20261020")
+    assert dumps.output_subpath([ja, en]) == "en-ja/20261101"  # sorted languages, newest date
+    assert dumps.output_subpath([en, dumps.parse_dump("ko:latest")]) == "en-ko/latest"
+    assert dumps.output_path("out/", [en, ja]) == "out/en-ja/20261101"
+    many = [dumps.parse_dump(f"l{i}:20261101") for i in range(20)]
+    key, date = dumps.output_subpath(many).split("/")
+    assert re.fullmatch(r"20langs-[0-9a-f]{12}", key) and date == "20261101"
+    with pytest.raises(ValueError, match="named twice"):
+        dumps.output_subpath([en, dumps.parse_dump("en:20261020")])
+
+
+def test_module_cli_resolves_for_shell_scripts(tmp_path, capsys):
+    latest = tmp_path / "kowiki" / "latest"
+    latest.mkdir(parents=True)
+    (latest / "kowiki-latest-pages-articles-multistream.xml.bz2-rss.xml").write_text(FEED.format(wiki="kowiki", date="20261101"))
+    assert dumps.main(["--mirror", str(tmp_path), "--pin", "en:20261101", "ko:latest"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "en-ko/20261101",
+        f"{tmp_path}/enwiki/20261101/enwiki-20261101-pages-articles-multistream.xml.bz2",
+        f"{tmp_path}/kowiki/20261101/kowiki-20261101-pages-articles-multistream.xml.bz2",
+    ]
+    assert dumps.main(["--mirror", str(tmp_path), "--check", "en:20261101"]) == 2
+    assert "not on the mirror: " + f"{tmp_path}/enwiki/20261101/" in capsys.readouterr().err

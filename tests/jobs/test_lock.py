@@ -1,0 +1,122 @@
+"""The output lock: a second run refuses while the first is alive, a dead holder's lock
+expires, heartbeats refresh it, a taken-over holder notices. Real processes and real fsspec
+filesystems (local and memory://); time is advanced through the injectable clock, not slept."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from jobs.lock import LockConfig, LockHeld, LockLost, OutputLock, read_lock
+
+HOLDER = """
+import sys
+from jobs.lock import OutputLock
+lock = OutputLock(sys.argv[1], command="canine preprocess --dump en:20261101").acquire()
+print("held", flush=True)
+sys.stdin.read()  # hold until the test closes stdin or kills us
+lock.release()
+"""
+
+
+@pytest.fixture(params=["local", "memory"])
+def output(request, tmp_path):
+    if request.param == "local":
+        return str(tmp_path / "shards" / "en" / "20261101")
+    return f"memory://lock-test-{uuid.uuid4().hex}/shards/en/20261101"
+
+
+def test_second_run_refuses_while_first_holds(output):
+    first = OutputLock(output, command="run one").acquire()
+    try:
+        with pytest.raises(LockHeld) as e:
+            OutputLock(output).acquire()
+        msg = str(e.value)
+        assert f"output {output} is locked by another run" in msg
+        assert f"pid {os.getpid()}" in msg and "'run one'" in msg and f"{output}/.canine.lock" in msg
+        assert "expires 300 s after its last heartbeat" in msg
+    finally:
+        first.release()
+    assert read_lock(first.url) is None  # released: the file is gone
+    with OutputLock(output):  # and the output is free again
+        pass
+
+
+def test_a_dead_holders_lock_expires(tmp_path):
+    """A real process takes the lock and is SIGKILLed: the lock stays until its ttl has passed."""
+    output = str(tmp_path / "out")
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, output], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        with pytest.raises(LockHeld, match=f"pid {proc.pid}, command 'canine preprocess --dump en:20261101'"):
+            OutputLock(output).acquire()
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert read_lock(f"{output}/.canine.lock")["pid"] == proc.pid  # dying left the lock behind
+    with pytest.raises(LockHeld):  # not yet expired
+        OutputLock(output, clock=lambda: time.time() + 299).acquire()
+    later = OutputLock(output, clock=lambda: time.time() + 301).acquire()  # past the holder's 300 s ttl
+    try:
+        assert read_lock(later.url)["pid"] == os.getpid()
+    finally:
+        later.release()
+
+
+def test_holder_process_releases_on_exit(tmp_path):
+    output = str(tmp_path / "out")
+    proc = subprocess.run([sys.executable, "-c", HOLDER, output], input="", capture_output=True, text=True,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))), timeout=60)
+    assert proc.returncode == 0 and proc.stdout.strip() == "held", proc.stderr
+    assert read_lock(f"{output}/.canine.lock") is None
+
+
+def test_heartbeat_thread_refreshes_the_record(output):
+    lock = OutputLock(output, LockConfig(ttl_s=5.0, heartbeat_s=0.05)).acquire()
+    try:
+        first = read_lock(lock.url)["heartbeat"]
+        deadline = time.monotonic() + 10
+        while read_lock(lock.url)["heartbeat"] == first:  # the daemon thread's rewrite is what we wait for
+            assert time.monotonic() < deadline, "no heartbeat within 10 s"
+            time.sleep(0.01)
+        lock.check()
+    finally:
+        lock.release()
+
+
+def test_taken_over_holder_notices_and_leaves_the_new_lock(output):
+    lock = OutputLock(output, LockConfig(ttl_s=5.0, heartbeat_s=0.05)).acquire()
+    record = dict(read_lock(lock.url), owner="someone-else", pid=424242)
+    lock._fs.pipe_file(lock._path, json.dumps(record).encode())  # what a run that broke our lock would write
+    deadline = time.monotonic() + 10
+    while not lock._lost:
+        assert time.monotonic() < deadline, "heartbeat thread did not notice the takeover"
+        time.sleep(0.01)
+    with pytest.raises(LockLost, match="taken over by host .* pid 424242"):
+        lock.check()
+    with pytest.raises(LockLost):
+        lock.heartbeat()
+    lock.release()
+    assert read_lock(lock.url)["owner"] == "someone-else"  # not ours, so not removed
+
+
+def test_empty_lock_file_is_held_until_old(tmp_path):
+    """A holder killed between creating and writing leaves an empty file: judged by its mtime."""
+    output = tmp_path / "out"
+    output.mkdir()
+    (output / ".canine.lock").write_bytes(b"")
+    with pytest.raises(LockHeld, match="exists but is not a lock record"):
+        OutputLock(str(output)).acquire()
+    with OutputLock(str(output), clock=lambda: time.time() + 301) as lock:
+        assert read_lock(lock.url)["owner"] == lock._owner
+
+
+def test_config_rejects_heartbeat_slower_than_ttl():
+    with pytest.raises(ValueError, match="heartbeat_s"):
+        LockConfig(ttl_s=10, heartbeat_s=10)

@@ -1,0 +1,42 @@
+"""`canine preprocess` as a scheduled job: --dump on a local mirror, no-op reruns, the output lock."""
+
+import time
+from pathlib import Path
+
+from jobs import cli
+from jobs.lock import OutputLock
+
+SAMPLE = Path(__file__).resolve().parents[2] / "pipeline" / "sample"
+FAST = ["--seq-len", "512", "--vocab-size", "600"]
+
+
+def test_dump_on_a_mirror_is_keyed_by_language_and_date_and_reruns_are_no_ops(tmp_path, make_multistream, capsys):
+    mirror = tmp_path / "mirror"
+    make_multistream(SAMPLE / "kowiki-20261101-pages-articles.xml", mirror / "kowiki" / "20261101", pages_per_stream=5)
+    args = ["preprocess", "--dump", "ko:20261101", "--mirror", str(mirror), "--output", str(tmp_path / "out"), *FAST]
+    assert cli.main(args) == 0
+    out = tmp_path / "out" / "ko" / "20261101"
+    assert (out / "manifest.json").exists() and (out / "train").is_dir()
+    capsys.readouterr()
+    t = time.perf_counter()
+    assert cli.main(args) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    assert time.perf_counter() - t < 10  # "a no-op that says so in seconds"
+
+
+def test_missing_dump_on_the_mirror_fails_clearly(tmp_path, capsys):
+    args = ["preprocess", "--dump", "ko:20261101", "--mirror", str(tmp_path), "--output", str(tmp_path / "out")]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert "missing on the mirror" in err and "kowiki-20261101-pages-articles-multistream.xml.bz2" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_second_run_on_a_locked_output_refuses(tmp_path, capsys):
+    out = tmp_path / "out"
+    with OutputLock(str(out), command="another canine preprocess"):
+        code = cli.main(["preprocess", str(SAMPLE / "kowiki-20261101-pages-articles.xml"), "--output", str(out), *FAST])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "another canine preprocess" in err
+    assert not (out / "manifest.json").exists()

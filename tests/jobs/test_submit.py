@@ -1,0 +1,252 @@
+"""`canine submit` against a real Ray head started here on 127.0.0.1 with token authentication.
+
+The head runs from this checkout's .venv (so `python -m jobs.cli` works in its jobs), in its own
+temp dir, on free ports, in its own process group, and is stopped at the end: it never touches
+another engineer's local cluster, and no process outlives the module. The token is random per
+run; every captured output is checked not to contain it.
+"""
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from jobs import submit
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env(**extra) -> dict:
+    """The environment of a client or head: no token from the developer's own setup leaks in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH") and k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    env.update(RAY_USAGE_STATS_ENABLED="0", DS_ACCELERATOR="cpu", PYTHONUNBUFFERED="1",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}")
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def head():
+    """A token-authenticated Ray head on 127.0.0.1; yields (dashboard URL, token)."""
+    tmp = tempfile.mkdtemp(prefix="rh", dir="/tmp")  # short: Ray's socket paths must stay < 108 bytes
+    token = secrets.token_hex(24)
+    dash = _free_port()
+    # The token comes from RAY_AUTH_TOKEN, which Ray reads before any token file, so the head keeps
+    # the real HOME (and with it DeepSpeed's compiled-op cache, a minute to rebuild on CPU).
+    env = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token,
+               # Linux Ray swaps a loopback --node-ip-address for the host's address; this keeps 127.0.0.1.
+               RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    ports = {flag: _free_port() for flag in ("port", "node-manager-port", "object-manager-port", "dashboard-agent-listen-port",
+                                             "dashboard-agent-grpc-port", "metrics-export-port", "runtime-env-agent-port",
+                                             "ray-client-server-port")}
+    cmd = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
+           "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--temp-dir={tmp}",
+           # 4 logical CPUs on a 2-core machine: the tiny run's 2 training workers (1 CPU each)
+           # plus its Ray Data tasks (0.5 each) must all fit, or the data tasks wait forever.
+           "--num-cpus=4",
+           "--num-gpus=0", "--include-dashboard=true", "--disable-usage-stats",
+           *(f"--{k}={v}" for k, v in ports.items())]
+    log = open(os.path.join(tmp, "head.log"), "w")
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{dash}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                req = urllib.request.Request(f"{url}/api/version", headers={"Authorization": f"Bearer {token}"})
+                urllib.request.urlopen(req, timeout=2).read()
+                break
+            except OSError:
+                assert proc.poll() is None, Path(tmp, "head.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "Ray head did not come up in 120 s"
+                time.sleep(0.5)  # polling the dashboard until it answers, not synchronizing
+        yield SimpleNamespace(url=url, token=token, tmp=tmp)
+    finally:
+        # SIGTERM to `ray start --block` alone: it stops its children in order (~4 s idle). Killing
+        # the whole group at once leaves it waiting on a dead GCS, so the group gets SIGKILL only
+        # after, and only if the orderly stop is slow (a loaded machine): this cluster is disposable.
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        log.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def canine(*args, env=None, timeout=240):
+    return subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=ROOT, env=env or _env(),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _no_token(result, token):
+    assert token not in result.stdout and token not in result.stderr
+
+
+# --- against the cluster ---------------------------------------------------------------------
+
+
+def test_tiny_pretraining_job_succeeds(head, tmp_path):
+    """The issue's success case: `canine pretrain` (tiny config, 2 steps) as a Ray job on the head."""
+    shards, run = tmp_path / "shards", tmp_path / "run"
+    sample = ROOT / "pipeline" / "sample" / "enwiki-20261101-pages-articles.xml"
+    r = canine("preprocess", str(sample), "--output", str(shards), "--vocab-size", "200", "--seq-len", "256")
+    assert r.returncode == 0, r.stderr[-3000:]
+    r = canine("submit", "--address", head.url, "--", "pretrain", "--config", "tiny", "--data", str(shards),
+               "--output", str(run), "--max-steps", "2", "--eval-every", "0", "--checkpoint-every", "2",
+               env=_env(RAY_AUTH_TOKEN=head.token), timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert '"final_loss"' in r.stdout and "submitted to" in r.stderr  # the job's summary, streamed back
+    assert (run / "final" / "model_fp32.pt").is_file()
+    _no_token(r, head.token)
+
+
+def test_failing_job_exits_with_its_code(head, tmp_path):
+    missing = tmp_path / "no-such-shards"
+    r = canine("submit", "--address", head.url, "--", "inspect", str(missing), env=_env(RAY_AUTH_TOKEN=head.token))
+    assert r.returncode not in (0, submit.EXIT_CLUSTER), r.stderr[-3000:]
+    assert "FAILED" in r.stderr
+    _no_token(r, head.token)
+    from ray.job_submission import JobSubmissionClient
+
+    client = JobSubmissionClient(head.url, headers={"Authorization": f"Bearer {head.token}"})
+    failed = [j for j in client.list_jobs() if str(missing) in j.entrypoint]
+    assert len(failed) == 1 and str(failed[0].status) == "FAILED"
+    assert r.returncode == (failed[0].driver_exit_code or 1)
+
+
+def test_token_file_no_wait_status_logs_stop(head, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(head.token + "\n")
+    env = _env(RAY_AUTH_TOKEN_PATH=str(token_file))
+    r = canine("submit", "--address", head.url, "--no-wait", "--job-id", "canine-test-nowait", "--",
+               "pretrain", "--help", env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "canine-test-nowait", r.stderr[-3000:]
+    r = canine("submit", "--address", head.url, "logs", "canine-test-nowait", "--follow", env=env)
+    assert r.returncode == 0 and "usage: canine pretrain" in r.stdout, r.stderr[-3000:]
+    r = canine("submit", "--address", head.url, "status", "canine-test-nowait", env=env)
+    assert r.returncode == 0 and r.stdout.startswith("canine-test-nowait: SUCCEEDED")
+    r = canine("submit", "--address", head.url, "stop", "canine-test-nowait", env=env)
+    assert r.returncode == 0 and r.stdout.strip() == "canine-test-nowait: already SUCCEEDED"
+    r = canine("submit", "--address", head.url, "--job-id", "canine-test-nowait", "--", "pretrain", "--help", env=env)
+    assert r.returncode == submit.EXIT_CLUSTER and "Traceback" not in r.stderr  # ids are unique
+    assert "the cluster refused the job: " in r.stderr and "canine-test-nowait already exists" in r.stderr
+    r = canine("submit", "--address", head.url, "status", "raysubmit_doesnotexist", env=env)
+    assert r.returncode == submit.EXIT_CLUSTER and "no job raysubmit_doesnotexist" in r.stderr
+    _no_token(r, head.token)
+
+
+def test_missing_or_wrong_token_is_refused_clearly(head, tmp_path):
+    home = tmp_path / "home"  # an empty home: no ~/.ray/auth_token to fall back on
+    home.mkdir()
+    r = canine("submit", "--address", head.url, "--", "pretrain", "--help", env=_env(HOME=str(home)))
+    assert r.returncode == submit.EXIT_CLUSTER
+    assert f"the Ray cluster at {head.url} requires an auth token and none was found" in r.stderr
+    wrong = secrets.token_hex(24)
+    r = canine("submit", "--address", head.url, "--", "pretrain", "--help", env=_env(HOME=str(home), RAY_AUTH_TOKEN=wrong))
+    assert r.returncode == submit.EXIT_CLUSTER
+    assert "rejected the token from RAY_AUTH_TOKEN: it is not this cluster's token" in r.stderr
+    assert wrong not in r.stdout + r.stderr
+    (home / ".ray").mkdir()
+    (home / ".ray" / "auth_token").write_text(head.token)  # Ray's default token file
+    r = canine("submit", "--address", head.url, "status", "raysubmit_doesnotexist", env=_env(HOME=str(home)))
+    assert r.returncode == submit.EXIT_CLUSTER and "no job raysubmit_doesnotexist" in r.stderr  # authenticated
+    _no_token(r, head.token)
+
+
+def test_unreachable_cluster_is_named():
+    r = canine("submit", "--address", f"127.0.0.1:{_free_port()}", "status", "x", env=_env(RAY_AUTH_TOKEN="t"))
+    assert r.returncode == submit.EXIT_CLUSTER and "cannot reach a Ray dashboard at http://127.0.0.1:" in r.stderr
+
+
+# --- without a cluster -----------------------------------------------------------------------
+
+
+def test_token_lookup_follows_rays_order(tmp_path):
+    (tmp_path / ".ray").mkdir()
+    (tmp_path / ".ray" / "auth_token").write_text("from-home\n")
+    named = tmp_path / "named"
+    named.write_text("from-path")
+    assert submit.resolve_token({"RAY_AUTH_TOKEN": " from-env "}, tmp_path) == submit.Token("from-env", "RAY_AUTH_TOKEN")
+    assert submit.resolve_token({"RAY_AUTH_TOKEN_PATH": str(named)}, tmp_path).value == "from-path"
+    assert submit.resolve_token({}, tmp_path) == submit.Token("from-home", str(tmp_path / ".ray" / "auth_token"))
+    assert submit.resolve_token({}, tmp_path / "nowhere") is None
+    with pytest.raises(submit.ClusterError, match="RAY_AUTH_TOKEN_PATH=.*: no such file"):
+        submit.resolve_token({"RAY_AUTH_TOKEN_PATH": str(tmp_path / "gone")}, tmp_path)
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(submit.ClusterError, match="is empty"):
+        submit.resolve_token({"RAY_AUTH_TOKEN_PATH": str(tmp_path / "empty")}, tmp_path)
+    assert "from-env" not in repr(submit.resolve_token({"RAY_AUTH_TOKEN": "from-env"}))
+    assert submit._mask("a from-env b", submit.Token("from-env", "x")) == "a *** b"
+
+
+def _args(*command, **kw):
+    """What cli.main hands to submit.main: options, action words, and the command after `--`."""
+    defaults = dict(address="http://h:8265", working_dir=None, image=None, installed=False, env=[], job_id=None,
+                    no_wait=False, follow=False, action=[])
+    return SimpleNamespace(passthrough=list(command), **{**defaults, **kw})
+
+
+def test_spec_entrypoint_and_runtime_env():
+    spec = submit._spec(_args("preprocess", "in dir/*.bz2", "--output", "o", "--", "--runner=FlinkRunner",
+                              env=["A=1=2"], job_id="j1"), ["preprocess", "in dir/*.bz2", "--output", "o", "--",
+                                                             "--runner=FlinkRunner"])
+    assert spec.entrypoint() == "python -m jobs.cli preprocess 'in dir/*.bz2' --output o -- --runner=FlinkRunner"
+    env = spec.runtime_env()
+    assert env["working_dir"] == str(ROOT) and ".venv" in env["excludes"] and ".git" in env["excludes"]
+    assert env["env_vars"] == {"PYTHONUNBUFFERED": "1", "A": "1=2"} and spec.submission_id == "j1"
+    image = submit._spec(_args(image="ghcr.io/x/canine:1"), ["pretrain"]).runtime_env()
+    assert image["image_uri"] == "ghcr.io/x/canine:1" and "working_dir" not in image
+    assert "working_dir" not in submit._spec(_args(installed=True), ["pretrain"]).runtime_env()
+
+
+@pytest.mark.parametrize("words, kw, needle", [
+    ([], {}, "got nothing"),
+    (["submit"], {}, "got 'submit'"),
+    (["train"], {}, "COMMAND one of inspect, preprocess, pretrain"),
+    (["pretrain"], {"env": ["RAY_AUTH_TOKEN=abc"]}, "never put it in a job's env"),
+    (["pretrain"], {"env": ["NOEQUALS"]}, "expected NAME=VALUE"),
+    (["pretrain"], {"working_dir": "/no/such/dir"}, "not a directory"),
+    ([], {"action": ["status"]}, "usage: canine submit"),
+    ([], {"action": ["restart", "j1"]}, "got 'restart j1'"),
+    (["pretrain"], {"action": ["logs", "j1"]}, "usage: canine submit"),
+])
+def test_bad_submissions_are_refused_before_contacting_anyone(words, kw, needle, capsys):
+    assert submit.main(_args(*words, **kw)) == 2
+    assert needle in capsys.readouterr().err
+
+
+def test_uploaded_package_is_small_and_has_no_venv(tmp_path):
+    """Zip the working dir with Ray's own packaging code and our excludes alone (.gitignore not
+    consulted: a copied tree has none), as the upload would."""
+    from ray._private.runtime_env.packaging import create_package
+
+    spec = submit._spec(_args(), ["pretrain"])
+    zip_path = tmp_path / "pkg.zip"
+    create_package(spec.working_dir, zip_path, include_gitignore=False, excludes=list(spec.runtime_env()["excludes"]))
+    names = zipfile.ZipFile(zip_path).namelist()
+    assert "jobs/cli.py" in names and "pyproject.toml" in names
+    assert not [n for n in names if n.startswith((".venv/", ".git/", "runs/")) or "__pycache__" in n]
+    assert zip_path.stat().st_size < 5 * 2**20, f"{zip_path.stat().st_size} bytes"

@@ -1,0 +1,231 @@
+"""CANINE-C and CANINE-S mask plans (pipeline/masks.py): the properties the validator and trainer rely on."""
+
+import functools
+import re
+import time
+
+import numpy as np
+import pytest
+from test_examples import synthetic_pages
+from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+from pipeline import contract
+from pipeline.examples import codepoints_to_text, mask_rng, pack_pages, text_to_codepoints
+from pipeline.masks import (
+    MaskPlanConfig,
+    _greedy_within_budget,
+    char_mask_plan,
+    choose_char_spans,
+    plan_example,
+    plan_examples,
+    subword_plan,
+    target_count,
+    whitespace_spans,
+)
+from pipeline.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer, train_wordpiece
+
+
+@functools.lru_cache(maxsize=None)
+def pages():
+    return tuple(synthetic_pages(160, seed=9, median_chars=1200))
+
+
+@functools.lru_cache(maxsize=None)
+def tokenizer():
+    return train_wordpiece([t for _, t in pages()], vocab_size=3000)
+
+
+@functools.lru_cache(maxsize=None)
+def examples(sentence_order=True):
+    return tuple(pack_pages(list(pages()), 512, sentence_order=sentence_order, seed=1))
+
+
+def segment_ranges(cps):
+    """[start, end) of each text segment between specials."""
+    special = np.flatnonzero((cps == contract.CLS) | (cps == contract.SEP))
+    return list(zip(special[:-1] + 1, special[1:]))
+
+
+# --- CANINE-C ---------------------------------------------------------------------------------
+def test_whitespace_spans_match_a_regex_and_skip_specials():
+    for ex in examples()[:30]:
+        text = codepoints_to_text(ex.codepoints)
+        # \S+ over the text with specials turned into spaces: runs of non-whitespace
+        expected = [(m.start(), m.end()) for m in re.finditer(r"\S+", re.sub("[\ue000-\ue0ff]", " ", text))]
+        starts, ends = whitespace_spans(ex.codepoints)
+        assert starts.dtype == np.int32 and list(zip(starts.tolist(), ends.tolist())) == expected
+
+
+def test_greedy_budget_matches_the_sequential_rule():
+    rng = np.random.default_rng(0)
+    groups = [rng.integers(1, 40, size=int(rng.integers(0, 60))) for _ in range(300)]
+    k = rng.integers(0, 30, size=len(groups))
+    expected = []
+    for lengths, kk in zip(groups, k):  # the rule, one item at a time
+        used, n_taken = 0, 0
+        for n in lengths.tolist():
+            take = n_taken < kk and used + n <= 200
+            expected.append(take)
+            used, n_taken = used + n * take, n_taken + take
+    group = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+    rank = np.concatenate([np.arange(len(g)) for g in groups])
+    got = _greedy_within_budget(np.concatenate(groups), group, rank, k, 200)
+    assert got.tolist() == expected and 0 < sum(expected) < len(expected)
+
+
+def test_target_count_rounds_and_keeps_at_least_one():
+    assert [target_count(n, 0.15) for n in (0, 1, 3, 10, 100, 103)] == [0, 1, 1, 2, 15, 15]
+
+
+def test_char_plan_masks_whole_spans_inside_the_sequence():
+    chosen = total = 0
+    for ex in examples():
+        cps = ex.codepoints
+        rng = mask_rng(0, "xx", ex.page_ids[0], ex.part, 0)
+        starts, ends, n = choose_char_spans(cps, rng)
+        pos = char_mask_plan(cps, mask_rng(0, "xx", ex.page_ids[0], ex.part, 0))
+        assert pos.dtype == np.int32 and np.all(np.diff(pos) > 0) and len(pos) <= contract.MAX_CHAR_PREDICTIONS
+        assert pos.min() > 0 and pos.max() < len(cps) - 1
+        assert not np.isin(cps[pos], [contract.CLS, contract.SEP]).any()
+        # whole spans: the positions are exactly the union of some whitespace spans
+        all_starts, all_ends = whitespace_spans(cps)
+        span_of = np.searchsorted(all_ends, pos, side="right")
+        assert np.all(all_starts[span_of] <= pos)
+        hit = np.unique(span_of)
+        assert len(pos) == int((all_ends[hit] - all_starts[hit]).sum()) and len(hit) == len(starts)
+        if int((ends - starts).sum()) + 40 < contract.MAX_CHAR_PREDICTIONS:  # budget not binding: exactly 15%
+            assert len(starts) == target_count(n, contract.MASK_RATE)
+        chosen += len(starts)
+        total += n
+    assert abs(chosen / total - 0.15) < 0.01, chosen / total
+
+
+def test_char_plan_budget_skips_long_spans():
+    words = ["x" * 150, "ab", "y" * 100, "cd", "z" * 90] * 4
+    cps = np.concatenate([[contract.CLS], text_to_codepoints(" ".join(words)), [contract.SEP]]).astype(np.int32)
+    for copy in range(20):
+        starts, ends, n = choose_char_spans(cps, np.random.default_rng(copy), rate=0.5)
+        assert n == 20 and int((ends - starts).sum()) <= 320
+        assert len(starts) <= 10 and len(starts) >= 2  # the short spans always still fit
+
+
+# --- CANINE-S ---------------------------------------------------------------------------------
+def test_subword_plan_is_consistent_with_retokenizing_each_segment():
+    tok = tokenizer()
+    for ex in examples()[:40]:
+        row = plan_example(ex, "xx", 0, 5, tok)
+        starts, lengths, ids = row["subword_starts"], row["subword_lengths"], row["subword_ids"]
+        offsets, actions = row["subword_predict_offsets"], row["subword_actions"]
+        assert np.all(np.diff(starts) > 0) and 0 < len(starts) <= contract.MAX_SUBWORD_PREDICTIONS
+        assert np.all((offsets >= 0) & (offsets < lengths))
+        for seg_start, seg_end in segment_ranges(ex.codepoints):
+            inside = (starts >= seg_start) & (starts < seg_end)
+            assert np.all(starts[inside] + lengths[inside] <= seg_end)  # inside the sequence, never on specials
+            ref = tok.spans(codepoints_to_text(ex.codepoints[seg_start:seg_end]))
+            ref_set = set(zip(*(x.tolist() for x in ref)))
+            for s, n, i in zip(starts[inside] - seg_start, lengths[inside], ids[inside]):
+                assert (int(s), int(n), int(i)) in ref_set
+        # replacements: one same-length run per ACTION_RANDOM span, different from the original
+        rand = actions == contract.ACTION_RANDOM
+        assert len(row["subword_replacements"]) == int(lengths[rand].sum())
+        at = 0
+        for s, n in zip(starts[rand], lengths[rand]):
+            assert not np.array_equal(row["subword_replacements"][at : at + n], ex.codepoints[s : s + n])
+            at += n
+
+
+def test_subword_rate_cap_and_action_proportions():
+    tok = tokenizer()
+    actions, chosen, total = [], 0, 0
+    for ex in examples(False):
+        starts, _, _ = tok.spans_of_codepoints(ex.codepoints)
+        plan = subword_plan(ex.codepoints, ex.segment_ids, tok, mask_rng(3, "xx", ex.page_ids[0], ex.part, 0))
+        k = len(plan["subword_starts"])
+        assert k == min(contract.MAX_SUBWORD_PREDICTIONS, target_count(len(starts), contract.MASK_RATE))
+        chosen += k
+        total += len(starts)
+        actions.append(plan["subword_actions"])
+    actions = np.concatenate(actions)
+    share = np.bincount(actions, minlength=3) / len(actions)
+    assert len(actions) > 3000 and abs(chosen / total - 0.15) < 0.01
+    assert abs(share[contract.ACTION_MASK] - 0.8) < 0.03 and abs(share[contract.ACTION_RANDOM] - 0.1) < 0.02, share
+    assert abs(share[contract.ACTION_KEEP] - 0.1) < 0.02, share
+
+
+def test_cap_of_80_subwords_on_a_long_example():
+    tok = tokenizer()
+    ex = pack_pages([(1, " ".join(t for _, t in pages()[:20]))], 4096)[0]
+    plan = subword_plan(ex.codepoints, ex.segment_ids, tok, np.random.default_rng(0))
+    assert len(plan["subword_starts"]) == contract.MAX_SUBWORD_PREDICTIONS
+
+
+def test_random_action_without_a_same_length_subword_falls_back_to_mask():
+    vocab = {t: i for i, t in enumerate(list(SPECIAL_TOKENS) + ["ab", "cd", "xyz", "##q"])}
+    hf = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    hf.add_special_tokens(list(SPECIAL_TOKENS))
+    hf.normalizer = normalizers.BertNormalizer(lowercase=False, strip_accents=False, clean_text=False)
+    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok = WordPieceTokenizer(hf)
+    ex = pack_pages([(1, "ab xyz cd xyzq ab")], 64)[0]
+    config = MaskPlanConfig(subword_rate=1.0, p_mask=0.0, p_random=1.0)  # every subword, every one random
+    row = plan_example(ex, "xx", 0, 0, tok, config)
+    text = codepoints_to_text(ex.codepoints)
+    chosen = [text[s : s + n] for s, n in zip(row["subword_starts"], row["subword_lengths"])]
+    assert chosen == ["ab", "xyz", "cd", "xyz", "q", "ab"]
+    expected = [contract.ACTION_RANDOM if n == 2 else contract.ACTION_MASK for n in map(len, chosen)]
+    assert row["subword_actions"].tolist() == expected
+    swapped = codepoints_to_text(row["subword_replacements"])
+    assert swapped == "".join({"ab": "cd", "cd": "ab"}[c] for c in chosen if len(c) == 2)
+
+
+# --- rows -------------------------------------------------------------------------------------
+def test_rows_have_contract_columns_and_dtypes():
+    row = plan_example(examples()[0], "xx", 0, 0, tokenizer())
+    assert set(row) == set(contract.COLUMNS)
+    for field in contract.SCHEMA:
+        if hasattr(field.type, "value_type") and isinstance(row[field.name], np.ndarray):
+            assert row[field.name].dtype == field.type.value_type.to_pandas_dtype(), field.name
+    assert row["example_id"] == f"xx-{row['page_ids'][0]}-0-0"
+
+
+def test_plans_are_deterministic_batch_independent_and_vary_by_copy():
+    tok = tokenizer()
+    batch = plan_examples(list(examples()[:25]), "xx", 0, 7, tok)
+    for ex, row in zip(examples()[:25], batch):
+        alone = plan_example(ex, "xx", 0, 7, tok)
+        assert all(np.array_equal(np.asarray(row[c]), np.asarray(alone[c])) for c in contract.COLUMNS)
+    other_copy = plan_examples(list(examples()[:25]), "xx", 1, 7, tok)
+    differ = [not np.array_equal(a["char_mask_positions"], b["char_mask_positions"]) for a, b in zip(batch, other_copy)]
+    assert sum(differ) >= 23
+    assert all(a["example_id"] != b["example_id"] for a, b in zip(batch, other_copy))
+    no_tok = plan_examples(list(examples()[:5]), "xx", 0, 7, None)  # CANINE-C plan does not depend on the tokenizer
+    assert all(np.array_equal(a["char_mask_positions"], b["char_mask_positions"]) for a, b in zip(batch, no_tok))
+    assert all(len(b["subword_starts"]) == 0 for b in no_tok)
+
+
+def test_plans_do_not_depend_on_the_word_cache():
+    """A worker that has seen other text (warm cache) and a fresh one plan the same rows."""
+    warm = tokenizer()
+    plan_examples(list(examples()), "xx", 0, 9, warm)
+    fresh = WordPieceTokenizer.from_str(warm.to_str())
+    group = list(examples(False)[:30])
+    for a, b in zip(plan_examples(group, "xx", 2, 9, warm), plan_examples(group, "xx", 2, 9, fresh)):
+        assert all(np.array_equal(np.asarray(a[c]), np.asarray(b[c])) for c in contract.COLUMNS)
+
+
+def test_bad_layout_is_rejected():
+    with pytest.raises(ValueError, match="example layout: codepoints must be CLS"):
+        subword_plan(np.array([65, 66], np.int32), np.zeros(2, np.int8), tokenizer(), np.random.default_rng(0))
+
+
+def test_throughput_of_pack_and_plan():
+    """Small version of the benchmark in the report (text -> pack -> both plans), one core."""
+    tok = tokenizer()
+    group = list(synthetic_pages(120, seed=21))
+    plan_examples(pack_pages(group[:10], 2048), "xx", 0, 0, tok)  # warm the probe table and word cache
+    n_bytes = sum(len(t.encode("utf-8")) for _, t in group)
+    t0 = time.process_time()
+    rows = plan_examples(pack_pages(group, 2048), "xx", 0, 0, tok)
+    rate = n_bytes / (time.process_time() - t0) / 1e6
+    print(f"pack + plan: {rate:.1f} MB/s of UTF-8 text per core, {len(rows)} examples")
+    assert rate > 3.0  # conservative on a shared 2-core machine; the report has the real figure
