@@ -2,6 +2,10 @@
 # then deepspeed built against it (--no-build-isolation, or its build pulls a CUDA torch),
 # then the project. A stamp file makes the set-up run once.
 PYTHON ?= python3.11
+# Extra pip arguments for the torch install. On this project's machines a CPU wheel of
+# torch 2.13.0 is found locally; elsewhere, point pip at PyTorch's CPU wheel index, e.g.
+#   make test TORCH_PIP_ARGS="--index-url <PyTorch CPU wheel index URL>"
+TORCH_PIP_ARGS ?=
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -16,7 +20,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q torch==2.13.0 $(TORCH_PIP_ARGS)
 	$(PY) -m pip install -q ninja==1.13.2 numpy==2.4.6
 	$(PY) -m pip install -q --no-build-isolation deepspeed==0.19.8
 	$(PY) -m pip install -q -e '.[test]'
