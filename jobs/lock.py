@@ -168,6 +168,8 @@ class OutputLock:
         if held.get("unreadable"):
             # A holder killed while creating the file leaves it empty: judge by its mtime.
             return held.get("modified") is not None and self._clock() - held["modified"] > self.config.ttl_s
+        if _dead_on_this_host(held):
+            return True  # killed run on this machine (kill -9, OOM): no need to wait out the ttl
         ttl = held.get("ttl_s") if isinstance(held.get("ttl_s"), (int, float)) else self.config.ttl_s
         return self._clock() - float(held.get("heartbeat", 0)) > ttl
 
@@ -191,6 +193,21 @@ class OutputLock:
                 self._fs.rm_file(self._path)
             except FileNotFoundError:
                 pass
+
+
+def _dead_on_this_host(held: dict) -> bool:
+    """True if the holder ran on this host and its process no longer exists. Only a local pid can
+    be checked; a holder elsewhere is judged by its heartbeat alone."""
+    pid = held.get("pid")
+    if held.get("host") != socket.gethostname() or not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # exists, owned by someone else
+        return False
+    return False
 
 
 def read_lock(url: str, storage_options: dict | None = None) -> dict | None:

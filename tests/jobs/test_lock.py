@@ -48,7 +48,7 @@ def test_second_run_refuses_while_first_holds(output):
 
 
 def test_a_dead_holders_lock_expires(tmp_path):
-    """A real process takes the lock and is SIGKILLed: the lock stays until its ttl has passed."""
+    """A real process takes the lock and is SIGKILLed on 'another host': the lock stays until its ttl has passed."""
     output = str(tmp_path / "out")
     proc = subprocess.Popen([sys.executable, "-c", HOLDER, output], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
@@ -60,6 +60,11 @@ def test_a_dead_holders_lock_expires(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     assert read_lock(f"{output}/.canine.lock")["pid"] == proc.pid  # dying left the lock behind
+    # As if it had run on another machine (a dead pod): only the heartbeat can tell, so the ttl rules.
+    path = f"{output}/.canine.lock"
+    record = json.loads(open(path).read())
+    with open(path, "w") as f:
+        f.write(json.dumps({**record, "host": "another-host"}))
     with pytest.raises(LockHeld):  # not yet expired
         OutputLock(output, clock=lambda: time.time() + 299).acquire()
     later = OutputLock(output, clock=lambda: time.time() + 301).acquire()  # past the holder's 300 s ttl
@@ -120,3 +125,13 @@ def test_empty_lock_file_is_held_until_old(tmp_path):
 def test_config_rejects_heartbeat_slower_than_ttl():
     with pytest.raises(ValueError, match="heartbeat_s"):
         LockConfig(ttl_s=10, heartbeat_s=10)
+
+
+def test_lock_of_a_dead_process_on_this_host_is_stale_at_once(tmp_path):
+    out = tmp_path / "out"
+    code = (f"from jobs.lock import OutputLock; l = OutputLock({str(out)!r}, command='doomed'); l.acquire(); "
+            "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert (out / ".canine.lock").exists()
+    with OutputLock(str(out), command="next") as lock:  # no LockHeld, no waiting for the ttl
+        lock.check()

@@ -27,7 +27,8 @@ from pipeline.examples import (
 # articles: many stubs, a few very long ones); text mixes scripts with and without spaces,
 # combining marks and astral emoji, so packing and tokenization see the hard cases.
 _SCRIPTS = {  # name: (syllables or characters, space between words)
-    "latin": (["ka", "ro", "mé", "ti", "lu", "ña", "st", "en", "der", "ün", "qu", "i", "o", "s", "ch", "al", "e\u0301"], True),
+    "latin": (["ka", "ro", "mé", "ti", "lu", "ña", "st", "en", "der", "ün", "qu", "i", "o", "s", "ch", "al", "e\u0301"],
+              True),
     "cyrillic": (["ка", "ро", "ме", "ти", "лу", "на", "ст", "ен", "дер", "ю", "щ"], True),
     "hangul": ([chr(c) for c in range(0xAC00, 0xAC00 + 400, 7)], True),
     "cjk": ([chr(c) for c in range(0x4E00, 0x4E00 + 900, 3)] + ["の", "に", "は"], False),
@@ -63,7 +64,9 @@ def synthetic_text(rng: np.random.Generator, n_chars: int, script: str, lexicon_
     return "".join(out)[:n_chars].strip() or "x"
 
 
-def synthetic_pages(n_pages: int, seed: int = 0, median_chars: int = 2500, first_id: int = 1, weights=None, lexicon_size=20000) -> list[tuple[int, str]]:
+def synthetic_pages(
+    n_pages: int, seed: int = 0, median_chars: int = 2500, first_id: int = 1, weights=None, lexicon_size=20000
+) -> list[tuple[int, str]]:
     rng = np.random.default_rng(seed)
     lengths = np.clip(rng.lognormal(np.log(median_chars), 1.0, size=n_pages), 20, 60 * median_chars).astype(int)
     weights = weights or _WEIGHTS  # script name -> share of pages
@@ -96,7 +99,8 @@ def assert_every_character_once(pages, examples):
         if ptr in separators:  # a cut at a page boundary drops the separator
             ptr += 1
         content = np.concatenate(segments_in_order(ex))
-        assert np.array_equal(stream[ptr : ptr + len(content)], content), f"example {ex.page_ids} part {ex.part} at {ptr}"
+        where = f"example {ex.page_ids} part {ex.part} at {ptr}"
+        assert np.array_equal(stream[ptr : ptr + len(content)], content), where
         overlap = (page_start < ptr + len(content)) & (page_end > ptr)
         assert ex.page_ids == [texts[i][0] for i in np.flatnonzero(overlap)]
         assert ex.part == parts.get(ex.page_ids[0], 0)
@@ -121,7 +125,10 @@ def check_layout(ex: PackedExample, seq_len: int, sentence_order: bool):
 
 
 # --- codepoints ---------------------------------------------------------------------------
-@pytest.mark.parametrize("text", ["", "plain ascii", "日本語 한국어", "😀👍🏽🇯🇵 astral", "e\u0301 a\u0308\u0323 combining", "\U0010fffd\t\n"])
+@pytest.mark.parametrize(
+    "text",
+    ["", "plain ascii", "日本語 한국어", "😀👍🏽🇯🇵 astral", "e\u0301 a\u0308\u0323 combining", "\U0010fffd\t\n"],
+)
 def test_text_codepoints_round_trip(text):
     cps = text_to_codepoints(text)
     assert cps.dtype == np.int32 and cps.tolist() == [ord(c) for c in text]
@@ -250,9 +257,9 @@ def test_example_ids_are_unique_even_with_dashes_in_lang():
 
 def test_mask_rng_is_the_same_in_another_process():
     here = mask_rng(7, "en", 123, 4, 1).integers(0, 1 << 30, size=4).tolist()
-    code = "from pipeline.examples import mask_rng; print(mask_rng(7, 'en', 123, 4, 1).integers(0, 1 << 30, size=4).tolist())"
-    env_seed = {"PYTHONHASHSEED": "12345"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, **env_seed})
+    code = "from pipeline.examples import mask_rng as r; print(r(7, 'en', 123, 4, 1).integers(0, 1 << 30, size=4).tolist())"
+    env = {**os.environ, "PYTHONHASHSEED": "12345"}  # Python's hash() would differ; the stable hash must not
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip() == str(here)
     assert here != mask_rng(7, "en", 123, 4, 2).integers(0, 1 << 30, size=4).tolist()
     assert here != mask_rng(7, "de", 123, 4, 1).integers(0, 1 << 30, size=4).tolist()

@@ -9,7 +9,7 @@ import pytest
 from test_examples import synthetic_pages
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from pipeline import contract
+from pipeline import contract, masks
 from pipeline.examples import codepoints_to_text, mask_rng, pack_pages, text_to_codepoints
 from pipeline.masks import (
     MaskPlanConfig,
@@ -201,6 +201,15 @@ def test_plans_are_deterministic_batch_independent_and_vary_by_copy():
     no_tok = plan_examples(list(examples()[:5]), "xx", 0, 7, None)  # CANINE-C plan does not depend on the tokenizer
     assert all(np.array_equal(a["char_mask_positions"], b["char_mask_positions"]) for a, b in zip(batch, no_tok))
     assert all(len(b["subword_starts"]) == 0 for b in no_tok)
+
+
+def test_batches_over_the_size_cap_are_split_without_changing_rows(monkeypatch):
+    group = list(examples()[:12])
+    whole = plan_examples(group, "xx", 0, 4, tokenizer())
+    monkeypatch.setattr(masks, "_BATCH_CODEPOINTS", 1500)  # about three examples of 512
+    split = plan_examples(group, "xx", 0, 4, tokenizer())
+    for a, b in zip(whole, split, strict=True):
+        assert all(np.array_equal(np.asarray(a[c]), np.asarray(b[c])) for c in contract.COLUMNS)
 
 
 def test_plans_do_not_depend_on_the_word_cache():

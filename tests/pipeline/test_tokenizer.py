@@ -129,7 +129,9 @@ def test_fast_path_with_a_cleaning_lowercasing_normalizer():
     """A user tokenizer.json (mBERT-uncased-like): words go through encode(), not the model."""
     tok = trained().hf
     spec = json.loads(tok.to_str())
-    spec["normalizer"] = {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None, "lowercase": True}
+    spec["normalizer"] = {
+        "type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None, "lowercase": True
+    }
     other = WordPieceTokenizer.from_str(json.dumps(spec))
     text = HARD_TEXT + " \x07ctrl\ufffd İstanbul ÉCOLE"
     fast = other.spans_of_codepoints(text_to_codepoints(text))
