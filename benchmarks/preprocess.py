@@ -74,8 +74,9 @@ def bench_stage(pages, tokenizer, seq_len) -> tuple[float, float]:
     mb = sum(len(t.encode("utf-8")) for _, _, t in kept) / 1e6
     t = time.perf_counter()
     for lang, group in by_lang.items():
-        for ex in examples.pack_pages(sorted(group), seq_len):
-            masks.plan_example(ex, lang, 0, 0, tokenizer)
+        packed = examples.pack_pages(sorted(group), seq_len)
+        for i in range(0, len(packed), 256):  # the job's batch size (pipeline/job.py PlanMasks)
+            masks.plan_examples(packed[i : i + 256], lang, 0, 0, tokenizer)
     return mb, time.perf_counter() - t
 
 
