@@ -273,23 +273,35 @@ def shard_name(split: str, index: int, total: int) -> str:
     return f"{split}/part-{index:05d}-of-{total:05d}.parquet"
 
 
+class ShardCounts(beam.PTransform):
+    """(split, lang, example, copy) -> {split: number of shards}, from the examples' sizes.
+    Taken before mask planning, so the planned rows stream straight into their shard groups
+    instead of being materialized once more to be measured."""
+
+    def __init__(self, cfg: PreprocessConfig):
+        super().__init__()
+        self.cfg = cfg
+
+    def expand(self, sampled):
+        return (
+            sampled
+            | "ExampleSize" >> beam.Map(lambda x: (x[0], len(x[2].codepoints)))
+            | "SplitSize" >> beam.CombinePerKey(sum)
+            | "SizeDict" >> beam.combiners.ToDict()
+            | "Counts" >> beam.Map(shard_counts, self.cfg.shard_codepoints)
+        )
+
+
 class WriteShards(beam.PTransform):
     """(split, row) -> shard records. Rows go to a shard by a hash of their example_id and are
     sorted by example_id inside it, so equal inputs give byte-identical files."""
 
-    def __init__(self, cfg: PreprocessConfig, staging: str):
+    def __init__(self, staging: str, counts):
         super().__init__()
-        self.cfg, self.staging = cfg, staging
+        self.staging, self.counts = staging, counts
 
     def expand(self, rows):
-        cfg, staging = self.cfg, self.staging
-        sizes = (
-            rows
-            | "RowSize" >> beam.Map(lambda x: (x[0], len(x[1]["codepoints"])))
-            | "SplitSize" >> beam.CombinePerKey(sum)
-            | "SizeDict" >> beam.combiners.ToDict()
-            | "ShardCounts" >> beam.Map(shard_counts, cfg.shard_codepoints)
-        )
+        staging = self.staging
 
         def key(x, counts):
             split, row = x
@@ -300,13 +312,11 @@ class WriteShards(beam.PTransform):
             (split, index, total), rows = kv
             rows = sorted(rows, key=lambda r: r["example_id"])
             name = shard_name(split, index, total)
-            record = shards.write_table(shards.rows_to_table(rows), f"{staging}/{name}")
-            pages = sorted({(r["lang"], p) for r in rows for p in r["page_ids"]})
-            return {"split": split, "path": name, **record, "pages": len(pages)}
+            return {"split": split, "path": name, **shards.write_table(shards.rows_to_table(rows), f"{staging}/{name}")}
 
         return (
             rows
-            | "KeyShard" >> beam.Map(key, pvalue.AsSingleton(sizes))
+            | "KeyShard" >> beam.Map(key, pvalue.AsSingleton(self.counts))
             | "GroupShard" >> beam.GroupByKey()
             | "Write" >> beam.Map(write)
         )
@@ -384,8 +394,9 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
     _ = tokenizer | "SaveTokenizer" >> beam.Map(_save_text, f"{staging}/{contract.TOKENIZER}")
     packed = split_pages | "PackExamples" >> PackExamples(cfg)
     sampled, weights = packed | "SampleLanguages" >> SampleLanguages(cfg)
+    counts = sampled | "ShardCounts" >> ShardCounts(cfg)
     rows = sampled | "PlanMasks" >> PlanMasks(cfg, tokenizer)
-    shard_records = rows | "WriteShards" >> WriteShards(cfg, staging)
+    shard_records = rows | "WriteShards" >> WriteShards(staging, counts)
     _ = (
         shard_records
         | "ShardList" >> beam.combiners.ToList()
