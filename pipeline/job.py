@@ -11,7 +11,7 @@ Steps (each a labelled composite, each testable with TestPipeline):
   PackExamples   pages grouped by hash, sorted by id, packed to seq_len
   SampleLanguages share^alpha smoothing: subsample big languages, repeat small ones with fresh masks
   PlanMasks      CANINE-C span mask + CANINE-S subword plan per example, seeded by (seed, page id, copy)
-  WriteShards    rows -> Parquet shard chosen by a hash of example_id, sorted by example_id
+  WriteShards    rows -> Parquet shard chosen by a hash of example_id, ordered by another hash (languages mixed)
 
 Everything the job writes goes to a staging folder first; `pipeline.output.finalize` moves it
 into place and writes manifest.json last, so a failed run leaves no manifest (issue 2,
@@ -294,7 +294,7 @@ class ShardCounts(beam.PTransform):
 
 class WriteShards(beam.PTransform):
     """(split, row) -> shard records. Rows go to a shard by a hash of their example_id and are
-    sorted by example_id inside it, so equal inputs give byte-identical files."""
+    sorted by another hash of it inside, so equal inputs give byte-identical files."""
 
     def __init__(self, staging: str, counts):
         super().__init__()
@@ -310,7 +310,9 @@ class WriteShards(beam.PTransform):
 
         def write(kv):
             (split, index, total), rows = kv
-            rows = sorted(rows, key=lambda r: r["example_id"])
+            # Ordered by a hash of the id, not the id itself: ids start with the language, and
+            # readers take contiguous row ranges, so id order would give one-language batches.
+            rows = sorted(rows, key=lambda r: (stable_int("order", r["example_id"]), r["example_id"]))
             name = shard_name(split, index, total)
             return {"split": split, "path": name, **shards.write_table(shards.rows_to_table(rows), f"{staging}/{name}")}
 
