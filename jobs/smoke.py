@@ -1,7 +1,7 @@
 """`canine smoke` (what `make smoke` runs): the whole product on the bundled sample, on one machine.
 
     make smoke                                   # set-up if needed, then this
-    canine smoke --output runs/smoke --steps 150 # the same, by hand
+    canine smoke --output runs/smoke --steps 200 # the same, by hand
 
 1. preprocess pipeline/sample/*.xml with the Beam DirectRunner (2 worker processes) into shards;
 2. pretrain the tiny CANINE-C model on a local Ray cluster on 127.0.0.1: 2 CPU workers running
@@ -23,7 +23,7 @@ def add_arguments(p):
     p.add_argument("--output", default="runs/smoke", help="where shards/ and train/ go (default runs/smoke)")
     # 512 characters keep the 2-core smoke run within minutes; pretraining proper uses 2048 (paper §4.1.3).
     p.add_argument("--seq-len", type=int, default=512)
-    p.add_argument("--steps", type=int, default=150)
+    p.add_argument("--steps", type=int, default=200)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--resume", action="store_true", help="continue the previous smoke run instead of starting afresh")
 
@@ -58,7 +58,7 @@ def main(args) -> int:
               f"DeepSpeed ZeRO-2, gloo, {args.steps} steps -> {run}")
     if run.exists() and not args.resume:
         shutil.rmtree(run)
-    eval_every = max(1, args.steps // 3)
+    eval_every = max(1, args.steps // 4)
     cfg = load_config("tiny", {"data.path": str(shards), "output": str(run), "train.objective": "char",
                                "train.max_steps": args.steps, "train.eval_every": eval_every,
                                "checkpoint.every": eval_every, "parallel.workers": args.workers,
