@@ -5,6 +5,7 @@
         --runner DataflowRunner -- --project P --region R --temp_location gs://bucket/tmp
 """
 
+import dataclasses
 import logging
 import sys
 
@@ -37,22 +38,9 @@ def add_arguments(p):
 
 
 def config_from_args(args) -> PreprocessConfig:
-    return PreprocessConfig(
-        inputs=tuple(args.inputs),
-        output=args.output,
-        seq_len=args.seq_len,
-        seed=args.seed,
-        vocab_size=args.vocab_size,
-        tokenizer=args.tokenizer,
-        alpha=args.alpha,
-        validation_fraction=args.validation_fraction,
-        lang=args.lang,
-        sentence_order=args.sentence_order,
-        shard_codepoints=args.shard_codepoints,
-        pack_group_codepoints=args.pack_group_codepoints,
-        tokenizer_pages=args.tokenizer_pages,
-        streams_per_item=args.streams_per_item,
-    )
+    """Every PreprocessConfig field that has a flag of the same name (dashes for underscores)."""
+    fields = {f.name for f in dataclasses.fields(PreprocessConfig)} - {"inputs", "input_fingerprints"}
+    return PreprocessConfig(inputs=tuple(args.inputs), **{k: getattr(args, k) for k in fields if hasattr(args, k)})
 
 
 def resolve_dumps(args) -> None:
