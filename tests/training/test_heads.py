@@ -1,0 +1,109 @@
+"""Pretraining heads: the fused loss, CANINE-C's left-to-right order, overfitting one batch."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from training import flops, heads
+from training.batch import build_batch
+from training.config import preset
+from training.heads import CaninePretrainingModel, linear_cross_entropy
+from training.synthetic import synthetic_rows
+
+from canine_fixtures import one_thread  # noqa: F401 (autouse fixture)
+
+
+@pytest.mark.parametrize("chunk_elements", [64 * 1000, 2**22])  # several chunks, one chunk
+def test_linear_cross_entropy_matches_reference_loss_and_gradients(monkeypatch, chunk_elements):
+    monkeypatch.setitem(heads._CHUNK_ELEMENTS, "cpu", chunk_elements)
+    torch.manual_seed(0)
+    h = torch.randn(300, 32, requires_grad=True)
+    linear = torch.nn.Linear(32, 1000)
+    targets = torch.randint(0, 1000, (300,))
+    weights = (torch.rand(300) > 0.3).float()
+    loss, correct, count = linear_cross_entropy(h, linear, targets, weights)
+    loss.backward()
+    got = [h.grad, linear.weight.grad, linear.bias.grad]
+    h2 = h.detach().clone().requires_grad_()
+    linear2 = torch.nn.Linear(32, 1000)
+    linear2.load_state_dict(linear.state_dict())
+    logits = linear2(h2)
+    ref = (F.cross_entropy(logits, targets, reduction="none") * weights).sum() / weights.sum()
+    ref.backward()
+    torch.testing.assert_close(loss, ref)
+    assert count == weights.sum()
+    assert correct == ((logits.argmax(-1) == targets).float() * weights).sum()
+    for a, b in zip(got, [h2.grad, linear2.weight.grad, linear2.bias.grad]):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
+    # No prediction at all: loss 0, not NaN.
+    empty, _, n = linear_cross_entropy(h, linear, targets, torch.zeros(300))
+    assert empty.item() == 0.0 and n.item() == 0.0
+
+
+def _batch(objective, config, seed=0, rows=3, length=200):
+    table = synthetic_rows(rows, length, seed=seed, vocab_size=config.num_subword_vocab or 1000, min_length=length // 2)
+    return build_batch(table, length, objective, seed=seed, num_hash_buckets=config.num_hash_buckets)
+
+
+def test_char_head_is_left_to_right_over_the_shuffled_order():
+    config = preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = CaninePretrainingModel(config, "char").eval()
+    batch = _batch("char", config)
+    with torch.no_grad():
+        base = model(batch, return_logits=True).logits  # (B, P, buckets), step order
+        order = batch["char_order"]
+        # Change the gold character of step 10 of example 0: steps <= 10 must not move
+        # (teacher forcing feeds step 10's gold to step 11), step 11 must.
+        changed = {k: v.clone() for k, v in batch.items()}
+        slot = order[0, 10]
+        changed["char_gold_ids"][0, slot] += 1
+        logits = model(changed, return_logits=True).logits
+    assert torch.equal(logits[0, :11], base[0, :11])
+    assert not torch.allclose(logits[0, 11], base[0, 11])
+    assert torch.equal(logits[1:], base[1:])
+
+
+@pytest.mark.parametrize("objective", ["char", "subword"])
+def test_loss_falls_when_overfitting_one_batch(objective):
+    torch.manual_seed(0)
+    config = preset("tiny", num_subword_vocab=300)
+    model = CaninePretrainingModel(config, objective).train()
+    batch = _batch(objective, config, rows=2, length=160)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses, accuracy = [], 0.0
+    for _ in range(25):
+        out = model(batch)
+        out.loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(out.objective_loss.item())
+        accuracy = (out.correct / out.count).item()
+    assert losses[-1] < 0.35 * losses[0], losses
+    assert accuracy > 0.5
+    assert out.sop_loss is not None and out.sop_count == (batch["sop_labels"] >= 0).sum()
+
+
+def test_sop_can_be_switched_off_and_subword_needs_a_vocabulary():
+    config = preset("tiny", sop_loss_weight=0.0)
+    model = CaninePretrainingModel(config, "char")
+    assert model.sop is None
+    out = model(_batch("char", config))
+    assert out.sop_loss is None and out.sop_count is None
+    torch.testing.assert_close(out.loss.detach(), out.objective_loss)
+    with pytest.raises(ValueError, match="num_subword_vocab"):
+        CaninePretrainingModel(preset("tiny"), "subword")
+    with pytest.raises(ValueError, match="objective"):
+        CaninePretrainingModel(config, "mlm")
+
+
+def test_pretraining_flops_add_the_head():
+    config = preset("tiny", num_subword_vocab=300)
+    char = CaninePretrainingModel(config, "char").num_flops_per_example(2048)
+    subword = CaninePretrainingModel(config, "subword").num_flops_per_example(2048)
+    encoder_only = flops.encoder_flops(config, 2048, 320)
+    # CANINE-C's head: 320 x (2d -> d, one layer over 320 steps, d -> 2048 buckets), x3 for training
+    d = 64
+    head = 3 * (2 * 320 * 2 * d * d + 2 * (320 * (2 * d * d + 2 * d * 128) + 320 * 2 * d * d + 2 * 320 * 320 * d)
+                + 2 * 320 * d * 2048 + 2 * d * 2)
+    assert char == encoder_only + head
+    assert subword < char

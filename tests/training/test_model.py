@@ -1,0 +1,205 @@
+"""The CANINE encoder: hash embedding, targeted upsampling, gradients, bf16, torch.compile, FLOPs."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from pipeline import contract
+from training import flops
+from training.config import PRESETS, CanineConfig, preset
+from training.heads import CaninePretrainingModel
+from training.model import CanineModel, Dropout, attention, attention_bias, keep_mask, ngram_ids
+
+from canine_fixtures import one_thread, padded_inputs  # noqa: F401 (autouse fixture)
+
+
+def test_hash_embedding_matches_hand_computed_buckets():
+    model = CanineModel(preset("tiny"))  # B = 2048 buckets, K = 8 tables of 8 columns
+    table = model.embeddings.hash_tables.weight
+    # 'a' = 97: ((97 + 1) * p) % 2048 for p = 31, 43, 59, 61, 73, 97, 103, 113, worked by hand.
+    expected = [990, 118, 1686, 1882, 1010, 1314, 1902, 834]
+    got = model.embeddings.hash_embed(torch.tensor([[97]]))[0, 0]  # (d,)
+    want = torch.cat([table[k * 2048 + b] for k, b in enumerate(expected)])
+    assert torch.equal(got, want)
+    # CLS = 0xE000 = 57344: 57345 = 28 * 2048 + 1, so bucket k is the prime itself.
+    got = model.embeddings.hash_embed(torch.tensor([[contract.CLS]]))[0, 0]
+    want = torch.cat([table[k * 2048 + p] for k, p in enumerate([31, 43, 59, 61, 73, 97, 103, 113])])
+    assert torch.equal(got, want)
+
+
+def test_ngram_ids_look_back_and_pad_at_the_start():
+    ids = torch.tensor([[5, 6, 7, 8]])
+    bigrams = ngram_ids(ids, 2)
+    # position 0 sees PAD before it; equal bigrams give equal ids, different ones differ
+    assert bigrams[0, 0] == ngram_ids(torch.tensor([[0, 5]]), 2)[0, 1]
+    assert bigrams[0, 2] == ngram_ids(torch.tensor([[9, 6, 7]]), 2)[0, 2]
+    assert len(set(bigrams[0].tolist())) == 4
+    model = CanineModel(preset("tiny", ngram_orders=(2, 3)))
+    assert len(model.embeddings.ngram_tables) == 2
+    out = model(*padded_inputs())
+    out.sequence_output.sum().backward()
+    assert all(t.weight.grad.abs().sum() > 0 for t in model.embeddings.ngram_tables)
+
+
+@pytest.mark.parametrize("length", [131, 128, 37])
+def test_targeted_upsampling_equals_full_at_gathered_positions(length):
+    model = CanineModel(preset("tiny")).eval()
+    ids, mask, types = padded_inputs(L=length, lengths=(length, length // 2))
+    positions = torch.tensor([[0, 5, length - 1, 5, 17], [1, 2, 3, length // 2 - 1, 9]])
+    with torch.no_grad():
+        full = model(ids, mask, types).sequence_output
+        targeted = model(ids, mask, types, output_positions=positions)
+    assert targeted.sequence_output.shape == (2, 5, 64)
+    want = full.gather(1, positions[..., None].expand(-1, -1, 64))
+    torch.testing.assert_close(targeted.sequence_output, want, rtol=0, atol=1e-5)
+
+
+def test_shapes_for_lengths_not_multiple_of_rate_and_padding():
+    model = CanineModel(preset("tiny")).eval()
+    for L in (4, 5, 33, 130):
+        ids, mask, types = padded_inputs(L=L, lengths=(L, max(1, L // 3)))
+        out = model(ids, mask, types)
+        assert out.sequence_output.shape == (2, L, 64)
+        assert out.pooled_output.shape == (2, 64)
+        assert out.molecule_output.shape == (2, L // 4, 64)
+        assert torch.isfinite(out.sequence_output).all()
+    with pytest.raises(ValueError, match="input length 3000"):
+        model(torch.ones(1, 3000, dtype=torch.long))
+
+
+def _grads(config, objective, seed=0):
+    torch.manual_seed(seed)
+    model = CaninePretrainingModel(config, objective).train()
+    from training.batch import build_batch
+    from training.synthetic import synthetic_rows
+
+    batch = build_batch(synthetic_rows(3, 150, seed=1, min_length=60), 160, objective,
+                        num_hash_buckets=config.num_hash_buckets)
+    torch.manual_seed(seed + 1)  # the same dropout draws in both runs
+    model(batch).loss.backward()
+    return {n: p.grad for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("objective", ["char", "subword"])
+def test_gradient_reaches_every_parameter_with_and_without_checkpointing(objective):
+    config = preset("tiny", num_subword_vocab=1000)
+    plain = _grads(config, objective)
+    missing = [n for n, g in plain.items() if g is None or not g.abs().sum() > 0]
+    assert not missing, f"parameters without gradient: {missing}"
+    checkpointed = _grads(config.replace(gradient_checkpointing=True), objective)
+    assert checkpointed.keys() == plain.keys()
+    for name, g in plain.items():
+        # Same dropout masks (checkpointing replays the RNG), so the same gradients.
+        torch.testing.assert_close(checkpointed[name], g, rtol=1e-4, atol=1e-6, msg=name)
+
+
+def test_bf16_autocast_forward_and_backward():
+    config = preset("tiny", num_subword_vocab=500)
+    from training.batch import build_batch
+    from training.synthetic import synthetic_rows
+
+    rows = synthetic_rows(2, 90, seed=3, vocab_size=500, min_length=40)  # padded, lengths not multiples of 4
+    for objective in ("char", "subword"):
+        model = CaninePretrainingModel(config, objective).train()
+        batch = build_batch(rows, 99, objective, num_hash_buckets=config.num_hash_buckets)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model(batch)
+            enc = model.encoder(batch["input_ids"], batch["attention_mask"])
+        assert enc.sequence_output.dtype == torch.bfloat16
+        assert torch.isfinite(out.loss) and out.loss.dtype == torch.float32
+        out.loss.backward()
+        assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+    # The bf16 encoder on bf16 weights (no autocast) runs too: masks follow the compute dtype.
+    model = CanineModel(preset("tiny")).to(torch.bfloat16).eval()
+    out = model(*padded_inputs())
+    assert out.sequence_output.dtype == torch.bfloat16 and torch.isfinite(out.sequence_output).all()
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_encoder_compiles_without_graph_breaks(train):
+    model = CanineModel(preset("tiny", gradient_checkpointing=train)).train(train)
+    ids, mask, types = padded_inputs(L=70, lengths=(70, 33))
+    positions = torch.tensor([[1, 2, 3], [4, 5, 6]])
+    explanation = torch._dynamo.explain(model)(ids, mask, types, positions)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+
+
+def test_fast_dropout_rate_and_scale():
+    torch.manual_seed(0)
+    keep = keep_mask((1000, 1000), 0.1, "cpu")
+    assert abs(keep.float().mean().item() - 0.9) < 0.002
+    drop = Dropout(0.1).train()
+    x = torch.ones(200, 500, requires_grad=True)
+    y = drop(x)
+    assert torch.isclose(y[y != 0], torch.tensor(1 / 0.9)).all()
+    y.sum().backward()
+    assert torch.equal(x.grad, y.detach())  # gradient = the same mask and scale
+    assert torch.equal(drop.eval()(x), x)
+
+
+def _sdpa_flops(q_shape, k_shape, *args, **kwargs):
+    """QK^T and PV: 2 * 2 * B * H * Lq * Lk * dh (the counter has no rule for the CPU kernel)."""
+    B, H, Lq, dh = q_shape
+    return 4 * B * H * Lq * k_shape[2] * dh
+
+
+def _sdpa_backward_flops(grad_shape, q_shape, k_shape, *args, **kwargs):
+    return 2 * _sdpa_flops(q_shape, k_shape)
+
+
+def test_flop_formula_matches_torch_flop_counter():
+    config = preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = CanineModel(config)
+    L = 128  # a multiple of the local block: no padded keys in the local layer
+    ids = torch.randint(1, 5000, (1, L))
+    mapping = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_flops,
+               torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_backward_flops}
+    for positions in (None, torch.arange(0, L, 4)[None]):
+        counter = FlopCounterMode(display=False, custom_mapping=mapping)
+        with counter:
+            out = model(ids, output_positions=positions)
+            (out.sequence_output.sum() + out.pooled_output.sum()).backward()
+        P = None if positions is None else positions.shape[1]
+        assert counter.get_total_flops() == pytest.approx(model.num_flops_per_example(L, P), rel=0.01)
+    assert flops.encoder_flops(config, 2048, 320) < flops.encoder_flops(config, 2048)
+
+
+def test_base_preset_matches_canine_base_and_counts_parameters():
+    base = PRESETS["base"]
+    assert (base.hidden_size, base.num_hidden_layers, base.num_attention_heads, base.intermediate_size) == (768, 12, 12, 3072)
+    assert (base.num_hash_functions, base.num_hash_buckets, base.local_transformer_stride) == (8, 16384, 128)
+    assert (base.downsampling_rate, base.upsampling_kernel_size, base.type_vocab_size) == (4, 4, 16)
+    assert base.max_position_embeddings == 16384 and base.hidden_dropout_prob == 0.1
+    assert base.max_char_predictions == 320 and base.max_subword_predictions == 80
+    with pytest.raises(ValueError, match="hidden_act"):
+        CanineConfig(hidden_act="relu")
+    with pytest.raises(ValueError, match="unknown field"):
+        CanineConfig.from_dict({"hidden_size": 64, "bogus": 1})
+    assert CanineConfig.from_dict(PRESETS["tiny"].to_dict()) == PRESETS["tiny"]
+
+
+def test_model_code_imports_no_trainer_or_export_dependencies():
+    code = ("import sys, training.model, training.heads, training.batch, training.flops; "
+            "print([m for m in ('transformers', 'ray', 'deepspeed', 'apache_beam') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_cpu_attention_paths_agree_and_drop_probabilities_exactly():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, n, 16, generator=g) for n in (5, 9, 9))
+    bias = attention_bias(torch.float32, torch.arange(9)[None, None, :] < torch.tensor([9, 6])[:, None, None])
+    reference = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    lowered = [t.to(torch.bfloat16) for t in (q, k, v, bias)]
+    explicit = attention(*lowered, dropout_p=0.0)  # bf16 on CPU: the explicit path
+    torch.testing.assert_close(explicit.float(), reference, rtol=0.02, atol=0.02)
+    # Dropout: the probabilities times a keep mask (rate p, rescaled), drawn by keep_mask.
+    torch.manual_seed(3)
+    dropped = attention(q, k, v, bias, dropout_p=0.25)
+    torch.manual_seed(3)
+    keep = keep_mask((2, 4, 5, 9), 0.25, "cpu")
+    probs = torch.softmax(q @ k.transpose(-1, -2) / 4 + bias, dim=-1)
+    torch.testing.assert_close(dropped, (probs * keep / 0.75) @ v)

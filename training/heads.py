@@ -1,0 +1,197 @@
+"""Pretraining heads (paper §3.2): CANINE-C's autoregressive character loss, CANINE-S's subword
+loss, and an optional sentence-order loss on the pooled output. Nobody has published these
+(CANINE.md "Nobody has published CANINE pretraining"); choices below say where they come from.
+
+Both heads read fixed-size padded prediction arrays (320 / 80 slots with 0/1 weights, built by
+training/batch.py), so every shape is static. The encoder computes its final layer only at those
+slots (targeted upsampling, §3.2.3).
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pipeline import contract
+from training import flops
+from training.config import OBJECTIVES, CanineConfig
+from training.model import CanineModel, TransformerLayer, activation, init_weights
+
+
+@dataclass
+class PretrainingOutput:
+    loss: torch.Tensor  # scalar: objective loss + sop_loss_weight * sop_loss
+    correct: torch.Tensor  # weighted count of correct objective predictions (for accuracy)
+    count: torch.Tensor  # sum of the objective's weights (predictions that count)
+    objective_loss: torch.Tensor  # weighted mean cross-entropy of the char / subword objective
+    sop_loss: torch.Tensor | None = None
+    sop_correct: torch.Tensor | None = None
+    sop_count: torch.Tensor | None = None
+    logits: torch.Tensor | None = None  # (B, P, classes) with forward(..., return_logits=True)
+
+
+# Logit elements per chunk of rows in `linear_cross_entropy`. CPU: 4M fp32 = 16 MB, below glibc's
+# 32 MB mmap ceiling, so chunks reuse heap memory instead of page-faulting fresh mappings (a full
+# 640 x 16384 fp32 softmax, 42 MB, spent ~35 ms of 120 ms in page faults here). CUDA: large
+# chunks keep the matmuls efficient; the full logits of a big batch would still take GBs.
+_CHUNK_ELEMENTS = {"cpu": 2**22, "cuda": 2**28}
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    """Weighted mean cross-entropy of h @ W^T + b, never holding all the logits: rows go in chunks,
+    and since the loss is terminal the gradients are computed in the same pass (no recompute)."""
+
+    @staticmethod
+    def forward(ctx, h, weight, bias, targets, weights, chunk_rows):
+        # h is in the compute dtype; the parameters are cast here, so their gradients come back
+        # in their own dtype without a round trip through the compute dtype.
+        w, b = weight.to(h.dtype), bias.to(h.dtype)
+        count = weights.sum()
+        scale = weights / count.clamp(min=1.0)  # (N,) fp32
+        need_grad = any(ctx.needs_input_grad[:3])
+        loss = torch.zeros((), dtype=torch.float32, device=h.device)
+        correct = torch.zeros((), dtype=torch.float32, device=h.device)
+        if need_grad:
+            grad_h = torch.empty_like(h)
+            grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=h.device)
+            grad_b = torch.zeros(bias.shape, dtype=torch.float32, device=h.device)
+        for start in range(0, h.shape[0], chunk_rows):
+            rows = slice(start, start + chunk_rows)
+            # Softmax and argmax in fp32 (argmax on bf16 logits measured 6x slower).
+            logits = F.linear(h[rows], w, b).float()  # (n, V)
+            t = targets[rows].unsqueeze(1)  # (n, 1)
+            correct += ((logits.argmax(dim=1) == t.squeeze(1)).float() * weights[rows]).sum()
+            log_probs = torch.log_softmax(logits, dim=1)  # one fused pass
+            loss -= (log_probs.gather(1, t).squeeze(1) * scale[rows]).sum()
+            if need_grad:
+                probs = log_probs.exp_()  # softmax, in place
+                probs.scatter_add_(1, t, probs.new_full(t.shape, -1.0))  # minus the one-hot
+                probs.mul_(scale[rows].unsqueeze(1))  # d loss / d logits
+                g = probs.to(h.dtype)
+                grad_h[rows] = g @ w
+                grad_w.add_(g.t() @ h[rows])  # fp32 += compute dtype, converted on the fly
+                grad_b += probs.sum(0)
+        if need_grad:
+            ctx.save_for_backward(grad_h, grad_w.to(weight.dtype), grad_b.to(bias.dtype))
+        ctx.mark_non_differentiable(correct, count)
+        return loss, correct, count
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_correct, _grad_count):
+        grad_h, grad_w, grad_b = ctx.saved_tensors
+        return grad_h * grad_loss.to(grad_h.dtype), grad_w * grad_loss, grad_b * grad_loss, None, None, None
+
+
+def linear_cross_entropy(h, linear: nn.Linear, targets, weights):
+    """(loss, correct, count) of `linear(h)` against `targets` with per-row `weights` (0 = padding):
+    loss = sum(w * ce) / max(sum(w), 1); correct and count are detached, for accuracy."""
+    h = h.reshape(-1, h.shape[-1])  # (N, d)
+    device = h.device.type
+    if torch.is_autocast_enabled(device):  # the Function runs outside autocast: cast like a Linear would
+        h = h.to(torch.get_autocast_dtype(device))
+    chunk = max(1, _CHUNK_ELEMENTS.get(device, 2**26) // linear.weight.shape[0])
+    with torch.autocast(device, enabled=False):
+        loss, correct, count = _LinearCrossEntropy.apply(
+            h, linear.weight, linear.bias, targets.reshape(-1), weights.reshape(-1).float(), chunk)
+    return loss, correct, count
+
+
+class Transform(nn.Module):
+    """dense -> GELU -> LayerNorm (BERT's prediction-head transform)."""
+
+    def __init__(self, config: CanineConfig, in_features: int):
+        super().__init__()
+        self.dense = nn.Linear(in_features, config.hidden_size)
+        self.act = activation(config.hidden_act)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, x):
+        return self.norm(self.act(self.dense(x)))
+
+
+class CharHead(nn.Module):
+    """CANINE-C (§3.2.1). Step t of the shuffled order sees [y_seq at its position ; the gold
+    embedding of step t-1's character] (teacher forcing; BOS at step 0), a small feed-forward
+    net maps that to d, one left-to-right transformer layer mixes the steps, and step t predicts
+    its own character's bucket codepoint % B. Gold embeddings reuse the encoder's hash tables."""
+
+    def __init__(self, config: CanineConfig):
+        super().__init__()
+        self.project = Transform(config, 2 * config.hidden_size)
+        self.layer = TransformerLayer(config)
+        self.output = nn.Linear(config.hidden_size, config.num_hash_buckets)
+
+    def forward(self, y_steps, gold_steps, embed):
+        """y_steps (B, P, d) and gold codepoints (B, P), both in step order -> (B, P, d) for `output`."""
+        B, P = gold_steps.shape
+        previous = torch.cat([gold_steps.new_full((B, 1), contract.BOS), gold_steps[:, :-1]], dim=1)  # (B, P)
+        x = self.project(torch.cat([y_steps, embed(previous).to(y_steps.dtype)], dim=-1))  # (B, P, d)
+        # Padding slots come last in the order, so a real step never sees one; the future is absent.
+        future = torch.ones(1, P, P, dtype=torch.bool, device=x.device).triu(1)  # (1, P, P)
+        return self.layer(x, key_absent=future)
+
+
+class SubwordHead(nn.Module):
+    """CANINE-S (§3.2.2): the output at one chosen character of each span, transform, softmax over
+    the subword vocabulary. Dropped at export (the paper discards the vocabulary)."""
+
+    def __init__(self, config: CanineConfig):
+        super().__init__()
+        if config.num_subword_vocab <= 0:
+            raise ValueError("CANINE-S needs config.num_subword_vocab > 0 (the tokenizer's vocabulary size)")
+        self.transform = Transform(config, config.hidden_size)
+        self.output = nn.Linear(config.hidden_size, config.num_subword_vocab)
+
+    def forward(self, y):
+        return self.transform(y)  # (B, P, d) for `output`
+
+
+class CaninePretrainingModel(nn.Module):
+    """Encoder + one objective head ("char" = CANINE-C, "subword" = CANINE-S) + optional SOP."""
+
+    def __init__(self, config: CanineConfig, objective: str):
+        super().__init__()
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+        self.config, self.objective = config, objective
+        self.encoder = CanineModel(config)
+        self.head = CharHead(config) if objective == "char" else SubwordHead(config)
+        self.sop = nn.Linear(config.hidden_size, 2) if config.sop_loss_weight else None
+        self.init_weights()
+
+    def init_weights(self):
+        self.encoder.init_weights()
+        init_weights(self.head, self.config.initializer_range)
+        if self.sop is not None:
+            init_weights(self.sop, self.config.initializer_range)
+
+    def forward(self, batch: dict[str, torch.Tensor], return_logits: bool = False) -> PretrainingOutput:
+        """Loss of one batch from training/batch.py. The logits (B, P, classes) are only
+        materialized with `return_logits` (for CANINE-C in the shuffled step order)."""
+        if self.objective == "char":
+            order = batch["char_order"]  # (B, P): slot of each step
+            positions = batch["char_positions"].gather(1, order)  # (B, P), step order
+            out = self.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], positions)
+            hidden = self.head(out.sequence_output, batch["char_gold_ids"].gather(1, order),
+                               self.encoder.embeddings.hash_embed)
+            targets, weights = batch["char_targets"].gather(1, order), batch["char_weights"].gather(1, order)
+        else:
+            out = self.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
+                               batch["subword_positions"])
+            hidden = self.head(out.sequence_output)
+            targets, weights = batch["subword_labels"], batch["subword_weights"]
+        loss, correct, count = linear_cross_entropy(hidden, self.head.output, targets, weights)
+        result = PretrainingOutput(loss=loss, correct=correct, count=count, objective_loss=loss.detach(),
+                                   logits=self.head.output(hidden) if return_logits else None)
+        if self.sop is not None and "sop_labels" in batch:
+            labels = batch["sop_labels"]  # (B,), SOP_NO_PAIR (-1) where the example has one segment
+            sop_loss, result.sop_correct, result.sop_count = linear_cross_entropy(
+                out.pooled_output, self.sop, labels.clamp(min=0), labels != contract.SOP_NO_PAIR)
+            result.sop_loss = sop_loss.detach()
+            result.loss = loss + self.config.sop_loss_weight * sop_loss
+        return result
+
+    def num_flops_per_example(self, seq_len: int) -> int:
+        """Forward + backward matmul FLOPs of encoder + head (exact count, training/flops.py)."""
+        return flops.pretraining_flops(self.config, self.objective, seq_len)

@@ -1,0 +1,340 @@
+"""The CANINE encoder (paper §3, facts in ../shared/CANINE.md). Architecture only: no Ray, no DeepSpeed.
+
+    codepoints -> hash embeddings -> local transformer layer (blocks of 128) = h_init
+      -> strided conv (r = 4), drop last molecule, prepend CLS -> deep BERT stack -> pooler
+      -> repeat molecules r times, concat with h_init -> conv (1 left / 2 right) -> final layer = y_seq
+
+Speed choices (measured with benchmarks/model_speed.py): fused QKV; attention through
+`scaled_dot_product_attention` (explicit matmuls only on CPU in bf16 or with dropout, where they
+are faster, see `attention`); the local layer as one batched call over blocks; the strided conv
+as one matmul; the upsampling conv's molecule half at molecule resolution; cheap dropout bits on
+CPU; and targeted upsampling (§3.2.3): the final layer computes queries only at the positions the
+loss reads.
+"""
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from training import flops
+from training.config import HASH_PRIMES, CanineConfig
+
+# n-gram ids: a rolling polynomial hash of the codepoints, kept below 2**31 so that
+# (hash * multiplier + codepoint) stays inside int64 on every device.
+_NGRAM_MULTIPLIER = 1_000_003
+_NGRAM_MODULUS = 2**31 - 1
+
+
+@dataclass
+class CanineOutput:
+    sequence_output: torch.Tensor  # (B, L, d), or (B, P, d) at `output_positions`
+    pooled_output: torch.Tensor  # (B, d): tanh(dense(molecule 0))
+    molecule_output: torch.Tensor  # (B, L // r, d): the deep stack's output
+
+
+def activation(name: str):
+    """GELU as named in the HF config: exact erf, or the tanh approximation Google's code used."""
+    approximate = "none" if name == "gelu" else "tanh"
+    return lambda x: F.gelu(x, approximate=approximate)
+
+
+def keep_mask(shape, p: float, device, dtype=torch.bool) -> torch.Tensor:
+    """Bernoulli(1 - p) as 0/1 in `dtype`, p rounded to a multiple of 2**-16: 16 random bits per
+    element cut from int64 draws. On this project's CPU that is ~5x faster than `bernoulli_`
+    (1.3 ms vs 7.8 ms per 1M elements, measured), and dropout's draws were ~5% of a step.
+    Multiplying by a mask of the tensor's own dtype is 3x faster than by a bool one (measured)."""
+    if torch.compiler.is_compiling():  # random_ breaks the graph; inductor fuses its own RNG
+        return (torch.rand(shape, device=device) >= p).to(dtype)
+    n = math.prod(shape)
+    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-(2**63), None)
+    return (bits.view(torch.int16)[:n].view(shape) >= round(p * 65536) - 32768).to(dtype)
+
+
+def dropout(x, p: float):
+    """Inverted dropout with `keep_mask`'s cheap bits (training only; callers check)."""
+    return torch.mul(x, keep_mask(x.shape, p, x.device, x.dtype)).mul_(1.0 / (1.0 - p))
+
+
+class Dropout(nn.Module):
+    """nn.Dropout with cheap random bits on CPU (`keep_mask`); F.dropout elsewhere (fused on GPU)."""
+
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x):
+        if not self.training or self.p == 0:
+            return x
+        if x.device.type != "cpu" or torch.compiler.is_compiling():
+            return F.dropout(x, self.p, training=True)
+        return dropout(x, self.p)
+
+
+def attention(q, k, v, bias, dropout_p: float, backend: str = "auto"):
+    """softmax(q k^T / sqrt(dh) + bias) v with attention-probability dropout; (B, H, Lq, dh).
+
+    SDPA on every device but one: on CPU, SDPA in bf16 runs the flash kernel 2-4x slower than
+    plain matmuls (head_dim 64, shapes of the small config, measured: local blocks 50 vs 13 ms,
+    deep 22 vs 8 ms, targeted final 54 vs 24 ms forward + backward), and with dropout it falls
+    back to an unfused path drawing the mask with slow `bernoulli_`. There (backend "auto") we
+    write the same math out, with exact dropout of the probabilities from `keep_mask`'s bits.
+    """
+    if backend == "sdpa" or q.device.type != "cpu" or (dropout_p == 0 and q.dtype == torch.float32):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p)
+    with torch.autocast("cpu", enabled=False):  # q, k, v are already in the compute dtype
+        scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2))  # (B, H, Lq, Lk)
+        if bias is not None:
+            scores.add_(bias)  # in place: the matmul's backward does not need its output
+        probs = torch.softmax(scores, dim=-1)
+        if dropout_p == 0:
+            return torch.matmul(probs, v)
+        probs = probs * keep_mask(probs.shape, dropout_p, probs.device, probs.dtype)
+        return torch.matmul(probs, v) * (1.0 / (1.0 - dropout_p))  # rescale (B, H, Lq, dh), not probs
+
+
+def attention_bias(dtype, key_valid=None, key_absent=None):
+    """Additive attention bias (B | 1, 1, Lq | 1, Lk) in the compute dtype, or None.
+
+    key_valid: bool, broadcastable to (B, Lq, Lk); False = padding. Masked with the dtype's
+        minimum, as Hugging Face does: a row whose keys are all padding then attends uniformly
+        over them exactly like the reference (never NaN), which the padded-batch parity needs.
+    key_absent: bool, same broadcasting; True = the key does not exist at all (block padding,
+        the future in a causal order): -inf, so it gets no weight even in such a row.
+    """
+    if key_valid is None and key_absent is None:
+        return None
+    bias = torch.zeros((), dtype=dtype, device=(key_valid if key_valid is not None else key_absent).device)
+    if key_valid is not None:
+        bias = bias.masked_fill(~key_valid, torch.finfo(dtype).min)
+    if key_absent is not None:
+        bias = bias.masked_fill(key_absent, float("-inf"))
+    return bias.unsqueeze(1)  # (B, 1, Lq, Lk): one bias shared by the heads
+
+
+class TransformerLayer(nn.Module):
+    """A post-LayerNorm BERT layer with fused QKV and SDPA. `query_index` selects the query rows."""
+
+    def __init__(self, config: CanineConfig):
+        super().__init__()
+        d = config.hidden_size
+        self.num_heads, self.head_dim = config.num_attention_heads, config.head_dim
+        self.qkv = nn.Linear(d, 3 * d)  # rows: query, key, value (HF keeps three Linears)
+        self.attn_out = nn.Linear(d, d)
+        self.attn_norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
+        self.ffn_in = nn.Linear(d, config.intermediate_size)
+        self.ffn_out = nn.Linear(config.intermediate_size, d)
+        self.ffn_norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
+        self.act = activation(config.hidden_act)
+        self.dropout = Dropout(config.hidden_dropout_prob)
+        self.attn_dropout = config.attention_probs_dropout_prob
+        self.attn_backend = config.attention_backend
+
+    def forward(self, x, key_valid=None, key_absent=None, query_index=None):
+        B, Lk, d = x.shape
+        H, dh = self.num_heads, self.head_dim
+        if query_index is None:
+            residual = x
+            q, k, v = self.qkv(x).view(B, Lk, 3, H, dh).permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, L, dh)
+        else:  # targeted: queries only at query_index, keys/values everywhere (paper §3.2.3)
+            residual = x.gather(1, query_index.unsqueeze(-1).expand(-1, -1, d))  # (B, P, d)
+            w_q, w_kv = self.qkv.weight.split([d, 2 * d])
+            b_q, b_kv = self.qkv.bias.split([d, 2 * d])
+            q = F.linear(residual, w_q, b_q).view(B, -1, H, dh).transpose(1, 2)  # (B, H, P, dh)
+            k, v = F.linear(x, w_kv, b_kv).view(B, Lk, 2, H, dh).permute(2, 0, 3, 1, 4).unbind(0)
+        dropout_p = self.attn_dropout if self.training else 0.0
+        bias = attention_bias(q.dtype, key_valid, key_absent)
+        ctx = attention(q, k, v, bias, dropout_p, self.attn_backend)  # (B, H, Lq, dh)
+        ctx = ctx.transpose(1, 2).reshape(B, -1, d)  # (B, Lq, d)
+        h = self.attn_norm(residual + self.dropout(self.attn_out(ctx)))
+        return self.ffn_norm(h + self.dropout(self.ffn_out(self.act(self.ffn_in(h)))))
+
+
+class CharEmbeddings(nn.Module):
+    """Hash embeddings (K tables of d/K columns, concatenated) + token type + position, LayerNorm."""
+
+    def __init__(self, config: CanineConfig):
+        super().__init__()
+        K, B, d = config.num_hash_functions, config.num_hash_buckets, config.hidden_size
+        self.num_buckets = B
+        # The K tables stacked into one (rows k*B .. (k+1)*B-1 are table k): one lookup, not K.
+        self.hash_tables = nn.Embedding(K * B, d // K)
+        self.ngram_orders = config.ngram_orders
+        self.ngram_tables = nn.ModuleList(nn.Embedding(K * B, d // K) for _ in config.ngram_orders)
+        self.position = nn.Embedding(config.max_position_embeddings, d)
+        self.token_type = nn.Embedding(config.type_vocab_size, d)
+        self.norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
+        self.dropout = Dropout(config.hidden_dropout_prob)
+        self.register_buffer("primes", torch.tensor(HASH_PRIMES[:K]), persistent=False)
+        self.register_buffer("table_offsets", torch.arange(K) * B, persistent=False)
+
+    def hash_embed(self, ids, table=None):
+        """(B, L) ids -> (B, L, d): hash k of x is ((x + 1) * PRIME[k]) % B (CANINE.md "Encoder")."""
+        buckets = ((ids.unsqueeze(-1) + 1) * self.primes) % self.num_buckets + self.table_offsets  # (B, L, K)
+        table = self.hash_tables if table is None else table
+        return table(buckets).flatten(-2)  # (B, L, K, d/K) -> (B, L, d)
+
+    def forward(self, input_ids, token_type_ids):
+        L = input_ids.shape[1]
+        x = self.hash_embed(input_ids)
+        for order, table in zip(self.ngram_orders, self.ngram_tables):
+            x = x + self.hash_embed(ngram_ids(input_ids, order), table)
+        x = x + self.token_type(token_type_ids) + self.position.weight[:L]
+        return self.dropout(self.norm(x))
+
+
+def ngram_ids(ids, order: int):
+    """(B, L) -> (B, L): one id per n-gram ending at each position (PAD before the start)."""
+    h = ids
+    for back in range(1, order):
+        previous = F.pad(ids, (back, 0))[:, : ids.shape[1]]  # ids shifted right by `back`
+        h = (h * _NGRAM_MULTIPLIER + previous + 1) % _NGRAM_MODULUS
+    return h
+
+
+class Downsample(nn.Module):
+    """Conv1d(d, d, kernel = stride = r) + GELU as one matmul over r-character molecules, then drop
+    the last molecule, prepend the CLS character's encoding, LayerNorm (CANINE.md "Downsampling")."""
+
+    def __init__(self, config: CanineConfig):
+        super().__init__()
+        self.rate = config.downsampling_rate
+        # Weight columns are ordered (offset in molecule, channel); hf.py converts to conv layout.
+        self.proj = nn.Linear(self.rate * config.hidden_size, config.hidden_size)
+        self.act = activation(config.hidden_act)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, h_init):
+        B, L, d = h_init.shape
+        M = L // self.rate  # the conv drops a trailing remainder of < r characters
+        chars = h_init[:, : M * self.rate].reshape(B, M, self.rate * d)  # (B, M, r*d)
+        molecules = self.act(self.proj(chars))[:, :-1]  # (B, M-1, d): keep a slot for CLS
+        return self.norm(torch.cat([h_init[:, :1], molecules], dim=1))  # (B, M, d)
+
+
+class Upsample(nn.Module):
+    """Repeat molecules to characters, concat after h_init, Conv1d(2d, d, kernel 4, padding 1 left /
+    2 right) + GELU, LayerNorm, dropout. No residual from h_init (CANINE.md "Upsampling").
+
+    The conv is split by input channels: the h_init half is an ordinary conv, while the repeated
+    molecules are constant over runs of r characters, so their taps are computed once per molecule
+    (M x d x K*d instead of L x d x K*d multiply-adds, 3/8 of the conv's FLOPs saved) and gathered.
+    """
+
+    def __init__(self, config: CanineConfig):
+        super().__init__()
+        self.rate, self.width = config.downsampling_rate, config.upsampling_kernel_size
+        self.padding = ((self.width - 1) // 2, self.width - 1 - (self.width - 1) // 2)  # "same": (1, 2) for 4
+        # One Conv1d over [h_init ; molecules] channels, as HF stores it (projection.conv).
+        self.conv = nn.Conv1d(2 * config.hidden_size, config.hidden_size, self.width)
+        self.act = activation(config.hidden_act)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = Dropout(config.hidden_dropout_prob)
+
+    def forward(self, h_init, molecules):
+        B, L, d = h_init.shape
+        M, K, left = molecules.shape[1], self.width, self.padding[0]
+        w_chars, w_molecules = self.conv.weight.split(d, dim=1)  # (d, d, K) each
+        y = F.conv1d(F.pad(h_init.transpose(1, 2), self.padding), w_chars, self.conv.bias).transpose(1, 2)  # (B, L, d)
+        taps = F.linear(molecules, w_molecules.permute(2, 0, 1).reshape(K * d, d))  # (B, M, K*d): tap k of molecule m
+        taps = F.pad(taps.view(B, M * K, d), (0, 0, 0, 1))  # (B, M*K + 1, d): a zero row for the padding
+        # Output i, tap k reads character j = i + k - left, i.e. molecule 1 + j // r (0 is CLS; the last
+        # one also covers the remainder), or the zero row outside [0, L).
+        j = torch.arange(L, device=h_init.device)[:, None] + torch.arange(K, device=h_init.device) - left  # (L, K)
+        source = (j // self.rate + 1).clamp(max=M - 1) * K + torch.arange(K, device=h_init.device)
+        source = source.masked_fill((j < 0) | (j >= L), M * K)
+        y = y + taps.index_select(1, source.flatten()).view(B, L, K, d).sum(2)  # (B, L, d)
+        return self.dropout(self.norm(self.act(y)))
+
+
+class CanineModel(nn.Module):
+    def __init__(self, config: CanineConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = CharEmbeddings(config)
+        self.local_layer = TransformerLayer(config)
+        self.downsample = Downsample(config)
+        self.layers = nn.ModuleList(TransformerLayer(config) for _ in range(config.num_hidden_layers))
+        self.pooler = nn.Linear(config.hidden_size, config.hidden_size)
+        self.upsample = Upsample(config)
+        self.final_layer = TransformerLayer(config)
+        self.init_weights()
+
+    def init_weights(self):
+        """BERT init: N(0, initializer_range) weights, zero biases, unit LayerNorms."""
+        init_weights(self, self.config.initializer_range)
+
+    def _layer(self, layer, x, **kwargs):
+        if self.config.gradient_checkpointing and self.training and torch.is_grad_enabled():
+            # Non-reentrant checkpointing: every parameter gets its gradient (the HF port's
+            # reentrant variant leaves projection.conv without one, PR #27124).
+            return checkpoint(layer, x, use_reentrant=False, **kwargs)
+        return layer(x, **kwargs)
+
+    def _local(self, x, valid):
+        """The initial layer, attention inside blocks of `local_transformer_stride`, in one call."""
+        B, L, d = x.shape
+        S = self.config.local_transformer_stride
+        n = -(-L // S)  # number of blocks
+        pad = n * S - L
+        blocks = F.pad(x, (0, 0, 0, pad)).view(B * n, S, d)  # (B*n, S, d)
+        key_valid = None if valid is None else F.pad(valid, (0, pad)).view(B * n, 1, S)
+        key_absent = None
+        if pad:  # the last block is short: its missing keys do not exist (HF slices them off)
+            key_absent = (torch.arange(n * S, device=x.device) >= L).view(1, n, S).expand(B, n, S).reshape(B * n, 1, S)
+        out = self._layer(self.local_layer, blocks, key_valid=key_valid, key_absent=key_absent)
+        return out.view(B, n * S, d)[:, :L]  # (B, L, d)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, output_positions=None) -> CanineOutput:
+        B, L = input_ids.shape
+        r = self.config.downsampling_rate
+        if L > self.config.max_position_embeddings or L < r:
+            raise ValueError(f"input length {L} must be within [{r}, {self.config.max_position_embeddings}]")
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(input_ids)
+        valid = None if attention_mask is None else attention_mask.bool()
+
+        h_init = self._local(self.embeddings(input_ids, token_type_ids), valid)  # (B, L, d)
+        molecules = self.downsample(h_init)  # (B, M, d)
+        M = molecules.shape[1]
+        # Max-pool of the character mask, aligned as in the original (molecule j <- chars jr..jr+r-1).
+        mol_valid = None if valid is None else valid[:, : M * r].reshape(B, M, r).any(-1)[:, None, :]  # (B, 1, M)
+        for layer in self.layers:
+            molecules = self._layer(layer, molecules, key_valid=mol_valid)
+        pooled = torch.tanh(self.pooler(molecules[:, 0]))
+
+        upsampled = self.upsample(h_init, molecules)  # (B, L, d)
+        key_valid = None if valid is None else valid[:, None, :]  # (B, 1, L)
+        if output_positions is not None and self.config.targeted_upsampling:
+            sequence = self._layer(self.final_layer, upsampled, key_valid=key_valid, query_index=output_positions)
+        else:
+            sequence = self._layer(self.final_layer, upsampled, key_valid=key_valid)
+            if output_positions is not None:
+                d = sequence.shape[-1]
+                sequence = sequence.gather(1, output_positions.unsqueeze(-1).expand(-1, -1, d))  # (B, P, d)
+        return CanineOutput(sequence_output=sequence, pooled_output=pooled, molecule_output=molecules)
+
+    def num_flops_per_example(self, seq_len: int, num_predictions: int | None = None) -> int:
+        """Forward + backward matmul FLOPs of the encoder (exact count, see training/flops.py);
+        with `num_predictions` the final layer is the targeted one."""
+        return flops.encoder_flops(self.config, seq_len, num_predictions)
+
+
+def init_weights(module: nn.Module, std: float):
+    """BERT initialization for every submodule of `module` (also used by the heads)."""
+    for m in module.modules():
+        if isinstance(m, (nn.Linear, nn.Conv1d, nn.Embedding)):
+            nn.init.normal_(m.weight, mean=0.0, std=std)
+            if getattr(m, "bias", None) is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.LayerNorm):
+            nn.init.ones_(m.weight)
+            nn.init.zeros_(m.bias)
+
+
+def num_parameters(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
