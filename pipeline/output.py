@@ -194,9 +194,8 @@ def finalize(cfg: PreprocessConfig, staging: str) -> dict:
             "codepoints": sum(r["codepoints"] for r in recs),
             "shards": [{k: r[k] for k in ("path", "rows", "codepoints", "sha256")} for r in recs],
         }
-    rejects = sorted(n[len(root) + 1 :] for n in fs.find(f"{root}/{contract.REJECTS}")) if fs.exists(
-        f"{root}/{contract.REJECTS}"
-    ) else []
+    rejects_dir = f"{root}/{contract.REJECTS}"
+    rejects = sorted(n[len(root) + 1 :] for n in fs.find(rejects_dir)) if fs.exists(rejects_dir) else []
     from pipeline.shards import sha256_of  # local: keeps this module light for `canine inspect`
 
     manifest = {
