@@ -1,0 +1,88 @@
+"""Run configuration: shipped YAMLs, overrides, validation messages, resume conflicts, the CLI."""
+
+import pytest
+
+from jobs import cli
+from training.train import config
+
+
+@pytest.mark.parametrize("name", ["tiny", "small", "base"])
+def test_shipped_configs_load_and_validate(name):
+    cfg = config.load_config(name)
+    assert cfg.model.preset == name
+    assert cfg.optim.warmup_fraction == 0.025  # paper §4.1.3
+
+
+def test_base_is_the_paper_recipe():
+    cfg = config.load_config("base")
+    assert (cfg.data.seq_len, cfg.train.global_batch, cfg.train.max_steps) == (2048, 4096, 124_000)
+    assert (cfg.optim.name, cfg.optim.lr, cfg.parallel.zero_stage) == ("lamb", 0.018, 0)
+
+
+def test_overrides_are_typed_and_model_fields_go_to_the_preset():
+    cfg = config.load_config("tiny", {"optim.lr": "1e-3", "train.max_steps": "7", "log.tensorboard": "false",
+                                      "model.hidden_dropout_prob": "0", "model.ngram_orders": "2,3"})
+    assert cfg.optim.lr == 1e-3 and cfg.train.max_steps == 7 and cfg.log.tensorboard is False
+    model = config.model_config(cfg)
+    assert model.hidden_dropout_prob == 0.0 and model.ngram_orders == (2, 3)
+    assert model.hidden_size == 64  # the rest of the tiny preset is kept
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("optim.lrr", "1", "optim.lrr"),
+    ("train.max_steps", "ten", "train.max_steps"),
+    ("train.max_steps", "2.5", "train.max_steps"),
+    ("model.no_such_field", "1", "model.overrides.no_such_field"),
+])
+def test_bad_overrides_name_the_field(key, value, needle):
+    with pytest.raises(ValueError, match=needle.replace(".", r"\.")):
+        cfg = config.load_config("tiny", {key: value})
+        config.model_config(cfg)
+
+
+def test_lamb_is_refused_under_zero_partitioning():
+    with pytest.raises(ValueError, match=r"lamb needs parallel\.zero_stage=0.*trust ratio"):
+        config.load_config("tiny", {"optim.name": "lamb", "parallel.zero_stage": 2})
+    assert config.load_config("tiny", {"optim.name": "lamb", "parallel.zero_stage": 0}).optim.name == "lamb"
+
+
+def test_global_batch_must_split_into_micro_batches():
+    with pytest.raises(ValueError, match="global_batch 18 is not a multiple"):
+        config.load_config("tiny", {"train.global_batch": 18})
+
+
+def test_unknown_yaml_key_names_the_file(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("train:\n  max_step: 3\n")
+    with pytest.raises(ValueError, match=r"mine\.yaml\.train: unknown key\(s\) \['max_step'\]"):
+        config.load_config(str(path))
+    with pytest.raises(FileNotFoundError, match="neither a shipped config"):
+        config.load_config("no-such-config")
+
+
+def test_resume_conflicts_ignore_harmless_changes():
+    saved = config.to_dict(config.load_config("tiny"))
+    same_run = config.to_dict(config.load_config("tiny", {"checkpoint.every": 5, "train.stop_at_step": 3}))
+    other_run = config.to_dict(config.load_config("tiny", {"optim.lr": 0.5, "model.hidden_size": 128}))
+    assert config.resume_conflicts(saved, same_run) == []
+    conflicts = config.resume_conflicts(saved, other_run)
+    assert any(c.startswith("optim.lr") for c in conflicts) and any(c.startswith("model.overrides") for c in conflicts)
+
+
+def test_cli_dry_run_prints_the_resolved_config(capsys):
+    assert cli.main(["pretrain", "--config", "base", "--dry-run", "--workers", "8", "--set", "optim.lr=0.01"]) == 0
+    text = capsys.readouterr().out
+    loaded = config.from_dict(__import__("yaml").safe_load(text))
+    assert loaded.optim.lr == 0.01 and loaded.parallel.workers == 8 and loaded.model.preset == "base"
+
+
+def test_cli_reports_config_errors(capsys):
+    assert cli.main(["pretrain", "--config", "tiny", "--optimizer", "lamb", "--dry-run"]) == 2
+    assert "lamb needs parallel.zero_stage=0" in capsys.readouterr().err
+
+
+def test_cli_names_missing_data_before_starting_anything(tmp_path, capsys):
+    argv = ["pretrain", "--data", str(tmp_path / "nowhere"), "--output", str(tmp_path / "run")]
+    assert cli.main(argv) == 2
+    assert "no manifest; --data must be a directory written by `canine preprocess`" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

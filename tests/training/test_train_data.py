@@ -1,0 +1,109 @@
+"""The data plan (manifest, units, deal, resume slicing) and the Ray Data input pipeline."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from training.batch import build_batch_numpy
+from training.train import config, data, stream
+
+
+def test_manifest_is_read_with_shard_urls(contract_shards):
+    m = data.read_manifest(contract_shards)
+    assert m.seq_len == 256 and len(m.splits["train"]) == 3
+    assert all(os.path.exists(s.url) for s in m.splits["train"] + m.splits["validation"])
+    assert data.vocab_size(m.tokenizer_url) > 50
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda m: m.update(schema_version=9), "schema_version 9"),
+    (lambda m: m["splits"]["train"]["shards"][1].pop("rows"), r"splits\.train\.shards\[1\]\.rows"),
+    (lambda m: m["splits"].pop("validation"), r"splits\.validation\.shards is missing"),
+])
+def test_bad_manifest_names_file_and_field(contract_shards, tmp_path, edit, message):
+    with open(os.path.join(contract_shards, "manifest.json")) as f:
+        manifest = json.load(f)
+    edit(manifest)
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=message) as info:
+        data.read_manifest(str(tmp_path))
+    assert "manifest.json" in str(info.value)
+    with pytest.raises(FileNotFoundError, match="canine preprocess"):
+        data.read_manifest(str(tmp_path / "nowhere"))
+
+
+def test_deal_is_a_balanced_deterministic_partition(contract_shards):
+    shards = data.read_manifest(contract_shards).splits["train"]
+    units = data.make_units(shards, 64)
+    dealt = data.deal_units(units, 3, seed=0, epoch=0)
+    assert sorted(u for r in dealt for u in r) == sorted(units)  # every unit exactly once
+    rows = [sum(u.stop - u.start for u in r) for r in dealt]
+    assert max(rows) - min(rows) <= 64
+    assert dealt == data.deal_units(units, 3, seed=0, epoch=0)
+    assert dealt != data.deal_units(units, 3, seed=0, epoch=1)
+
+
+def test_read_unit_matches_a_plain_read_across_row_groups(contract_shards):
+    shard = data.read_manifest(contract_shards).splits["train"][0]
+    unit = data.read_unit(shard.url, 50, 140)  # the fixture writes row groups of 64 rows
+    assert unit.equals(pq.read_table(shard.url).slice(50, 90))
+
+
+def test_a_resumed_stream_continues_where_the_plan_left_off(contract_shards):
+    """Rows [p, end) read from a resume position equal the tail of the uninterrupted stream,
+    and the workers' streams never share an example within an epoch."""
+    shards = data.read_manifest(contract_shards).splits["train"]
+    seen = []
+    for rank in range(2):
+        plan = data.epoch_plan(shards, 64, seed=3, epoch=1, world=2, rank=rank, rows_per_step=8)
+        end = plan.steps * 8
+        full = data.read_segments(data.segments(plan.units, shards, 0, end, 3, 1))
+        tail = data.read_segments(data.segments(plan.units, shards, 40, end, 3, 1))
+        assert tail.equals(full.slice(40))
+        seen += full.column("example_id").to_pylist()
+    assert len(seen) == len(set(seen))
+
+
+def test_too_little_data_for_one_step_is_a_clear_error(contract_shards):
+    shards = data.read_manifest(contract_shards).splits["train"]
+    with pytest.raises(ValueError, match="cannot give each of 2 workers 4096 rows"):
+        data.epoch_plan(shards, 64, 0, 0, 2, 0, rows_per_step=4096)
+
+
+def test_missing_contract_column_names_the_file(contract_shards, tmp_path):
+    shard = data.read_manifest(contract_shards).splits["train"][2]
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pq.read_table(shard.url).drop(["char_mask_positions"]), bad)
+    with pytest.raises(ValueError, match=r"bad\.parquet: columns \['char_mask_positions'\]"):
+        data.read_unit(str(bad), 0, 10)
+
+
+@pytest.mark.slow
+def test_ray_data_stream_resumes_exactly(contract_shards, ray_local, tmp_path):
+    """Through Ray Data: the stream resumed at a position yields the batches the uninterrupted
+    stream yields from there, across an epoch boundary, and equal to building the rows directly."""
+    data_dir = str(tmp_path / "shards")
+    shutil.copytree(contract_shards, data_dir)
+    cfg = config.load_config("tiny", {"data.path": data_dir, "data.chunk_rows": 12})
+    manifest = data.read_manifest(data_dir)
+    kwargs = dict(num_hash_buckets=2048, seq_len=256)
+    full = stream.TrainStream(manifest, cfg, rank=1, world=2, **kwargs)
+    per_epoch = data.epoch_plan(manifest.splits["train"], 64, 0, 0, 2, 1, cfg.rows_per_step()).steps * 2
+    batches = [full.next() for _ in range(per_epoch + 4)]  # 2 micro batches per step
+    assert full.position == {"epoch": 1, "rows": 16}
+
+    resumed = stream.TrainStream(manifest, cfg, rank=1, world=2, position={"epoch": 0, "rows": 8 * (per_epoch // 2 - 1)},
+                                 **kwargs)
+    for expected in batches[per_epoch - 2:]:
+        got = resumed.next()
+        assert all(np.array_equal(got[k].numpy(), expected[k].numpy()) for k in expected)
+
+    plan = data.epoch_plan(manifest.splits["train"], 64, 0, 0, 2, 1, cfg.rows_per_step())
+    rows = data.read_segments(data.segments(plan.units, manifest.splits["train"], 0, 4, 0, 0))
+    direct = build_batch_numpy(rows, 256, "char", seed=stream.build_seed(0, 0), num_hash_buckets=2048)
+    assert all(np.array_equal(batches[0][k].numpy(), direct[k]) for k in direct)
+    assert full.wait_s > 0

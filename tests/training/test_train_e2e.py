@@ -1,0 +1,94 @@
+"""End to end on a local Ray cluster (127.0.0.1): 2 CPU workers, DeepSpeed ZeRO-2 over gloo, the
+tiny model on shards the pipeline made from the bundled sample. One uninterrupted reference run
+is compared with a run stopped and resumed, and with a run whose rank 1 is killed mid-run."""
+
+import json
+import os
+
+import pytest
+import torch
+
+from training.heads import CaninePretrainingModel
+from training.train import checkpoint, config, metrics
+from training.train.run import pretrain
+
+pytestmark = pytest.mark.slow
+
+STEPS = 30  # (epoch boundaries are crossed in test_train_data's resumed-stream test)
+SETTINGS = {"train.max_steps": STEPS, "checkpoint.every": 10, "checkpoint.keep": 2, "train.eval_every": 15,
+            "data.eval_examples": 32}
+
+
+def _cfg(shards, output, **extra):
+    return config.load_config("tiny", {**SETTINGS, "data.path": shards, "output": str(output), **extra})
+
+
+def _assert_same_losses(records, reference):
+    assert [r["step"] for r in records] == [r["step"] for r in reference]
+    for got, want in zip(records, reference):
+        assert abs(got["loss"] - want["loss"]) <= 1e-6 * abs(want["loss"]), (got["step"], got["loss"], want["loss"])
+
+
+@pytest.fixture(scope="module")
+def reference(pipeline_shards, ray_local, tmp_path_factory):
+    output = tmp_path_factory.mktemp("reference")
+    summary = pretrain(_cfg(pipeline_shards, output))
+    return str(output), summary, metrics.read_metrics(str(output))
+
+
+def test_loss_falls_and_the_export_loads_in_transformers(reference):
+    from transformers import CanineModel as HFCanine
+
+    output, summary, records = reference
+    assert summary["finished"] and summary["steps"] == STEPS and len(records) == STEPS
+    for key in ("loss", "lr", "grad_norm", "examples_per_s", "chars_per_s", "data_wait_fraction", "peak_rss_mb"):
+        assert all(isinstance(r[key], float) for r in records), key
+    first, last = sum(r["loss"] for r in records[:3]) / 3, sum(r["loss"] for r in records[-3:]) / 3
+    assert last < first - 1.0, (first, last)
+    evals = [r for r in records if "eval_loss" in r]
+    assert [r["step"] for r in evals] == [15, 30] and evals[-1]["eval_loss"] < evals[0]["eval_loss"]
+    assert 0 < summary["eval_accuracy"] <= 1 and summary["peak_rss_mb_per_worker"] < 2048
+
+    kept = sorted(os.listdir(os.path.join(output, "ray_train")))
+    assert [k for k in kept if k.startswith("checkpoint_step")] == ["checkpoint_step00000020", "checkpoint_step00000030"]
+    assert os.listdir(os.path.join(output, "tensorboard"))
+    saved = config.from_dict(__import__("yaml").safe_load(open(os.path.join(output, "config.yaml"))))
+    assert saved.data.seq_len == 256 and saved.parallel.workers == 2 and saved.parallel.precision == "fp32"
+
+    # The consolidated fp32 weights, loaded into our model, and the HF export agree.
+    ours = CaninePretrainingModel(config.model_config(saved), "char")
+    checkpoint.load_consolidated(ours, summary["consolidated"])
+    hf = HFCanine.from_pretrained(summary["hf_export"]).eval()
+    ids = torch.randint(32, 3000, (2, 37))
+    mask = torch.ones_like(ids)
+    mask[1, 30:] = 0
+    with torch.no_grad():
+        expected = ours.encoder.eval()(ids, mask).sequence_output
+        got = hf(input_ids=ids, attention_mask=mask).last_hidden_state
+    assert (got - expected).abs().max() <= 1e-5
+
+
+def test_resume_gives_the_same_losses_step_by_step(pipeline_shards, reference, tmp_path):
+    _, _, expected = reference
+    stopped = pretrain(_cfg(pipeline_shards, tmp_path, **{"train.stop_at_step": 13}))
+    assert stopped["steps"] == 13 and not stopped["finished"] and "consolidated" not in stopped
+    resumed = pretrain(_cfg(pipeline_shards, tmp_path))  # the same command again
+    assert resumed["finished"]
+    _assert_same_losses(metrics.read_metrics(str(tmp_path)), expected)
+
+
+def test_killed_worker_is_restarted_and_reaches_the_same_loss(pipeline_shards, reference, tmp_path, monkeypatch):
+    _, _, expected = reference
+    monkeypatch.setenv("CANINE_FAULT_STEP", "17")  # after the step-10 checkpoint
+    summary = pretrain(_cfg(pipeline_shards, tmp_path, **{"parallel.max_failures": 1}))
+    assert open(tmp_path / ".fault_injected").read().startswith("rank 1 killed itself at step 17")
+    assert summary["finished"] and summary["final_loss"] == pytest.approx(expected[-1]["loss"], rel=1e-6)
+    _assert_same_losses(metrics.read_metrics(str(tmp_path)), expected)
+
+
+def test_a_finished_run_is_not_redone_and_a_changed_config_is_refused(pipeline_shards, reference):
+    output, summary, _ = reference
+    with pytest.raises(ValueError, match=r"optim\.lr: 0\.002 -> 0\.1"):
+        pretrain(_cfg(pipeline_shards, output, **{"optim.lr": 0.1}))
+    assert pretrain(_cfg(pipeline_shards, output)) == json.loads(json.dumps(summary))
+    assert len(metrics.read_metrics(output)) == STEPS

@@ -1,0 +1,16 @@
+"""Distributed CANINE pretraining: Ray Train workers running DeepSpeed ZeRO on the shards.
+
+One idea per module:
+    config.py      the run configuration (one dataclass per concern) and YAML / override loading
+    data.py        the manifest, the per-epoch plan of work units, reading rows (deterministic)
+    stream.py      the Ray Data input pipeline of one worker (read + build batches + prefetch)
+    optim.py       AdamW / LAMB and the warm-up + linear-decay learning rate
+    lamb.py        the LAMB optimizer (per-tensor trust ratio)
+    engine.py      the ONE place that wraps the model with DeepSpeed
+    checkpoint.py  DeepSpeed checkpoints + data position + RNG, the consolidated fp32 weights
+    metrics.py     metrics.jsonl, TensorBoard, the console line, MFU and memory
+    loop.py        the Ray Train worker function
+    run.py         `pretrain(cfg)`: the driver (Ray cluster, TorchTrainer, export)
+
+Importing this package is cheap: Ray, DeepSpeed and torch are imported by the modules that use them.
+"""

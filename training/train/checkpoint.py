@@ -1,0 +1,156 @@
+"""Checkpoints: what a resumed run needs to continue exactly, and the consolidated fp32 weights.
+
+A checkpoint directory (one per reported step, merged by Ray Train from every rank's files):
+    deepspeed/stepNNNNNNNN/...   DeepSpeed's checkpoint: module, ZeRO optimizer shards, LR schedule
+    train_state.json             step, data position (epoch, rows), data identity, world size (rank 0)
+    shapes.json                  parameter name -> shape, checked before DeepSpeed loads anything
+    rng/rank{r}.pt               each rank's torch / CUDA / numpy / python RNG state (dropout)
+
+Our own files are JSON or tensors-only and are read with `torch.load(weights_only=True)`.
+DeepSpeed's loader unpickles its own files (weights_only=False inside deepspeed); they come from
+the run's own storage, and their shapes are checked first (shapes.json).
+"""
+
+import json
+import os
+import random
+import tempfile
+
+import fsspec
+import numpy as np
+import torch
+
+DS_DIR = "deepspeed"
+STATE_FILE = "train_state.json"
+SHAPES_FILE = "shapes.json"
+RNG_DIR = "rng"
+
+
+def tag(step: int) -> str:
+    return f"step{step:08d}"
+
+
+def model_shapes(model: torch.nn.Module) -> dict[str, list[int]]:
+    """Every state-dict entry's shape, taken from the plain model before DeepSpeed partitions it."""
+    return {name: list(t.shape) for name, t in model.state_dict().items()}
+
+
+def check_shapes(saved: dict, expected: dict, where: str) -> None:
+    """Raise one clear error listing every tensor whose name or shape differs."""
+    problems = [f"{k}: {saved[k]} in the checkpoint, the model has {expected[k]}"
+                for k in sorted(set(saved) & set(expected)) if list(saved[k]) != list(expected[k])]
+    if missing := sorted(set(expected) - set(saved)):
+        problems.append(f"missing from the checkpoint: {missing[:5]}{' ...' if len(missing) > 5 else ''}")
+    if unexpected := sorted(set(saved) - set(expected)):
+        problems.append(f"not in the model: {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}")
+    if problems:
+        raise ValueError(f"{where} does not match the model (another model preset or overrides?): "
+                         + "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else ""))
+
+
+def _rng_state() -> dict:
+    np_state = np.random.get_state()
+    py_state = random.getstate()
+    state = {
+        "torch": torch.get_rng_state(),
+        "numpy_keys": torch.from_numpy(np_state[1].astype(np.int64)),
+        "numpy_rest": [int(np_state[2]), int(np_state[3]), float(np_state[4])],
+        "python_keys": torch.tensor(py_state[1], dtype=torch.int64),
+        "python_gauss": py_state[2],
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    pos, has_gauss, cached = state["numpy_rest"]
+    np.random.set_state(("MT19937", state["numpy_keys"].numpy().astype(np.uint32), pos, has_gauss, cached))
+    random.setstate((3, tuple(int(x) for x in state["python_keys"].tolist()), state["python_gauss"]))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save(engine, directory: str, state: dict, shapes: dict, rank: int) -> None:
+    """Write this rank's part of the checkpoint of `state["step"]` into a local directory."""
+    engine.save_checkpoint(os.path.join(directory, DS_DIR), tag=tag(state["step"]))
+    os.makedirs(os.path.join(directory, RNG_DIR), exist_ok=True)
+    torch.save(_rng_state(), os.path.join(directory, RNG_DIR, f"rank{rank}.pt"))
+    if rank == 0:
+        with open(os.path.join(directory, STATE_FILE), "w") as f:
+            json.dump(state, f, indent=1)
+        with open(os.path.join(directory, SHAPES_FILE), "w") as f:
+            json.dump(shapes, f)
+
+
+def read_state(directory: str) -> dict:
+    with open(os.path.join(directory, STATE_FILE)) as f:
+        return json.load(f)
+
+
+def restore(engine, directory: str, shapes: dict, rank: int, world: int, data_sha256: str) -> dict:
+    """Load the checkpoint in `directory` into the engine and this process; returns the train state."""
+    state = read_state(directory)
+    with open(os.path.join(directory, SHAPES_FILE)) as f:
+        check_shapes(json.load(f), shapes, f"checkpoint {directory}")
+    if state["world"] != world:
+        raise ValueError(f"checkpoint {directory} was written by {state['world']} workers, this run has {world}; "
+                         "ZeRO partitions the optimizer by worker, so resume with the same --workers")
+    if state.get("data_sha256") and data_sha256 and state["data_sha256"] != data_sha256:
+        raise ValueError(f"checkpoint {directory} was trained on data with config_sha256 {state['data_sha256']}, "
+                         f"--data has {data_sha256}: the data position would not mean the same rows")
+    path, _ = engine.load_checkpoint(os.path.join(directory, DS_DIR), tag=tag(state["step"]),
+                                     load_optimizer_states=True, load_lr_scheduler_states=True)
+    if path is None:
+        raise FileNotFoundError(f"checkpoint {directory}: no DeepSpeed checkpoint {DS_DIR}/{tag(state['step'])}")
+    _set_rng_state(torch.load(os.path.join(directory, RNG_DIR, f"rank{rank}.pt"), weights_only=True))
+    return state
+
+
+def _fp32_master(engine, param: torch.nn.Parameter):
+    """The fp32 value of a parameter, wherever DeepSpeed keeps it (a collective under ZeRO >= 1)."""
+    from deepspeed.utils import safe_get_full_fp32_param
+
+    full = safe_get_full_fp32_param(param)  # ZeRO-1/2/3 and the bf16 optimizer
+    if full is not None:
+        return full
+    if param.dtype == torch.float32:  # no ZeRO, fp32: the module holds the master weights
+        return param
+    opt = engine.optimizer  # no ZeRO, bf16: DeepSpeed's unfused optimizer keeps parallel fp32 groups
+    for low, high in zip(getattr(opt, "fp16_groups", []), getattr(opt, "fp32_groups", [])):
+        for p, master in zip(low, high):
+            if p is param:
+                return master
+    raise RuntimeError(f"no fp32 master weight found for a {param.dtype} parameter of shape {tuple(param.shape)}")
+
+
+def gather_fp32(engine, shapes: dict, rank: int) -> dict | None:
+    """The full fp32 state dict, gathered from the ZeRO shards; every rank must call, rank 0 gets it."""
+    params = dict(engine.module.named_parameters())
+    buffers = dict(engine.module.named_buffers())
+    out = {}
+    for name in shapes:  # same order on every rank: the gathers are collectives
+        value = _fp32_master(engine, params[name]) if name in params else buffers[name]
+        if rank == 0:
+            out[name] = value.detach().to("cpu", torch.float32).clone().reshape(shapes[name])
+    return out if rank == 0 else None
+
+
+def save_consolidated(state_dict: dict, url: str) -> None:
+    """torch.save a tensors-only state dict to any fsspec URL (written locally, then copied)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        local = os.path.join(tmp, "weights.pt")
+        torch.save(state_dict, local)
+        fs, path = fsspec.core.url_to_fs(url)
+        fs.makedirs(os.path.dirname(path), exist_ok=True)
+        fs.put_file(local, path)
+
+
+def load_consolidated(model: torch.nn.Module, url: str) -> torch.nn.Module:
+    """Load consolidated weights (weights_only=True) into `model`, checking every shape first."""
+    with fsspec.open(url, "rb") as f:
+        state = torch.load(f, map_location="cpu", weights_only=True)
+    check_shapes({k: list(v.shape) for k, v in state.items()}, model_shapes(model), f"consolidated weights {url}")
+    model.load_state_dict(state, strict=True)
+    return model

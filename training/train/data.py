@@ -1,0 +1,205 @@
+"""What each worker reads, in which order: the manifest, work units, the per-epoch plan, row reads.
+
+Everything here is deterministic and addressable, which is what exact resume needs:
+- The train split is cut into units of at most `data.unit_rows` consecutive rows of one shard.
+- Epoch e: the units are shuffled with the seed (seed, e) and dealt to the workers, each unit to
+  the worker with the fewest rows so far (balanced; ties to the lowest rank). A worker's stream is
+  its units in that order, the rows inside each unit permuted with the seed (seed, e, shard, start).
+- All workers take the same number of steps per epoch (the smallest stream decides); the few rows
+  beyond it wait for the next epoch's deal.
+So a worker's data position is just (epoch, rows consumed in the epoch): nothing is replayed on
+resume, whole units are skipped and the first unit is sliced.
+
+Ray Train's own dataset splitting (`streaming_split`) is not used: its OutputSplitter "does not
+provide any ordering guarantees" (ray/data/_internal/execution/operators/output_splitter.py), and
+a resumed run could not skip to its position without replaying the epoch.
+
+Only `pipeline.contract` is imported from the pipeline; files are read through fsspec, so the data
+may be local or on any fsspec filesystem (gs://, s3://, ...).
+"""
+
+import functools
+import json
+import posixpath
+from dataclasses import dataclass
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline import contract
+
+
+@dataclass(frozen=True)
+class Shard:
+    url: str  # absolute fsspec URL of the Parquet file
+    rows: int  # as recorded in the manifest
+
+
+@dataclass(frozen=True)
+class Manifest:
+    url: str  # the data directory
+    splits: dict  # split name -> tuple[Shard, ...]
+    seq_len: int  # the length the pipeline built examples for (0 if the manifest does not say)
+    config_sha256: str  # identity of the data: a resumed run checks it did not change
+    tokenizer_url: str  # tokenizer.json (CANINE-S vocabulary)
+
+
+@dataclass(frozen=True, order=True)
+class Unit:
+    shard: int  # index into the split's shards
+    start: int  # first row in the shard
+    stop: int  # one past the last row
+
+
+def join(base: str, *parts: str) -> str:
+    """Join fsspec URL / path parts with '/' (os.path.join would break URLs on Windows)."""
+    return posixpath.join(base.rstrip("/"), *parts)
+
+
+def read_manifest(data_url: str) -> Manifest:
+    """Load and check `DIR/manifest.json`; errors name the file and the offending field."""
+    url = join(data_url, contract.MANIFEST)
+    try:
+        with fsspec.open(url, "rt", encoding="utf-8") as f:
+            raw = json.load(f)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{url}: no manifest; --data must be a directory written by `canine preprocess`") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{url}: not valid JSON ({e})") from e
+    version = raw.get("schema_version")
+    if version != contract.SCHEMA_VERSION:
+        raise ValueError(f"{url}: schema_version {version!r}, this trainer reads version {contract.SCHEMA_VERSION}")
+    splits = {}
+    for split in contract.SPLITS:
+        entries = (raw.get("splits") or {}).get(split, {}).get("shards")
+        if entries is None:
+            raise ValueError(f"{url}: splits.{split}.shards is missing")
+        shards = []
+        for i, entry in enumerate(entries):
+            where = f"{url}: splits.{split}.shards[{i}]"
+            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+                raise ValueError(f"{where}.path: missing or not a string")
+            if not isinstance(entry.get("rows"), int) or entry["rows"] < 0:
+                raise ValueError(f"{where}.rows: missing or not a non-negative integer")
+            shards.append(Shard(join(data_url, entry["path"]), entry["rows"]))
+        splits[split] = tuple(shards)
+    if not sum(s.rows for s in splits["train"]):
+        raise ValueError(f"{url}: the train split has no rows")
+    config = raw.get("config") or {}
+    return Manifest(
+        url=data_url,
+        splits=splits,
+        seq_len=int(config.get("seq_len") or 0),
+        config_sha256=str(raw.get("config_sha256", "")),
+        tokenizer_url=join(data_url, contract.TOKENIZER),
+    )
+
+
+def vocab_size(tokenizer_url: str) -> int:
+    """CANINE-S output size: the vocabulary of the pipeline's tokenizer.json (HF tokenizers)."""
+    from tokenizers import Tokenizer
+
+    try:
+        with fsspec.open(tokenizer_url, "rt", encoding="utf-8") as f:
+            return Tokenizer.from_str(f.read()).get_vocab_size()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{tokenizer_url}: missing; the subword objective needs the pipeline's tokenizer") from None
+
+
+def make_units(shards, unit_rows: int) -> list[Unit]:
+    return [Unit(i, start, min(start + unit_rows, s.rows))
+            for i, s in enumerate(shards) for start in range(0, s.rows, unit_rows)]
+
+
+def deal_units(units: list[Unit], world: int, seed: int, epoch: int) -> list[list[Unit]]:
+    """Shuffle the units with (seed, epoch), then give each to the worker with the fewest rows."""
+    order = np.random.default_rng([seed, epoch]).permutation(len(units))
+    ranks = [[] for _ in range(world)]
+    rows = [0] * world
+    for i in order:
+        r = min(range(world), key=lambda k: (rows[k], k))
+        ranks[r].append(units[i])
+        rows[r] += units[i].stop - units[i].start
+    return ranks
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    epoch: int
+    units: tuple  # this rank's units, in stream order
+    steps: int  # optimizer steps in this epoch (same on every rank)
+
+
+def epoch_plan(shards, unit_rows: int, seed: int, epoch: int, world: int, rank: int, rows_per_step: int) -> EpochPlan:
+    dealt = deal_units(make_units(shards, unit_rows), world, seed, epoch)
+    steps = min(sum(u.stop - u.start for u in mine) for mine in dealt) // rows_per_step
+    if steps == 0:
+        total = sum(s.rows for s in shards)
+        raise ValueError(
+            f"the train split ({total} rows in {len(shards)} shards, units of {unit_rows} rows) cannot give each of "
+            f"{world} workers {rows_per_step} rows for one step; lower train.global_batch or data.unit_rows")
+    return EpochPlan(epoch, tuple(dealt[rank]), steps)
+
+
+def unit_seed(seed: int, epoch: int, unit: Unit) -> list[int]:
+    return [seed, epoch, unit.shard, unit.start]
+
+
+def segments(units, shards, lo: int, hi: int, seed: int, epoch: int | None) -> list[dict]:
+    """Rows [lo, hi) of a stream made of `units`, as JSON-ready read instructions. epoch None =
+    rows in stored order (validation)."""
+    out, pos = [], 0
+    for unit in units:
+        n = unit.stop - unit.start
+        a, b = max(lo, pos), min(hi, pos + n)
+        if a < b:
+            out.append({
+                "url": shards[unit.shard].url, "start": unit.start, "stop": unit.stop,
+                "perm_seed": None if epoch is None else unit_seed(seed, epoch, unit),
+                "take": [a - pos, b - pos],
+            })
+        pos += n
+        if pos >= hi:
+            break
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _parquet_meta(url: str):
+    with fsspec.open(url, "rb") as f:
+        return pq.ParquetFile(f).metadata
+
+
+@functools.lru_cache(maxsize=2)  # consecutive chunks usually share a unit: read it once per process
+def read_unit(url: str, start: int, stop: int) -> pa.Table:
+    """Rows [start, stop) of one shard, reading only the row groups that hold them."""
+    meta = _parquet_meta(url)
+    if stop > meta.num_rows:
+        raise ValueError(f"{url}: the manifest promises rows up to {stop}, the file has {meta.num_rows}")
+    groups, first, row = [], None, 0
+    for g in range(meta.num_row_groups):
+        n = meta.row_group(g).num_rows
+        if row < stop and row + n > start:
+            groups.append(g)
+            first = row if first is None else first
+        row += n
+    with fsspec.open(url, "rb") as f:
+        table = pq.ParquetFile(f).read_row_groups(groups)
+    missing = set(contract.COLUMNS) - set(table.column_names)
+    if missing:
+        raise ValueError(f"{url}: columns {sorted(missing)} of the shard contract are missing")
+    return table.slice(start - first, stop - start)
+
+
+def read_segments(segs: list[dict]) -> pa.Table:
+    """The rows a list of `segments` describes, permuted inside each unit where asked."""
+    tables = []
+    for s in segs:
+        unit = read_unit(s["url"], s["start"], s["stop"])
+        if s["perm_seed"] is not None:
+            unit = unit.take(np.random.default_rng(s["perm_seed"]).permutation(unit.num_rows))
+        a, b = s["take"]
+        tables.append(unit.slice(a, b - a))
+    return pa.concat_tables(tables)

@@ -1,0 +1,116 @@
+"""The one place where the model meets DeepSpeed: its config, and `deepspeed.initialize`.
+
+The worker loop builds the plain `CaninePretrainingModel`, then calls `wrap()`; the model files
+never import DeepSpeed, and checkpoint.py only uses the engine it is given (and DeepSpeed's
+fp32-gather helper).
+On CPU (DS_ACCELERATOR=cpu) DeepSpeed communicates over the gloo group Ray Train created; its
+first run there builds a small shared-memory op with ninja (about a minute), cached afterwards.
+"""
+
+import dataclasses
+import logging
+
+import torch
+
+from training.train import optim
+from training.train.config import PretrainConfig
+
+
+def precision(cfg: PretrainConfig, on_gpu: bool) -> str:
+    """bf16 on GPUs, fp32 on CPU (issue 4; the exact-resume guarantee is stated for fp32 on CPU)."""
+    return cfg.parallel.precision if cfg.parallel.precision != "auto" else ("bf16" if on_gpu else "fp32")
+
+
+def deepspeed_config(cfg: PretrainConfig, world: int, on_gpu: bool) -> dict:
+    stage = cfg.parallel.zero_stage
+    bf16 = precision(cfg, on_gpu) == "bf16"
+    zero = {"stage": stage}
+    if stage in (1, 2):
+        # Overlapping the gradient reduce-scatter with backward only pays with NCCL streams.
+        zero.update(overlap_comm=on_gpu, contiguous_gradients=True, reduce_scatter=True)
+    if stage == 3:
+        zero.update(overlap_comm=on_gpu, stage3_gather_16bit_weights_on_model_save=False)
+    config = {
+        "train_batch_size": cfg.train.global_batch,
+        "train_micro_batch_size_per_gpu": cfg.train.micro_batch,
+        "gradient_accumulation_steps": cfg.accumulation_steps(world),
+        "gradient_clipping": cfg.optim.grad_clip,
+        "zero_optimization": zero,
+        "bf16": {"enabled": bf16},
+        # Our optimizers are torch ones (AdamW, our LAMB): DeepSpeed calls them "untested" under ZeRO.
+        "zero_allow_untested_optimizer": True,
+        "steps_per_print": 2**62,  # our metrics, not DeepSpeed's
+        "wall_clock_breakdown": False,
+    }
+    if bf16 and stage >= 1:
+        # Accumulate gradients over micro batches in fp32 (bf16 sums lose low bits; DeepSpeed warns).
+        config["data_types"] = {"grad_accum_dtype": "fp32"}
+    return config
+
+
+def _clip_and_record_norm(optimizer: torch.optim.Optimizer, max_norm: float) -> None:
+    """fp32 without ZeRO, DeepSpeed clips but keeps no gradient norm (`get_global_grad_norm()` is
+    None). Clip here instead, just before the update, and leave the pre-clip norm where DeepSpeed
+    looks for one (`optimizer._global_grad_norm`, read in DeepSpeedEngine._take_model_step)."""
+
+    def hook(opt, args, kwargs):
+        params = [p for group in opt.param_groups for p in group["params"] if p.grad is not None]
+        if max_norm > 0:
+            opt._global_grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+        else:
+            opt._global_grad_norm = float(torch.nn.utils.get_total_norm([p.grad for p in params]))
+
+    optimizer.register_step_pre_hook(hook)
+
+
+class _AttrDict(dict):
+    """A dict whose keys read as attributes: a dataclass output DeepSpeed can look into."""
+
+    __getattr__ = dict.__getitem__
+
+
+def _dataclass_outputs_as_dicts(module, args, output):
+    """ZeRO-3 re-gathers parameters for backward through hooks on the tensors a module returns,
+    and finds tensors only in tuples, lists and dicts (deepspeed/runtime/zero/utils.py,
+    apply_to_tensors_only). Our modules return dataclasses (CanineOutput, PretrainingOutput):
+    hand DeepSpeed the same fields as an attribute-readable dict."""
+    if dataclasses.is_dataclass(output) and not isinstance(output, type):
+        return _AttrDict((f.name, getattr(output, f.name)) for f in dataclasses.fields(output))
+    return None
+
+
+def _prepare_zero3(model: torch.nn.Module) -> None:
+    """ZeRO-3 gathers a module's own parameters around its forward and backward. The model also
+    reads parameters of descendants directly: the position table sliced by length and the query
+    projection split from the fused QKV (children), the output matrices of the fused
+    cross-entropy (a grandchild of the pretraining model). So every module also gathers the
+    parameters its children and grandchildren own: at most about one transformer layer plus the
+    embedding tables at a time (the encoder), instead of one weight per call."""
+    import deepspeed
+
+    for module in model.modules():
+        module.register_forward_hook(_dataclass_outputs_as_dicts)  # before DeepSpeed's hooks: runs first
+        for child in module.children():
+            for p in list(child.parameters(recurse=False)) + [
+                    q for grandchild in child.children() for q in grandchild.parameters(recurse=False)]:
+                deepspeed.zero.register_external_parameter(module, p)
+
+
+def wrap(model: torch.nn.Module, cfg: PretrainConfig, world: int, on_gpu: bool):
+    """`deepspeed.initialize` with our optimizer and schedule; returns the engine."""
+    import deepspeed
+
+    logging.getLogger("DeepSpeed").setLevel(logging.WARNING)  # one INFO line per rank per call otherwise
+    optimizer = optim.build_optimizer(model, cfg.optim)
+    scheduler = optim.build_scheduler(optimizer, cfg.optim, cfg.train.max_steps)
+    config = deepspeed_config(cfg, world, on_gpu)
+    if cfg.parallel.zero_stage == 0 and precision(cfg, on_gpu) == "fp32":
+        _clip_and_record_norm(optimizer, config["gradient_clipping"])
+        config["gradient_clipping"] = 0.0  # done by the hook above
+    if cfg.parallel.zero_stage == 3:
+        _prepare_zero3(model)
+    engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler,
+                                           config=config)  # reuses Ray Train's process group
+    if cfg.parallel.compile:
+        engine.compile()  # nn.Module.compile in place: state-dict names (checkpoints) unchanged
+    return engine

@@ -1,0 +1,179 @@
+"""The Ray Train worker function: build the model, wrap it with DeepSpeed, train, evaluate,
+checkpoint, and at the end gather the fp32 weights.
+
+Runs once per worker (rank) inside a Ray Train worker group that already holds a torch.distributed
+process group (gloo on CPU, NCCL on GPU). Sync points per step, besides DeepSpeed's gradient
+reductions: two small all-reduces (the logged sums; the memory peaks) and reading them back.
+CANINE_FAULT_STEP=k makes rank 1 SIGKILL itself once, at step k (tests of `--max-failures`).
+"""
+
+import os
+import random
+import signal
+import sys
+import tempfile
+import time
+
+import fsspec
+import numpy as np
+import torch
+
+from training.train import checkpoint, config, data, metrics, stream
+from training.train.engine import wrap
+
+FAULT_ENV = "CANINE_FAULT_STEP"
+FAULT_MARKER = ".fault_injected"  # in OUTPUT: the fault fires once, not again after the restart
+CONSOLIDATED = "final/model_fp32.pt"
+
+
+def _seed_all(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    random.seed(seed)
+
+
+def _maybe_inject_fault(cfg, step: int, rank: int) -> None:
+    fault = int(os.environ.get(FAULT_ENV, "0") or 0)
+    if not fault or step != fault or rank != 1:
+        return
+    marker = data.join(cfg.output, FAULT_MARKER)
+    fs, path = fsspec.core.url_to_fs(marker)
+    if fs.exists(path):
+        return
+    with fs.open(path, "w") as f:
+        f.write(f"rank 1 killed itself at step {step}\n")
+    sys.stderr.write(f"[fault injection] rank 1 kills its process at step {step}\n")
+    sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _train_step(engine, train, accum: int, device) -> torch.Tensor:
+    """Forward/backward over `accum` micro batches (DeepSpeed updates at the last one); returns
+    this worker's sums of [loss, correct, count, characters, examples]."""
+    sums = torch.zeros(5, dtype=torch.float64, device=device)
+    for _ in range(accum):
+        batch = {k: v.to(device, non_blocking=True) for k, v in train.next().items()}
+        out = engine(batch)
+        engine.backward(out.loss)
+        engine.step()  # DeepSpeed only updates at the accumulation boundary
+        sums += torch.stack([out.loss.detach().double(), out.correct.double(), out.count.double(),
+                             batch["attention_mask"].sum().double(),
+                             torch.tensor(len(batch["input_ids"]), dtype=torch.float64, device=device)])
+    return sums
+
+
+def _evaluate(engine, batches, device) -> dict:
+    """Objective loss (weighted by predictions) and masked-prediction accuracy over all workers."""
+    import torch.distributed as dist
+
+    sums = torch.zeros(3, dtype=torch.float64, device=device)  # loss * count, correct, count
+    engine.eval()
+    with torch.no_grad():
+        for batch in batches:
+            out = engine({k: v.to(device, non_blocking=True) for k, v in batch.items()})
+            sums += torch.stack([out.objective_loss.double() * out.count, out.correct.double(), out.count.double()])
+    engine.train()
+    dist.all_reduce(sums)
+    loss_x_count, correct, count = sums.tolist()
+    if count == 0:  # a validation split too small to give every worker an example
+        return {}
+    return {"eval_loss": loss_x_count / max(count, 1.0), "eval_accuracy": correct / max(count, 1.0),
+            "eval_predictions": int(count)}
+
+
+def _save_and_report(engine, state: dict, shapes: dict, rank: int, log) -> None:
+    import ray.train
+
+    with tempfile.TemporaryDirectory(prefix="canine-ckpt-") as directory:
+        checkpoint.save(engine, directory, state, shapes, rank)
+        if log is not None:
+            log.sync()
+        ray.train.report({"step": state["step"]}, checkpoint=ray.train.Checkpoint.from_directory(directory),
+                         checkpoint_dir_name=f"checkpoint_{checkpoint.tag(state['step'])}")
+
+
+def train_loop_per_worker(cfg_dict: dict) -> None:
+    import ray.train
+    import torch.distributed as dist
+
+    from training.heads import CaninePretrainingModel
+
+    cfg = config.from_dict(cfg_dict)
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    on_gpu = cfg.parallel.device == "cuda"
+    torch.set_num_threads(cfg.parallel.threads_per_worker or max(1, int(cfg.parallel.cpus_per_worker)))
+    if on_gpu:
+        import ray.train.torch
+
+        torch.cuda.set_device(ray.train.torch.get_device())  # this worker's GPU, before anything allocates
+        torch.backends.cuda.matmul.allow_tf32 = True
+    manifest = data.read_manifest(cfg.data.path)
+    model_cfg = config.model_config(cfg)
+    seq_len = cfg.data.seq_len
+
+    _seed_all(cfg.train.seed)  # the same initial weights on every rank
+    model = CaninePretrainingModel(model_cfg, cfg.train.objective)
+    shapes = checkpoint.model_shapes(model)
+    flops_per_example = model.num_flops_per_example(seq_len)
+    engine = wrap(model, cfg, world, on_gpu)
+    device = engine.device
+    _seed_all(cfg.train.seed * 1_000_003 + rank + 1)  # dropout differs per rank
+
+    state = {"step": 0, "epoch": 0, "rows": 0, "world": world, "data_sha256": manifest.config_sha256}
+    restored = ray.train.get_checkpoint()
+    if restored is not None:
+        with restored.as_directory() as directory:
+            state = checkpoint.restore(engine, directory, shapes, rank, world, manifest.config_sha256)
+    train = stream.TrainStream(manifest, cfg, rank, world, {"epoch": state["epoch"], "rows": state["rows"]},
+                               num_hash_buckets=model_cfg.num_hash_buckets, seq_len=seq_len, device=str(device))
+    eval_data = None
+    log = None
+    if rank == 0:
+        log = metrics.MetricsLog(cfg.output, state["step"], cfg.log.tensorboard)
+    peak = metrics.peak_flops(torch.cuda.get_device_name(device), cfg.log.peak_tflops) if on_gpu else None
+    t, accum = cfg.train, cfg.accumulation_steps(world)
+    stop = min(t.max_steps, t.stop_at_step or t.max_steps)
+
+    engine.train()
+    while state["step"] < stop:
+        start, wait_before = time.perf_counter(), train.wait_s
+        lr = float(engine.get_lr()[0])  # the rate this update uses (the schedule steps after it)
+        sums = _train_step(engine, train, accum, device)
+        state["step"] += 1
+        state["epoch"], state["rows"] = train.position["epoch"], train.position["rows"]
+        _maybe_inject_fault(cfg, state["step"], rank)
+        gpu_mb = torch.cuda.max_memory_allocated(device) / 2**20 if on_gpu else 0.0
+        peaks = torch.tensor([metrics.peak_rss_mb(), gpu_mb], dtype=torch.float64, device=device)
+        dist.all_reduce(sums)  # sync point: the logged numbers are global means
+        dist.all_reduce(peaks, op=dist.ReduceOp.MAX)  # the worst worker's memory
+        seconds = time.perf_counter() - start
+        loss, correct, count, chars, examples = sums.tolist()
+        grad_norm = engine.get_global_grad_norm()
+        record = {
+            "step": state["step"], "epoch": state["epoch"], "loss": loss / (accum * world),
+            "accuracy": correct / max(count, 1.0), "lr": lr,
+            "grad_norm": None if grad_norm is None else float(grad_norm),
+            "examples_per_s": examples / seconds, "chars_per_s": chars / seconds,
+            "data_wait_fraction": (train.wait_s - wait_before) / seconds, "step_s": seconds,
+            "peak_rss_mb": peaks[0].item(),
+        }
+        if on_gpu:
+            record["gpu_peak_mb"] = peaks[1].item()
+        if peak:
+            record["mfu"] = flops_per_example * examples / seconds / (peak * world)
+        if (t.eval_every and state["step"] % t.eval_every == 0) or state["step"] == t.max_steps:
+            if eval_data is None:
+                eval_data = stream.eval_batches(manifest, cfg, rank, world, model_cfg.num_hash_buckets, seq_len)
+            record.update(_evaluate(engine, eval_data, device))
+        if log is not None:
+            log.log(record)
+        if state["step"] % cfg.checkpoint.every == 0 or state["step"] == stop:
+            _save_and_report(engine, state, shapes, rank, log)
+
+    if state["step"] >= t.max_steps:
+        weights = checkpoint.gather_fp32(engine, shapes, rank)  # collective: every rank takes part
+        if rank == 0:
+            checkpoint.save_consolidated(weights, data.join(cfg.output, CONSOLIDATED))
+    if log is not None:
+        log.close()

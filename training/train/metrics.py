@@ -1,0 +1,163 @@
+"""Rank 0's metric sinks, OUTPUT/metrics.jsonl (every step) and TensorBoard; the driver's console
+progress, which follows metrics.jsonl; MFU and memory figures.
+
+metrics.jsonl holds one JSON object per optimizer step: step, loss, accuracy, lr, grad_norm,
+examples_per_s, chars_per_s, data_wait_fraction, peak_rss_mb, mfu (GPU only), and eval_loss /
+eval_accuracy on evaluation steps. A resumed run first drops the lines after its checkpoint, so the
+file always reads as one uninterrupted run. For a remote OUTPUT the files are written locally and
+copied up at every checkpoint and at the end (object stores cannot append).
+
+The progress lines are printed by the driver (`ProgressPrinter`), not by the workers: a local Ray
+cluster is started without forwarding worker logs, which on a dashboard-less local cluster would
+be mostly Ray's own chatter (its placement-group cleaner warns every second that it cannot reach
+the state API).
+"""
+
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import threading
+
+import fsspec
+
+METRICS_FILE = "metrics.jsonl"
+TENSORBOARD_DIR = "tensorboard"
+
+# Dense bf16 peak TFLOP/s per accelerator (vendor datasheets, without sparsity), for MFU.
+PEAK_TFLOPS = {"H200": 989.4, "H100": 989.4, "A100": 312.0, "L40S": 362.1, "L4": 121.0, "A10": 125.0}
+
+
+def peak_flops(device_name: str, override_tflops: float = 0.0) -> float | None:
+    """Peak FLOP/s of one accelerator; None when unknown (then no MFU is reported)."""
+    if override_tflops:
+        return override_tflops * 1e12
+    for key, tflops in PEAK_TFLOPS.items():
+        if key in device_name.upper():
+            return tflops * 1e12
+    return None
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def read_metrics(output_url: str) -> list[dict]:
+    """All records of a run's metrics.jsonl (empty if the run has none yet)."""
+    url = output_url.rstrip("/") + "/" + METRICS_FILE
+    fs, path = fsspec.core.url_to_fs(url)
+    if not fs.exists(path):
+        return []
+    with fs.open(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+class MetricsLog:
+    def __init__(self, output_url: str, resume_step: int, tensorboard: bool):
+        self.fs, self.remote = fsspec.core.url_to_fs(output_url)
+        self.is_local = "file" in self.fs.protocol or "local" in self.fs.protocol
+        self.dir = self.remote if self.is_local else tempfile.mkdtemp(prefix="canine-metrics-")
+        os.makedirs(self.dir, exist_ok=True)
+        # Keep only the steps the checkpoint covers: the ones after it will be trained again.
+        kept = [r for r in read_metrics(output_url) if r.get("step", 0) <= resume_step]
+        self.path = os.path.join(self.dir, METRICS_FILE)
+        with open(self.path, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in kept)
+        self.file = open(self.path, "a", encoding="utf-8")
+        self.tb = None
+        if tensorboard:
+            from torch.utils.tensorboard import SummaryWriter
+
+            # purge_step: TensorBoard hides events of an earlier attempt from this step on.
+            self.tb = SummaryWriter(os.path.join(self.dir, TENSORBOARD_DIR), purge_step=resume_step + 1)
+
+    def log(self, record: dict) -> None:
+        self.file.write(json.dumps(record) + "\n")
+        self.file.flush()
+        if self.tb is not None:
+            for key, value in record.items():
+                if key != "step" and isinstance(value, (int, float)):
+                    self.tb.add_scalar(f"{'eval' if key.startswith('eval_') else 'train'}/{key}", value, record["step"])
+
+    def sync(self) -> None:
+        """Copy the local files to a remote OUTPUT (no-op for a local one)."""
+        self.file.flush()
+        if self.tb is not None:
+            self.tb.flush()
+        if not self.is_local:
+            self.fs.put(self.dir + "/", self.remote, recursive=True)
+
+    def close(self) -> None:
+        self.sync()
+        self.file.close()
+        if self.tb is not None:
+            self.tb.close()
+        if not self.is_local:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def console_line(r: dict, max_steps: int) -> str:
+    """One compact progress line."""
+    width = len(str(max_steps))
+    parts = [f"step {r['step']:>{width}}/{max_steps}", f"loss {r['loss']:.4f}", f"acc {r.get('accuracy', 0):.3f}",
+             f"lr {r['lr']:.2e}", "gnorm " + ("-" if r.get("grad_norm") is None else f"{r['grad_norm']:.2f}"),
+             f"{r['examples_per_s']:.1f} ex/s",
+             f"{r['chars_per_s'] / 1e3:.1f}k ch/s", f"wait {r['data_wait_fraction']:.0%}"]
+    if "mfu" in r:
+        parts.append(f"mfu {r['mfu']:.1%}")
+    if "eval_loss" in r:
+        parts.append(f"| eval loss {r['eval_loss']:.4f} acc {r['eval_accuracy']:.3f}")
+    return "  ".join(parts)
+
+
+class ProgressPrinter:
+    """A driver thread that prints a console line for each new metrics.jsonl record that is an
+    evaluation step, a multiple of `console_every` or the last step. Steps already in the file
+    when it starts (a resumed run's history) are not printed again."""
+
+    def __init__(self, output_url: str, max_steps: int, console_every: int, interval_s: float = 1.0):
+        self.url = output_url.rstrip("/") + "/" + METRICS_FILE
+        self.max_steps, self.every, self.interval_s = max_steps, max(1, console_every), interval_s
+        self.offset = 0
+        self.last_step = max((r["step"] for r in read_metrics(output_url)), default=0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="canine-progress", daemon=True)
+
+    def poll(self) -> None:
+        fs, path = fsspec.core.url_to_fs(self.url)
+        if not fs.exists(path):
+            return
+        if fs.size(path) < self.offset:  # rewritten by a resumed attempt: read it again
+            self.offset = 0
+        with fs.open(path, "rb") as f:
+            f.seek(self.offset)
+            chunk = f.read()
+        complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits
+        self.offset += len(complete)
+        for line in complete.decode("utf-8").splitlines():
+            r = json.loads(line)
+            if r["step"] <= self.last_step:
+                continue
+            self.last_step = r["step"]
+            if "eval_loss" in r or r["step"] % self.every == 0 or r["step"] in (1, self.max_steps):
+                sys.stderr.write(console_line(r, self.max_steps) + "\n")
+                sys.stderr.flush()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.poll()
+            except (OSError, ValueError):  # a file being replaced; the next poll reads it
+                pass
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.poll()

@@ -1,0 +1,217 @@
+"""`pretrain(cfg)`: the driver of a run. Connects to (or starts) a Ray cluster, resolves the config
+against the data and the cluster, runs a Ray Train `TorchTrainer` (Train V2) whose workers run
+training/train/loop.py, then exports the consolidated weights to Hugging Face format.
+
+    from training.train.config import load_config
+    from training.train.run import pretrain
+    cfg = load_config("tiny", {"data.path": "out/shards", "output": "runs/tiny"})
+    summary = pretrain(cfg)
+
+Running it again with the same output resumes from the newest checkpoint (Train V2 restores a run
+re-created with the same RunConfig(storage_path, name)); for a finished run (its consolidated
+weights and summary are there) it returns the saved summary at once.
+"""
+
+import dataclasses
+import json
+import os
+import posixpath
+import sys
+import tempfile
+
+import fsspec
+import yaml
+
+from training.train import config as config_mod
+from training.train import data, metrics
+from training.train.loop import CONSOLIDATED, FAULT_ENV, train_loop_per_worker
+
+RAY_RUN_NAME = "ray_train"  # checkpoints live in OUTPUT/ray_train/checkpoint_stepNNNNNNNN
+CONFIG_FILE = "config.yaml"
+SUMMARY_FILE = "summary.json"
+HF_DIR = "hf"
+# Environment the workers need: the DeepSpeed accelerator, the fault-injection switch.
+WORKER_ENV = ("DS_ACCELERATOR", FAULT_ENV, "RAY_USAGE_STATS_ENABLED")
+
+
+def _connect(cfg) -> bool:
+    """Use the current Ray cluster, the one cfg / RAY_ADDRESS names, or start a local one on
+    127.0.0.1. Returns True if this call started Ray (and so should stop it)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    address = cfg.parallel.ray_address or os.environ.get("RAY_ADDRESS", "")
+    if address:
+        ray.init(address=address, log_to_driver=True)
+        return True
+    workers = cfg.parallel.workers or 2
+    # Training workers reserve their CPUs; leave at least 2 logical CPUs to Ray Data's read tasks.
+    cpus = max(os.cpu_count() or 1, int(workers * cfg.parallel.cpus_per_worker) + 2)
+    # Worker logs stay in /tmp/ray/session_*/logs: the console gets our progress lines
+    # (metrics.ProgressPrinter) and, on failure, the error that fit() raises.
+    ray.init(address="local", num_cpus=cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
+             log_to_driver=False)
+    return True
+
+
+def resolve(cfg, manifest: data.Manifest, cluster_gpus: float):
+    """Fill in what 'auto' / 0 leave open, from the data and the cluster; then validate again."""
+    p = cfg.parallel
+    device = p.device if p.device != "auto" else ("cuda" if cluster_gpus > 0 else "cpu")
+    workers = p.workers or (int(cluster_gpus) if device == "cuda" else 2)
+    precision = p.precision if p.precision != "auto" else ("bf16" if device == "cuda" else "fp32")
+    seq_len = cfg.data.seq_len or manifest.seq_len
+    if not seq_len:
+        raise ValueError(f"{manifest.url}: the manifest does not record config.seq_len; set data.seq_len (--seq-len)")
+    if manifest.seq_len and manifest.seq_len > seq_len:
+        raise ValueError(f"{manifest.url}: the shards hold examples of up to {manifest.seq_len} characters; "
+                         f"data.seq_len {seq_len} is shorter")
+    overrides = dict(cfg.model.overrides)
+    if cfg.train.objective == "subword":
+        overrides["num_subword_vocab"] = data.vocab_size(manifest.tokenizer_url)
+    cfg = dataclasses.replace(
+        cfg, model=dataclasses.replace(cfg.model, overrides=overrides),
+        data=dataclasses.replace(cfg.data, seq_len=seq_len),
+        parallel=dataclasses.replace(p, device=device, workers=workers, precision=precision))
+    config_mod.validate(cfg)
+    return cfg
+
+
+def _save_or_check_config(cfg) -> None:
+    """Save the resolved config with the run; a resumption must not change the trajectory."""
+    url = data.join(cfg.output, CONFIG_FILE)
+    fs, path = fsspec.core.url_to_fs(url)
+    current = config_mod.to_dict(cfg)
+    if fs.exists(path):
+        with fs.open(path, "rt", encoding="utf-8") as f:
+            saved = yaml.safe_load(f) or {}
+        conflicts = config_mod.resume_conflicts(saved, current)
+        if conflicts:
+            raise ValueError(f"{url}: this output holds a run with another config; resuming it with these changes "
+                             f"would not continue the same run: {'; '.join(conflicts)} (use a new --output)")
+    fs.makedirs(posixpath.dirname(path), exist_ok=True)
+    with fs.open(path, "wt", encoding="utf-8") as f:
+        f.write(config_mod.to_yaml(cfg))
+
+
+def _storage(output: str) -> dict:
+    """RunConfig storage arguments for a local directory or any fsspec URL."""
+    fs, path = fsspec.core.url_to_fs(output)
+    if "file" in fs.protocol or "local" in fs.protocol:
+        return {"storage_path": os.path.abspath(path)}
+    import pyarrow.fs as pafs
+
+    return {"storage_path": path, "storage_filesystem": pafs.PyFileSystem(pafs.FSSpecHandler(fs))}
+
+
+def summarize(cfg, records: list[dict]) -> dict:
+    """The run's figures from metrics.jsonl: first / final loss, last evaluation, median speed
+    (steps after the first tenth, so start-up and compilation do not count)."""
+    if not records:
+        return {"output": cfg.output, "steps": 0, "finished": False}
+    steady = records[len(records) // 10:] or records
+    median = lambda key: sorted(r[key] for r in steady)[len(steady) // 2]  # noqa: E731
+    evals = [r for r in records if "eval_loss" in r]
+    out = {
+        "output": cfg.output, "steps": records[-1]["step"], "max_steps": cfg.train.max_steps,
+        "finished": records[-1]["step"] >= cfg.train.max_steps,
+        "first_loss": records[0]["loss"], "final_loss": records[-1]["loss"],
+        "examples_per_s": median("examples_per_s"), "chars_per_s": median("chars_per_s"),
+        "data_wait_fraction": sum(r["data_wait_fraction"] for r in steady) / len(steady),
+        "peak_rss_mb_per_worker": max(r["peak_rss_mb"] for r in records),
+        "workers": cfg.parallel.workers, "zero_stage": cfg.parallel.zero_stage, "precision": cfg.parallel.precision,
+    }
+    if evals:
+        out.update(eval_loss=evals[-1]["eval_loss"], eval_accuracy=evals[-1]["eval_accuracy"])
+    if "mfu" in records[-1]:
+        out["mfu"] = median("mfu")
+    return out
+
+
+def export(cfg, consolidated_url: str) -> str | None:
+    """Load the consolidated fp32 weights (weights_only, shapes checked) and write the encoder as a
+    Hugging Face CanineModel directory (OUTPUT/hf). None if `transformers` is not installed."""
+    try:
+        import transformers  # noqa: F401  (the hf extra; training does not need it)
+    except ImportError:
+        return None
+    from training.heads import CaninePretrainingModel
+    from training.hf import export_hf
+    from training.train.checkpoint import load_consolidated
+
+    model = CaninePretrainingModel(config_mod.model_config(cfg), cfg.train.objective)
+    load_consolidated(model, consolidated_url)
+    target = data.join(cfg.output, HF_DIR)
+    fs, path = fsspec.core.url_to_fs(target)
+    if "file" in fs.protocol or "local" in fs.protocol:
+        export_hf(model, path)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            export_hf(model, tmp)
+            fs.put(tmp + "/", path, recursive=True)
+    return target
+
+
+def _exists(url: str) -> bool:
+    fs, path = fsspec.core.url_to_fs(url)
+    return fs.exists(path)
+
+
+def _trainer(cfg):
+    """The Ray Train V2 TorchTrainer of a resolved config: one worker per GPU (or per requested CPU
+    worker), gloo on CPU and NCCL on GPU, checkpoints kept in OUTPUT/ray_train."""
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchConfig, TorchTrainer
+
+    gpu = cfg.parallel.device == "cuda"
+    env = {k: os.environ[k] for k in WORKER_ENV if k in os.environ}
+    return TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config=config_mod.to_dict(cfg),
+        torch_config=TorchConfig(backend="nccl" if gpu else "gloo"),
+        scaling_config=ScalingConfig(num_workers=cfg.parallel.workers, use_gpu=gpu,
+                                     resources_per_worker={"CPU": cfg.parallel.cpus_per_worker,
+                                                           **({"GPU": 1} if gpu else {})}),
+        run_config=RunConfig(
+            name=RAY_RUN_NAME, **_storage(cfg.output),
+            failure_config=FailureConfig(max_failures=cfg.parallel.max_failures),
+            checkpoint_config=CheckpointConfig(num_to_keep=cfg.checkpoint.keep),
+            worker_runtime_env={"env_vars": env}),
+    )
+
+
+def pretrain(cfg) -> dict:
+    """Run (or resume) the pretraining `cfg` describes; returns the summary also written to
+    OUTPUT/summary.json."""
+    import ray
+
+    if not cfg.output or not cfg.data.path:
+        raise ValueError("pretraining needs output (--output) and data.path (--data)")
+    config_mod.validate(cfg)
+    manifest = data.read_manifest(cfg.data.path)
+    started = _connect(cfg)
+    try:
+        cfg = resolve(cfg, manifest, ray.cluster_resources().get("GPU", 0))
+        _save_or_check_config(cfg)
+        consolidated, summary_url = data.join(cfg.output, CONSOLIDATED), data.join(cfg.output, SUMMARY_FILE)
+        if _exists(consolidated) and _exists(summary_url):  # written only after the last step
+            sys.stderr.write(f"canine pretrain: {cfg.output} holds this run, finished; nothing to do\n")
+            with fsspec.open(summary_url, "rt") as f:
+                return json.load(f)
+        p = cfg.parallel
+        sys.stderr.write(f"canine pretrain: {p.workers} {p.device} workers, ZeRO-{p.zero_stage}, {p.precision}, "
+                         f"{cfg.train.objective} objective, {cfg.train.max_steps} steps -> {cfg.output}\n")
+        with metrics.ProgressPrinter(cfg.output, cfg.train.max_steps, cfg.log.console_every):
+            result = _trainer(cfg).fit()
+        summary = summarize(cfg, metrics.read_metrics(cfg.output))
+        summary["checkpoint"] = result.checkpoint.path if result.checkpoint else None
+        if summary["finished"] and _exists(consolidated):
+            summary["consolidated"] = consolidated
+            summary["hf_export"] = export(cfg, consolidated)
+        with fsspec.open(summary_url, "wt") as f:
+            json.dump(summary, f, indent=1)
+        return summary
+    finally:
+        if started:
+            ray.shutdown()

@@ -1,0 +1,132 @@
+"""The Ray Data input pipeline of one worker: read its rows, build batches, prefetch.
+
+Per epoch, the worker's slice of the plan (data.py) becomes a list of chunk descriptors (JSON
+strings: which rows of which units). Ray Data runs `read + build_batch_numpy` on them as tasks on
+the cluster's CPUs, ahead of the step (`prefetch_batches`), and the worker pulls micro batches of
+torch tensors. `preserve_order` keeps the stream in plan order, which exact resume relies on.
+The batch builder is the model issue's (training/batch.py): it draws its randomness from
+(seed, example_id), so a batch does not depend on how rows were grouped into chunks.
+"""
+
+import json
+import time
+import zlib
+
+import numpy as np
+
+from training.train import data as plan
+
+
+def _build_chunks(batch: dict, *, seq_len: int, objective: str, num_hash_buckets: int) -> dict:
+    """Ray Data map function: chunk descriptors -> built examples (one output row per example)."""
+    from training.batch import build_batch_numpy
+
+    parts = []
+    for text in batch["chunk"]:
+        chunk = json.loads(str(text))
+        rows = plan.read_segments(chunk["segments"])
+        parts.append(build_batch_numpy(rows, seq_len, objective, seed=chunk["build_seed"],
+                                       num_hash_buckets=num_hash_buckets))
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
+def build_seed(seed: int, epoch: int | None) -> int:
+    """The batch builder's seed (identity spans, CANINE-C order): new each epoch, fixed for eval."""
+    return zlib.crc32(json.dumps([seed, "eval" if epoch is None else epoch]).encode())
+
+
+def chunk_descriptors(units, shards, lo: int, hi: int, chunk_rows: int, seed: int, epoch: int | None) -> list[str]:
+    """Rows [lo, hi) of a worker's stream in chunks that start at multiples of `chunk_rows`
+    (counted from the epoch start, so a resumed stream chunks like an uninterrupted one)."""
+    out = []
+    start = lo
+    while start < hi:
+        stop = min(hi, (start // chunk_rows + 1) * chunk_rows)
+        out.append(json.dumps({"segments": plan.segments(units, shards, start, stop, seed, epoch),
+                               "build_seed": build_seed(seed, epoch)}))
+        start = stop
+    return out
+
+
+def batches(descriptors: list[str], *, micro_batch: int, prefetch: int, cpus_per_task: float, build_kwargs: dict,
+            device: str = "cpu"):
+    """Iterate micro batches (dicts of torch tensors on `device`) over the rows the descriptors
+    name. The copy to a GPU happens in Ray Data's prefetch thread, off the step's critical path."""
+    import ray.data
+
+    ctx = ray.data.DataContext.get_current()
+    ctx.execution_options.preserve_order = True  # plan order = training order (exact resume)
+    ctx.enable_progress_bars = False  # one progress line per step is ours to print
+    ctx.print_on_execution_start = False  # an epoch starts a new execution: no plan dump each time
+    ds = ray.data.from_items([{"chunk": d} for d in descriptors], override_num_blocks=len(descriptors))
+    ds = ds.map_batches(_build_chunks, batch_size=1, batch_format="numpy", fn_kwargs=build_kwargs,
+                        num_cpus=cpus_per_task)
+    yield from ds.iter_torch_batches(batch_size=micro_batch, prefetch_batches=prefetch, drop_last=False, device=device)
+
+
+class TrainStream:
+    """A worker's endless stream of training micro batches, epoch after epoch, with its position.
+
+    position = {"epoch": e, "rows": rows of epoch e already consumed}; it only moves when a batch
+    is taken, so saving it after a step and restoring it resumes at the next unseen row.
+    """
+
+    def __init__(self, manifest: plan.Manifest, cfg, rank: int, world: int, position: dict | None = None,
+                 num_hash_buckets: int = 0, seq_len: int = 0, device: str = "cpu"):
+        self.shards = manifest.splits["train"]
+        self.cfg, self.rank, self.world = cfg, rank, world
+        self.rows_per_step = cfg.rows_per_step()
+        self.position = dict(position or {"epoch": 0, "rows": 0})
+        self.build_kwargs = {"seq_len": seq_len, "objective": cfg.train.objective, "num_hash_buckets": num_hash_buckets}
+        self.device = device
+        self.wait_s = 0.0  # time spent blocked on the input pipeline (data_wait_fraction)
+        self._iter = None
+        self._end = 0
+
+    def _start_epoch(self):
+        d, t = self.cfg.data, self.cfg.train
+        p = plan.epoch_plan(self.shards, d.unit_rows, t.seed, self.position["epoch"], self.world, self.rank,
+                            self.rows_per_step)
+        self._end = p.steps * self.rows_per_step
+        if self.position["rows"] >= self._end:  # saved exactly at the end of an epoch
+            self.position = {"epoch": self.position["epoch"] + 1, "rows": 0}
+            return self._start_epoch()
+        chunk = -(-d.chunk_rows // t.micro_batch) * t.micro_batch  # a multiple of the micro batch
+        descriptors = chunk_descriptors(p.units, self.shards, self.position["rows"], self._end, chunk, t.seed,
+                                        self.position["epoch"])
+        self._iter = batches(descriptors, micro_batch=t.micro_batch, prefetch=d.prefetch_batches,
+                             cpus_per_task=d.cpus_per_task, build_kwargs=self.build_kwargs, device=self.device)
+
+    def next(self) -> dict:
+        if self._iter is None or self.position["rows"] >= self._end:
+            self._start_epoch()
+        t0 = time.perf_counter()
+        batch = next(self._iter)
+        self.wait_s += time.perf_counter() - t0
+        n = len(batch["input_ids"])
+        if n != self.cfg.train.micro_batch:
+            raise RuntimeError(f"input pipeline gave {n} rows, expected a micro batch of {self.cfg.train.micro_batch} "
+                               f"(epoch {self.position['epoch']}, row {self.position['rows']})")
+        self.position["rows"] += n
+        return batch
+
+
+def eval_batches(manifest: plan.Manifest, cfg, rank: int, world: int, num_hash_buckets: int, seq_len: int) -> list:
+    """This worker's share of the first `data.eval_examples` validation rows, built once (the
+    caller keeps them: validation is re-read never, evaluated every `eval_every` steps)."""
+    shards = manifest.splits["validation"]
+    units = plan.make_units(shards, cfg.data.unit_rows)
+    # Equal shares, so every worker runs the same number of forwards (ZeRO-3 gathers parameters
+    # collectively in each one).
+    share = min(cfg.data.eval_examples, sum(s.rows for s in shards)) // world
+    lo, hi = rank * share, (rank + 1) * share
+    if share == 0:
+        return []
+    # Offsets are relative to this worker's share: chunk the share from its own start.
+    descriptors = [json.dumps({"segments": plan.segments(units, shards, a, min(hi, a + cfg.data.chunk_rows),
+                                                          cfg.train.seed, None),
+                               "build_seed": build_seed(cfg.train.seed, None)})
+                   for a in range(lo, hi, cfg.data.chunk_rows)]
+    kwargs = {"seq_len": seq_len, "objective": cfg.train.objective, "num_hash_buckets": num_hash_buckets}
+    return list(batches(descriptors, micro_batch=cfg.train.micro_batch, prefetch=cfg.data.prefetch_batches,
+                        cpus_per_task=cfg.data.cpus_per_task, build_kwargs=kwargs))
