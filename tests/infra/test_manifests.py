@@ -2,7 +2,6 @@
 entry points, config names, secret names, DeepSpeed keys and Beam options match what the code and
 pyproject.toml say; the dashboard stays inside the cluster; secrets come only from Kubernetes."""
 
-import importlib.util
 import json
 import os
 import re
@@ -214,7 +213,8 @@ def test_deepspeed_configs_are_what_the_trainer_builds(stage):
     spec = _one("RayCluster")["spec"]
     (group,) = spec["workerGroupSpecs"]
     world = group["maxReplicas"] * int(group["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
-    cfg = load_config("base", {"optim.name": "adamw", "parallel.zero_stage": stage, "optim.lr": 1e-4})
+    cfg = load_config("base", {"optim.name": "adamw", "parallel.zero_stage": stage, "optim.lr": 1e-4,
+                              "parallel.compile": False})  # compile is refused with ZeRO-3; DeepSpeed's config does not depend on it
     assert shipped == deepspeed_config(cfg, world=world, on_gpu=True), "regenerate: see docs/cluster.md"
     known = {v for mod in (ds_constants, ds_zero) for k, v in vars(mod).items() if k.isupper() and isinstance(v, str)}
     assert set(shipped) <= known, set(shipped) - known  # DeepSpeed ignores unknown top-level keys silently
@@ -289,20 +289,11 @@ def test_rayjob_trains_on_what_the_cronjob_writes():
     assert data == output_path(env["CANINE_OUTPUT"], [parse_dump(f"{lang}:{date}") for lang in env["CANINE_LANGUAGES"].split()])
 
 
-def _load_pipeline_helpers():
-    """tests/pipeline/conftest.py's real multistream writer (tests/ is not a package, so by path)."""
-    spec = importlib.util.spec_from_file_location("pipeline_test_helpers", ROOT / "tests" / "pipeline" / "conftest.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _mirror(root, langs, date="20261101"):
+def _mirror(make_multistream, root, langs, date="20261101"):
     """A local mirror in Wikimedia's layout: dated multistream dumps of the bundled sample and
     the `latest` RSS feed that points at them."""
-    helpers = _load_pipeline_helpers()
     for lang in langs:
-        helpers.make_multistream(helpers.SAMPLE_DIR / f"{lang}wiki-{date}-pages-articles.xml", root / f"{lang}wiki" / date)
+        make_multistream(ROOT / "pipeline" / "sample" / f"{lang}wiki-{date}-pages-articles.xml", root / f"{lang}wiki" / date)
         feed = root / f"{lang}wiki" / "latest" / f"{lang}wiki-latest-pages-articles-multistream.xml.bz2-rss.xml"
         feed.parent.mkdir(parents=True)
         feed.write_text(f"<rss><channel><link>https://dumps.wikimedia.org/{lang}wiki/latest</link><item>"
@@ -315,11 +306,11 @@ def _script(env):
                           capture_output=True, text=True, timeout=600)
 
 
-def test_schedule_script_preprocesses_the_languages_in_one_run(tmp_path):
+def test_schedule_script_preprocesses_the_languages_in_one_run(tmp_path, make_multistream):
     """The scheduled job for real: latest pinned from the mirror's feeds, one DirectRunner run."""
     from pipeline.output import read_manifest
 
-    _mirror(tmp_path / "mirror", ["en", "ko"])
+    _mirror(make_multistream, tmp_path / "mirror", ["en", "ko"])
     r = _script({"CANINE": f"{sys.executable} -m jobs.cli", "CANINE_LANGUAGES": "ko en",
                  "CANINE_MIRROR": str(tmp_path / "mirror"), "CANINE_OUTPUT": str(tmp_path / "shards"),
                  "CANINE_PREPROCESS_ARGS": "--vocab-size 200 --seq-len 256"})
@@ -334,9 +325,9 @@ printf '%s\\n' "$*" >> "$CALLS"
 """
 
 
-def test_schedule_script_passes_beam_flags_and_refuses_missing_dumps(tmp_path):
+def test_schedule_script_passes_beam_flags_and_refuses_missing_dumps(tmp_path, make_multistream):
     """Argument passing only, with a recording stand-in for `canine` (the run itself is tested above)."""
-    _mirror(tmp_path / "mirror", ["en"])
+    _mirror(make_multistream, tmp_path / "mirror", ["en"])
     recorder, calls = tmp_path / "canine", tmp_path / "calls"
     recorder.write_text(RECORDER)
     recorder.chmod(0o755)
