@@ -60,12 +60,12 @@ class TrainConfig:
 
 @dataclass
 class OptimConfig:
-    name: str = "adamw"  # "adamw" or "lamb" (the paper's; needs ZeRO stage 0, see optim.py)
+    name: str = "adamw"  # "adamw" or "lamb" (the paper's; needs ZeRO stage 0, see validate())
     lr: float = 1e-4  # peak learning rate (paper's LAMB: 0.018 at batch 4096)
     weight_decay: float = 0.01  # not applied to biases and LayerNorm weights (BERT)
-    beta1: float = 0.9
-    beta2: float = 0.999
-    eps: float = 1e-6  # BERT's value
+    beta1: float = 0.9  # first-moment decay (Adam / LAMB, BERT's value)
+    beta2: float = 0.999  # second-moment decay (BERT's value)
+    eps: float = 1e-6  # added to the second-moment root (BERT's value)
     warmup_fraction: float = 0.025  # linear warm-up over this share of max_steps (paper: 2.5%), then linear decay to 0
     grad_clip: float = 1.0  # global gradient-norm clipping; 0 = off
 
@@ -102,13 +102,13 @@ class LogConfig:
 @dataclass
 class PretrainConfig:
     output: str = ""  # run directory or fsspec URL: checkpoints, metrics, exports
-    model: ModelSpec = field(default_factory=ModelSpec)
-    data: DataConfig = field(default_factory=DataConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    optim: OptimConfig = field(default_factory=OptimConfig)
-    parallel: ParallelConfig = field(default_factory=ParallelConfig)
-    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    log: LogConfig = field(default_factory=LogConfig)
+    model: ModelSpec = field(default_factory=ModelSpec)  # which CANINE (issue 3's presets)
+    data: DataConfig = field(default_factory=DataConfig)  # shards, length, input pipeline
+    train: TrainConfig = field(default_factory=TrainConfig)  # objective, batch, schedule length
+    optim: OptimConfig = field(default_factory=OptimConfig)  # optimizer and learning rate
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)  # Ray workers, DeepSpeed
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)  # when / how many
+    log: LogConfig = field(default_factory=LogConfig)  # console, TensorBoard, MFU
 
     def accumulation_steps(self, workers: int | None = None) -> int:
         """Micro batches per worker per optimizer step, so that global_batch is reached."""
