@@ -252,7 +252,7 @@ def test_flink_settings_match_the_beam_image():
     assert opts.flink_version == flink_version and flink_version in FlinkRunnerOptions.PUBLISHED_FLINK_VERSIONS
     jar = f"/opt/beam/jars/beam-runners-flink-{flink_version}-job-server-{beam_version}.jar"
     assert opts.flink_job_server_jar == jar and opts.flink_submit_uber_jar
-    assert "/opt/beam/jars/" in beam and f"beam-runners-flink-${{FLINK_VERSION}}-job-server-${{BEAM_VERSION}}.jar" in beam
+    assert "/opt/beam/jars/" in beam and "beam-runners-flink-${FLINK_VERSION}-job-server-${BEAM_VERSION}.jar" in beam
 
 
 # --- the CronJob and its script --------------------------------------------------------------------------

@@ -5,7 +5,6 @@ import gzip
 import json
 import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import astuple
 
 import fsspec
 import pytest
