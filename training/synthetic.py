@@ -29,7 +29,7 @@ def synthetic_rows(num_rows: int, length: int, seed: int = 0, vocab_size: int = 
         codepoints = codepoints[:n]
         segments = segments[:n]
         codepoints[-1] = contract.SEP
-        spans = _spans(codepoints)
+        spans = word_spans(codepoints)
         chosen = [s for s in spans if rng.random() < contract.MASK_RATE]
         char_positions = np.concatenate([np.arange(a, b) for a, b in chosen] or [np.zeros(0, int)])
         char_positions = char_positions[: contract.MAX_CHAR_PREDICTIONS]
@@ -62,7 +62,7 @@ def synthetic_rows(num_rows: int, length: int, seed: int = 0, vocab_size: int = 
     return pa.Table.from_pydict(rows, schema=contract.SCHEMA)
 
 
-def _spans(codepoints) -> list[tuple[int, int]]:
+def word_spans(codepoints) -> list[tuple[int, int]]:
     """[start, end) of each maximal run of non-space, non-special characters."""
     word = np.array([c != ord(" ") and not contract.is_aliased(int(c)) for c in codepoints] + [False])
     edges = np.flatnonzero(np.diff(np.concatenate([[False], word]).astype(np.int8)))

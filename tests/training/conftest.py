@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline import contract
+from training.synthetic import word_spans
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")  # before anything imports deepspeed
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -47,13 +48,6 @@ def _sentence(rng, lang: str, chars: int) -> str:
     return joiner.join(out)[:chars].strip() + ("。" if lang == "ja" else ".")
 
 
-def _spans(cps: np.ndarray) -> list[tuple[int, int]]:
-    """[start, end) of whitespace-delimited runs of ordinary characters."""
-    word = np.array([chr(c) != " " and not contract.is_aliased(int(c)) for c in cps] + [False])
-    edges = np.flatnonzero(np.diff(np.concatenate([[False], word]).astype(np.int8)))
-    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
-
-
 def _row(rng, tokenizer, by_length, lang: str, index: int, seq_len: int) -> dict:
     pair = index % 2 == 1
     budget = seq_len - (3 if pair else 2)
@@ -71,7 +65,7 @@ def _row(rng, tokenizer, by_length, lang: str, index: int, seq_len: int) -> dict
         segs += [seg] * (len(text) + 1)
     cps = np.array(cps, dtype=np.int32)
 
-    spans = _spans(cps)
+    spans = word_spans(cps)
     chosen, total = [], 0
     for i in sorted(rng.choice(len(spans), size=max(1, round(contract.MASK_RATE * len(spans))), replace=False)):
         a, b = spans[i]
