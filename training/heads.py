@@ -10,13 +10,12 @@ slots (targeted upsampling, §3.2.3).
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from pipeline import contract
 from training import flops
 from training.config import OBJECTIVES, CanineConfig
-from training.model import CanineModel, TransformerLayer, activation, init_weights
+from training.model import CanineModel, Linear, TransformerLayer, activation, init_weights, linear
 
 
 @dataclass
@@ -59,7 +58,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         for start in range(0, h.shape[0], chunk_rows):
             rows = slice(start, start + chunk_rows)
             # Softmax and argmax in fp32 (argmax on bf16 logits measured 6x slower).
-            logits = F.linear(h[rows], w, b).float()  # (n, V)
+            logits = linear(h[rows], w, b).float()  # (n, V)
             t = targets[rows].unsqueeze(1)  # (n, 1)
             correct += ((logits.argmax(dim=1) == t.squeeze(1)).float() * weights[rows]).sum()
             log_probs = torch.log_softmax(logits, dim=1)  # one fused pass
@@ -69,8 +68,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 probs.scatter_add_(1, t, probs.new_full(t.shape, -1.0))  # minus the one-hot
                 probs.mul_(scale[rows].unsqueeze(1))  # d loss / d logits
                 g = probs.to(h.dtype)
-                grad_h[rows] = g @ w
-                grad_w.add_(g.t() @ h[rows])  # fp32 += compute dtype, converted on the fly
+                grad_h[rows] = linear(g, w.t())  # g @ w
+                grad_w.add_(linear(g.t(), h[rows].t()))  # g^T @ h; fp32 += compute dtype, converted on the fly
                 grad_b += probs.sum(0)
         if need_grad:
             ctx.save_for_backward(grad_h, grad_w.to(weight.dtype), grad_b.to(bias.dtype))
@@ -102,7 +101,7 @@ class Transform(nn.Module):
 
     def __init__(self, config: CanineConfig, in_features: int):
         super().__init__()
-        self.dense = nn.Linear(in_features, config.hidden_size)
+        self.dense = Linear(in_features, config.hidden_size)
         self.act = activation(config.hidden_act)
         self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
@@ -120,7 +119,7 @@ class CharHead(nn.Module):
         super().__init__()
         self.project = Transform(config, 2 * config.hidden_size)
         self.layer = TransformerLayer(config)
-        self.output = nn.Linear(config.hidden_size, config.num_hash_buckets)
+        self.output = Linear(config.hidden_size, config.num_hash_buckets)
 
     def forward(self, y_steps, gold_steps, embed):
         """y_steps (B, P, d) and gold codepoints (B, P), both in step order -> (B, P, d) for `output`."""
@@ -141,7 +140,7 @@ class SubwordHead(nn.Module):
         if config.num_subword_vocab <= 0:
             raise ValueError("CANINE-S needs config.num_subword_vocab > 0 (the tokenizer's vocabulary size)")
         self.transform = Transform(config, config.hidden_size)
-        self.output = nn.Linear(config.hidden_size, config.num_subword_vocab)
+        self.output = Linear(config.hidden_size, config.num_subword_vocab)
 
     def forward(self, y):
         return self.transform(y)  # (B, P, d) for `output`
@@ -157,7 +156,7 @@ class CaninePretrainingModel(nn.Module):
         self.config, self.objective = config, objective
         self.encoder = CanineModel(config)
         self.head = CharHead(config) if objective == "char" else SubwordHead(config)
-        self.sop = nn.Linear(config.hidden_size, 2) if config.sop_loss_weight else None
+        self.sop = Linear(config.hidden_size, 2) if config.sop_loss_weight else None
         self.init_weights()
 
     def init_weights(self):

@@ -11,7 +11,7 @@ from pipeline import contract
 from training import flops
 from training.config import PRESETS, CanineConfig, preset
 from training.heads import CaninePretrainingModel
-from training.model import CanineModel, Dropout, attention, attention_bias, keep_mask, ngram_ids
+from training.model import CanineModel, Dropout, attention, attention_bias, keep_mask, linear, ngram_ids
 
 from canine_fixtures import one_thread, padded_inputs  # noqa: F401 (autouse fixture)
 
@@ -150,13 +150,31 @@ def _sdpa_backward_flops(grad_shape, q_shape, k_shape, *args, **kwargs):
     return 2 * _sdpa_flops(q_shape, k_shape)
 
 
+def _onednn_linear_flops(x_shape, w_shape, *args, **kwargs):
+    """x (N, k) @ w (n, k)^T: the counter has no rule for model.linear's oneDNN kernel."""
+    return 2 * x_shape[0] * x_shape[1] * w_shape[0]
+
+
+def test_onednn_linear_matches_f_linear_with_gradients():
+    x = torch.randn(3, 70, 96).transpose(0, 1).requires_grad_()  # strided input
+    weight, bias = torch.randn(160, 96, requires_grad=True), torch.randn(160, requires_grad=True)
+    grad = torch.randn(70, 3, 160)
+    results = []
+    for fn in (linear, torch.nn.functional.linear):
+        y = fn(x, weight, bias)
+        results.append([y, *torch.autograd.grad(y, (x, weight, bias), grad)])
+    for ours, reference in zip(*results):
+        torch.testing.assert_close(ours, reference, rtol=1e-5, atol=1e-4)
+
+
 def test_flop_formula_matches_torch_flop_counter():
     config = preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     model = CanineModel(config)
     L = 128  # a multiple of the local block: no padded keys in the local layer
     ids = torch.randint(1, 5000, (1, L))
     mapping = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_flops,
-               torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_backward_flops}
+               torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_backward_flops,
+               torch.ops.mkldnn._linear_pointwise: _onednn_linear_flops}
     for positions in (None, torch.arange(0, L, 4)[None]):
         counter = FlopCounterMode(display=False, custom_mapping=mapping)
         with counter:
