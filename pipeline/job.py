@@ -9,9 +9,11 @@ Steps (each a labelled composite, each testable with TestPipeline):
   AssignSplit    ~0.5% of pages, by a hash of (lang, page id), to validation
   TrainTokenizer WordPiece for CANINE-S on the pages with the smallest id hashes (or a given tokenizer.json)
   PackExamples   pages grouped by hash, sorted by id, packed to seq_len
-  SampleLanguages share^alpha smoothing: subsample big languages, repeat small ones with fresh masks
-  PlanMasks      CANINE-C span mask + CANINE-S subword plan per example, seeded by (seed, page id, copy)
-  WriteShards    rows -> Parquet shard chosen by a hash of example_id, ordered by another hash (languages mixed)
+  SampleLanguages share^alpha smoothing: subsample big languages, repeat small ones with fresh masks;
+                 shards per split from the expected size
+  WriteShards    examples -> a shard chosen by a hash of example_id; there, CANINE-C span mask +
+                 CANINE-S subword plan per example, seeded by (seed, page id, copy), rows ordered
+                 by another hash of the id (languages mixed), one Parquet file
 
 Everything the job writes goes to a staging folder first; `pipeline.output.finalize` moves it
 into place and writes manifest.json last, so a failed run leaves no manifest (issue 2,
@@ -192,11 +194,12 @@ class PackExamples(beam.PTransform):
 
 def language_weights(example_counts: dict, alpha: float) -> dict:
     """Expected copies per example for each language: p_lang / share_lang with p ~ share^alpha
-    (mBERT's exponential smoothing, CANINE.md "Recipe"). The total count stays the same."""
+    (mBERT's exponential smoothing, CANINE.md "Recipe"). The total count stays the same.
+    Summed in sorted order: the same counts give the same floats whatever order they arrived in."""
     total = sum(example_counts.values())
     if not total:
         return {}
-    smoothed = {lang: (n / total) ** alpha for lang, n in example_counts.items() if n}
+    smoothed = {lang: (n / total) ** alpha for lang, n in sorted(example_counts.items()) if n}
     z = sum(smoothed.values())
     return {lang: (smoothed[lang] / z) / (example_counts[lang] / total) for lang in smoothed}
 
@@ -204,65 +207,6 @@ def language_weights(example_counts: dict, alpha: float) -> dict:
 def copies_of(weight: float, seed: int, lang: str, ex) -> int:
     whole = math.floor(weight)
     return whole + (stable_unit("copy", seed, lang, ex.page_ids[0], ex.part) < weight - whole)
-
-
-class SampleLanguages(beam.PTransform):
-    """(split, lang, example) -> (split, lang, example, copy). Validation keeps one copy of each."""
-
-    def __init__(self, cfg: PreprocessConfig):
-        super().__init__()
-        self.cfg = cfg
-
-    def expand(self, packed):
-        cfg = self.cfg
-        counts = (
-            packed
-            | "TrainLangs" >> beam.FlatMap(lambda x: [x[1]] if x[0] == "train" else [])
-            | "CountLangs" >> beam.combiners.Count.PerElement()
-        )
-        weights = counts | "ToDict" >> beam.combiners.ToDict() | "Weights" >> beam.Map(language_weights, cfg.alpha)
-
-        def replicate(x, weights):
-            split, lang, ex = x
-            n = 1 if split == "validation" else copies_of(weights.get(lang, 1.0), cfg.seed, lang, ex)
-            for copy in range(n):
-                yield split, lang, ex, copy
-
-        sampled = packed | "Replicate" >> beam.FlatMap(replicate, pvalue.AsSingleton(weights))
-        return sampled, weights
-
-
-class _PlanFn(beam.DoFn):
-    """Mask plans for a batch of example copies. `masks.plan_examples` gives each example the
-    same row as planning it alone (its randomness is keyed by the example, not the batch), at
-    ~4x the speed of one call per example; the tokenizer is built once per worker."""
-
-    def __init__(self, seed):
-        self.seed = seed
-        self._json = self._tokenizer = None
-
-    def process(self, batch, tokenizer_json):
-        if tokenizer_json is not self._json:
-            self._tokenizer, self._json = WordPieceTokenizer.from_str(tokenizer_json), tokenizer_json
-        by_key = {}
-        for split, lang, ex, copy in batch:
-            by_key.setdefault((split, lang, copy), []).append(ex)
-        for (split, lang, copy), exs in by_key.items():
-            for row in masks.plan_examples(exs, lang, copy, self.seed, self._tokenizer):
-                yield split, row
-
-
-class PlanMasks(beam.PTransform):
-    def __init__(self, cfg: PreprocessConfig, tokenizer_json):
-        super().__init__()
-        self.cfg, self.tokenizer_json = cfg, tokenizer_json
-
-    def expand(self, sampled):
-        return (
-            sampled
-            | "Batch" >> beam.BatchElements(min_batch_size=16, max_batch_size=256)
-            | "Plan" >> beam.ParDo(_PlanFn(self.cfg.seed), pvalue.AsSingleton(self.tokenizer_json))
-        )
 
 
 def shard_counts(codepoints_per_split: dict, shard_codepoints: int) -> dict:
@@ -273,54 +217,96 @@ def shard_name(split: str, index: int, total: int) -> str:
     return f"{split}/part-{index:05d}-of-{total:05d}.parquet"
 
 
-class ShardCounts(beam.PTransform):
-    """(split, lang, example, copy) -> {split: number of shards}, from the examples' sizes.
-    Taken before mask planning, so the planned rows stream straight into their shard groups
-    instead of being materialized once more to be measured."""
+def sizing(sizes: dict, alpha: float, shard_codepoints: int) -> dict:
+    """{(split, lang): (examples, codepoints)} of the packed examples -> language weights and
+    shards per split. The shard count uses the expected number of copies (weight x codepoints),
+    so it is known before replication: examples are keyed to their shard as they are
+    replicated, and the planned rows (an example plus every mask column) never cross a stage."""
+    weights = language_weights({lang: n for (split, lang), (n, _) in sizes.items() if split == "train"}, alpha)
+    expected = {}
+    for (split, lang), (_, cps) in sorted(sizes.items()):
+        expected[split] = expected.get(split, 0.0) + cps * (weights.get(lang, 1.0) if split == "train" else 1.0)
+    return {"weights": weights, "shards": shard_counts(expected, shard_codepoints)}
+
+
+def _add_pairs(pairs):
+    n = c = 0
+    for a, b in pairs:
+        n, c = n + a, c + b
+    return n, c
+
+
+class SampleLanguages(beam.PTransform):
+    """(split, lang, example) -> ((split, lang, example, copy), sizing). Validation keeps one
+    copy of each; `sizing` (a singleton) holds the language weights and shards per split."""
 
     def __init__(self, cfg: PreprocessConfig):
         super().__init__()
         self.cfg = cfg
 
-    def expand(self, sampled):
-        return (
-            sampled
-            | "ExampleSize" >> beam.Map(lambda x: (x[0], len(x[2].codepoints)))
-            | "SplitSize" >> beam.CombinePerKey(sum)
+    def expand(self, packed):
+        cfg = self.cfg
+        plan = (
+            packed
+            | "ExampleSize" >> beam.Map(lambda x: ((x[0], x[1]), (1, len(x[2].codepoints))))
+            | "SumSizes" >> beam.CombinePerKey(_add_pairs)
             | "SizeDict" >> beam.combiners.ToDict()
-            | "Counts" >> beam.Map(shard_counts, self.cfg.shard_codepoints)
+            | "Sizing" >> beam.Map(sizing, cfg.alpha, cfg.shard_codepoints)
         )
+
+        def replicate(x, plan):
+            split, lang, ex = x
+            n = 1 if split == "validation" else copies_of(plan["weights"].get(lang, 1.0), cfg.seed, lang, ex)
+            for copy in range(n):
+                yield split, lang, ex, copy
+
+        return packed | "Replicate" >> beam.FlatMap(replicate, pvalue.AsSingleton(plan)), plan
+
+
+class _PlanAndWriteFn(beam.DoFn):
+    """One shard's examples -> mask plans (pipeline/masks.py) -> one Parquet file. Planning here,
+    after the shuffle, keeps rows out of Beam's coders. Rows are sorted by a hash of their id,
+    not the id itself: ids start with the language, and readers take contiguous row ranges, so
+    id order would give one-language batches. The tokenizer is built once per worker."""
+
+    def __init__(self, seed, staging):
+        self.seed, self.staging = seed, staging
+        self._json = self._tokenizer = None
+
+    def process(self, kv, tokenizer_json):
+        if tokenizer_json is not self._json:
+            self._tokenizer, self._json = WordPieceTokenizer.from_str(tokenizer_json), tokenizer_json
+        (split, index, total), items = kv
+        by_key = {}
+        for lang, copy, ex in items:
+            by_key.setdefault((lang, copy), []).append(ex)
+        rows = []
+        for (lang, copy), exs in by_key.items():  # any batching gives the same rows (plan_examples)
+            rows += masks.plan_examples(exs, lang, copy, self.seed, self._tokenizer)
+        rows.sort(key=lambda r: (stable_int("order", r["example_id"]), r["example_id"]))
+        name = shard_name(split, index, total)
+        yield {"split": split, "path": name, **shards.write_table(shards.rows_to_table(rows), f"{self.staging}/{name}")}
 
 
 class WriteShards(beam.PTransform):
-    """(split, row) -> shard records. Rows go to a shard by a hash of their example_id and are
-    sorted by another hash of it inside, so equal inputs give byte-identical files."""
+    """(split, lang, example, copy) -> shard records. An example goes to a shard by a hash of its
+    example_id, so equal inputs give byte-identical files whatever the workers."""
 
-    def __init__(self, staging: str, counts):
+    def __init__(self, cfg: PreprocessConfig, staging: str, sizing, tokenizer_json):
         super().__init__()
-        self.staging, self.counts = staging, counts
+        self.cfg, self.staging, self.sizing, self.tokenizer_json = cfg, staging, sizing, tokenizer_json
 
-    def expand(self, rows):
-        staging = self.staging
-
-        def key(x, counts):
-            split, row = x
-            total = counts[split]
-            return (split, stable_int("shard", row["example_id"]) % total, total), row
-
-        def write(kv):
-            (split, index, total), rows = kv
-            # Ordered by a hash of the id, not the id itself: ids start with the language, and
-            # readers take contiguous row ranges, so id order would give one-language batches.
-            rows = sorted(rows, key=lambda r: (stable_int("order", r["example_id"]), r["example_id"]))
-            name = shard_name(split, index, total)
-            return {"split": split, "path": name, **shards.write_table(shards.rows_to_table(rows), f"{staging}/{name}")}
+    def expand(self, sampled):
+        def key(x, plan):
+            split, lang, ex, copy = x
+            total = plan["shards"][split]
+            return (split, stable_int("shard", examples.example_id(lang, ex, copy)) % total, total), (lang, copy, ex)
 
         return (
-            rows
-            | "KeyShard" >> beam.Map(key, pvalue.AsSingleton(self.counts))
+            sampled
+            | "KeyShard" >> beam.Map(key, pvalue.AsSingleton(self.sizing))
             | "GroupShard" >> beam.GroupByKey()
-            | "Write" >> beam.Map(write)
+            | "PlanAndWrite" >> beam.ParDo(_PlanAndWriteFn(self.cfg.seed, self.staging), pvalue.AsSingleton(self.tokenizer_json))
         )
 
 
@@ -395,10 +381,8 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
     tokenizer = split_pages | "TrainTokenizer" >> TrainTokenizer(cfg, tokenizer_json)
     _ = tokenizer | "SaveTokenizer" >> beam.Map(_save_text, f"{staging}/{contract.TOKENIZER}")
     packed = split_pages | "PackExamples" >> PackExamples(cfg)
-    sampled, weights = packed | "SampleLanguages" >> SampleLanguages(cfg)
-    counts = sampled | "ShardCounts" >> ShardCounts(cfg)
-    rows = sampled | "PlanMasks" >> PlanMasks(cfg, tokenizer)
-    shard_records = rows | "WriteShards" >> WriteShards(staging, counts)
+    sampled, plan = packed | "SampleLanguages" >> SampleLanguages(cfg)
+    shard_records = sampled | "WriteShards" >> WriteShards(cfg, staging, plan, tokenizer)
     _ = (
         shard_records
         | "ShardList" >> beam.combiners.ToList()
@@ -406,6 +390,7 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
         | "WriteShardList" >> beam.Map(_write_json, f"{staging}/shards.json")
     )
     _ = cleaned.rejects | "WriteRejects" >> WriteRejects(staging)
-    example_langs = rows | "ExampleLang" >> beam.Map(lambda x: x[1]["lang"])
+    example_langs = sampled | "ExampleLang" >> beam.Map(lambda x: x[1])
+    weights = plan | "Weights" >> beam.Map(lambda s: s["weights"])
     _ = (cleaned.outcomes, cleaned.replaced, example_langs, weights) | "CollectStats" >> CollectStats(staging)
 

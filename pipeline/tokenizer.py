@@ -64,9 +64,10 @@ def train_wordpiece(
     seen = set()
     for text in texts:
         seen.update(text)
-    classes = _char_classes(json.loads(tok.to_str()))
+    seen = sorted(seen)
+    classes = _char_classes(json.loads(tok.to_str())).of(np.array([ord(c) for c in seen], np.int64))
     # "##c" can only follow another character of a word: not for whitespace, punctuation or CJK
-    inner = [cfg.continuing_subword_prefix + c for c in sorted(seen) if classes[min(ord(c), _PROBE_LIMIT)] == _WORD]
+    inner = [cfg.continuing_subword_prefix + c for c, k in zip(seen, classes.tolist()) if k == _WORD]
     limit = {} if cfg.limit_alphabet is None else {"limit_alphabet": cfg.limit_alphabet}  # None is not accepted
     trainer = trainers.WordPieceTrainer(
         vocab_size=cfg.vocab_size,
@@ -252,7 +253,7 @@ _WORD, _SPLIT, _ISOLATED = 0, 1, 2
 _PROBE_LIMIT = 0x40000  # above: no assigned punctuation, whitespace or CJK ideograph -> _WORD
 # Probe i is "x" c "x" " " at 4i; the pre-token offsets (relative to 4i) identify the class.
 _PROBE_SIGNATURE = {1 << 3: _WORD, (1 << 1) | (1 << 11): _SPLIT, (1 << 1) | (1 << 6) | (1 << 11): _ISOLATED}
-_CLASS_TABLES: dict[str, np.ndarray] = {}  # per normalizer + pre-tokenizer JSON, once per process
+_CLASS_TABLES: dict[str, "_CharClasses"] = {}  # per normalizer + pre-tokenizer JSON, once per process
 # A word is known by its length and two polynomial hashes mod 2^64 with odd bases. A wrong
 # match needs both 64-bit hashes of two different words of equal length to agree: for
 # natural text about (lookups x cached words) / 2^128, ~1e-23 for a whole Wikipedia run.
@@ -261,30 +262,59 @@ _FIBONACCI = np.uint64(0x9E3779B97F4A7C15)
 _CACHE_LIMIT = 1 << 20  # cached words (~80 bytes each); past it the cache restarts: same output, bounded memory
 
 
-def _char_classes(spec: dict) -> np.ndarray:
-    """Class of every codepoint < _PROBE_LIMIT (plus a _WORD slot for the rest), by probing."""
-    key = json.dumps([spec.get("normalizer"), spec.get("pre_tokenizer")], sort_keys=True)
-    if key not in _CLASS_TABLES:
+class _CharClasses:
+    """Class of each codepoint (< _PROBE_LIMIT; the rest are _WORD), found by probing the
+    tokenizer block by block, the first time a block's characters are looked up: a
+    few scripts' blocks cost ~0.1 s where the whole table cost ~1 s."""
+
+    BLOCK = 1 << 10
+
+    def __init__(self, spec: dict):
         probe_spec = dict(spec, added_tokens=[], post_processor=None, decoder=None, truncation=None, padding=None)
         probe_spec["model"] = {"type": "WordLevel", "vocab": {UNK: 0}, "unk_token": UNK}
-        probe = Tokenizer.from_str(json.dumps(probe_spec))
-        c = np.arange(_PROBE_LIMIT, dtype=np.int32)
+        self.probe = Tokenizer.from_str(json.dumps(probe_spec))
+        self.table = np.full(_PROBE_LIMIT + 1, -1, np.int8)
+        self.table[-1] = _WORD
+        self.done = np.zeros(_PROBE_LIMIT // self.BLOCK + 1, dtype=bool)
+        self.done[-1] = True
+        self.lock = threading.Lock()
+
+    def of(self, cps: np.ndarray) -> np.ndarray:
+        """Classes of `cps` (int8; -1 for a character unlike the three classes)."""
+        capped = np.minimum(cps, _PROBE_LIMIT)
+        blocks = capped // self.BLOCK
+        if not self.done.take(blocks).all():
+            with self.lock:
+                for b in np.unique(blocks[~self.done.take(blocks)]).tolist():
+                    if not self.done[b]:
+                        self._probe(b * self.BLOCK)
+                        self.done[b] = True
+        return self.table.take(capped)
+
+    def _probe(self, first: int) -> None:
+        c = np.arange(first, first + self.BLOCK, dtype=np.int32)
         surrogate = (c >= 0xD800) & (c <= 0xDFFF)  # never in text: probe "x" instead
-        grid = np.tile(np.array([ord("x"), 0, ord("x"), ord(" ")], np.int32), (_PROBE_LIMIT, 1))  # (probes, 4)
+        grid = np.tile(np.array([ord("x"), 0, ord("x"), ord(" ")], np.int32), (len(c), 1))  # (probes, 4)
         grid[:, 1] = np.where(surrogate, ord("x"), c)
-        offsets = np.array(probe.encode(codepoints_to_text(grid.ravel())).offsets, np.int64).reshape(-1, 2)  # (words, 2)
+        offsets = np.array(self.probe.encode(codepoints_to_text(grid.ravel())).offsets, np.int64).reshape(-1, 2)
         which = offsets[:, 0] // 4
         rel = offsets - 4 * which[:, None]
         plain = ((rel >= 0) & (rel <= 3)).all(axis=1)
-        signature = np.zeros(_PROBE_LIMIT, np.int64)
+        signature = np.zeros(len(c), np.int64)
         np.add.at(signature, which, np.left_shift(1, np.where(plain, rel[:, 0] * 4 + rel[:, 1], 20)))
-        table = np.full(_PROBE_LIMIT + 1, -1, np.int8)
+        block = np.full(len(c), -1, np.int8)
         for sig, cls in _PROBE_SIGNATURE.items():
-            table[:-1][signature == sig] = cls
-        table[:-1][surrogate] = _WORD
-        table[-1] = _WORD
-        table[is_special(np.arange(_PROBE_LIMIT + 1))] = _SPLIT  # specials break words
-        _CLASS_TABLES[key] = table
+            block[signature == sig] = cls
+        block[surrogate] = _WORD
+        block[is_special(c)] = _SPLIT  # specials break words
+        self.table[first : first + self.BLOCK] = block
+
+
+def _char_classes(spec: dict) -> _CharClasses:
+    """The (lazily probed) character classes of this normalizer + pre-tokenizer, once per process."""
+    key = json.dumps([spec.get("normalizer"), spec.get("pre_tokenizer")], sort_keys=True)
+    if key not in _CLASS_TABLES:
+        _CLASS_TABLES[key] = _CharClasses(spec)
     return _CLASS_TABLES[key]
 
 
@@ -377,7 +407,7 @@ class _FastSpans:
     """`spans_of_codepoints` by character classes and a cache: word -> its pieces.
 
     Measured on one core: a cached word costs ~0.1 us, a new one ~4 us (the model's own
-    tokenize); the probe table costs ~1 s once per process and tokenizer configuration.
+    tokenize); probing the character classes ~3 ms per block of 1024 codepoints seen, once per process.
     """
 
     def __init__(self, tok: WordPieceTokenizer):
@@ -390,8 +420,6 @@ class _FastSpans:
             and all(t.get("special") for t in spec.get("added_tokens") or [])  # added non-special tokens match raw text
         )
         self.classes = _char_classes(spec) if supported else None
-        if self.classes is not None and (self.classes < 0).any():
-            self.classes = None  # some character behaves unlike the three classes: stay exact
         # A normalizer that leaves word characters alone lets the model tokenize words directly.
         changes_words = norm.get("clean_text") or norm.get("lowercase") or norm.get("strip_accents")
         self.direct = norm["type"] is None or not changes_words
@@ -407,15 +435,15 @@ class _FastSpans:
         self.pieces = _Growable(np.int32, 3)  # (offset in word, length, id)
 
     def __call__(self, cps: np.ndarray):
-        if self.classes is None:
+        cls = None if self.classes is None else self.classes.of(cps)
+        if cls is None or (cls < 0).any():  # a character unlike the three classes: stay exact
             return self.tok.reference_spans_of_codepoints(cps)
         with self.lock:  # the cache is shared state; Beam may run bundles on several threads
-            return self._spans(cps)
+            return self._spans(cps, cls)
 
-    def _spans(self, cps: np.ndarray):
+    def _spans(self, cps: np.ndarray, cls: np.ndarray):
         if self.entries.n > _CACHE_LIMIT:
             self._clear()
-        cls = self.classes.take(np.minimum(cps, _PROBE_LIMIT))
         # words: maximal runs of _WORD characters, and each _ISOLATED character alone
         word = np.concatenate([[False], cls == _WORD, [False]])
         iso = cls == _ISOLATED

@@ -152,7 +152,9 @@ def test_unsupported_pre_tokenizer_takes_the_reference_path():
 
 
 def test_character_classes_from_probes():
-    table = tk._char_classes(trained().spec)
+    classes = tk._char_classes(trained().spec)
+    table = classes.of(np.arange(0x40000))  # every block, probed on first sight
+    assert classes.done.all()
     assert table[ord("a")] == tk._WORD and table[ord("\u0301")] == tk._WORD
     assert table[ord(" ")] == tk._SPLIT and table[0x3000] == tk._SPLIT and table[contract.SEP] == tk._SPLIT
     assert table[ord(",")] == tk._ISOLATED and table[ord("中")] == tk._ISOLATED and table[ord("«")] == tk._ISOLATED
