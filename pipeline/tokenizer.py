@@ -61,13 +61,13 @@ def train_wordpiece(
     )
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece(prefix=cfg.continuing_subword_prefix)
-    seen = set()
-    for text in texts:
-        seen.update(text)
-    seen = sorted(seen)
-    classes = _char_classes(json.loads(tok.to_str())).of(np.array([ord(c) for c in seen], np.int64))
+    seen = np.zeros(0x110000, dtype=bool)  # every character of the sample, in codepoint order
+    for i in range(0, len(texts), 1024):  # a few MB at a time: ~3x a Python set's speed
+        seen[np.frombuffer("".join(texts[i : i + 1024]).encode("utf-32-le"), "<u4")] = True
+    seen = np.flatnonzero(seen)
+    classes = _char_classes(json.loads(tok.to_str())).of(seen)
     # "##c" can only follow another character of a word: not for whitespace, punctuation or CJK
-    inner = [cfg.continuing_subword_prefix + c for c, k in zip(seen, classes.tolist()) if k == _WORD]
+    inner = [cfg.continuing_subword_prefix + chr(c) for c in seen[classes == _WORD].tolist()]
     limit = {} if cfg.limit_alphabet is None else {"limit_alphabet": cfg.limit_alphabet}  # None is not accepted
     trainer = trainers.WordPieceTrainer(
         vocab_size=cfg.vocab_size,
