@@ -1,5 +1,7 @@
 """Each composite of pipeline/job.py on its own, with TestPipeline and no I/O (Beam's own habit)."""
 
+import math
+
 import apache_beam as beam
 import numpy as np
 import pytest
@@ -89,4 +91,12 @@ def test_sample_languages_repeats_small_languages_with_new_copies():
 
 def test_shard_counts_follow_data_size():
     assert job.shard_counts({"train": 10, "validation": 0}, 4) == {"train": 3, "validation": 1}
+    # From the packed sizes before replication: train counts each language's expected copies.
+    sizes = {("train", "en"): (90, 900), ("train", "sw"): (10, 100), ("validation", "sw"): (1, 35)}
+    plan = job.sizing(sizes, 0.5, 100)
+    w = job.language_weights({"en": 90, "sw": 10}, 0.5)
+    assert plan["weights"] == w
+    assert plan["shards"] == {"train": math.ceil((900 * w["en"] + 100 * w["sw"]) / 100), "validation": 1}
+    assert plan["shards"]["train"] == 10  # the total is kept: 1000 codepoints expected
+    assert job.sizing(dict(reversed(sizes.items())), 0.5, 100) == plan  # arrival order does not matter
     assert job.shard_name("train", 3, 12) == "train/part-00003-of-00012.parquet"
