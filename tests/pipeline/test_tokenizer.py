@@ -11,7 +11,7 @@ import pytest
 from test_examples import synthetic_pages
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from pipeline import contract, tokenizer as tk
+from pipeline import contract, tokenizer as tk, wordspans
 from pipeline.examples import codepoints_to_text, pack_pages, text_to_codepoints
 from pipeline.tokenizer import WordPieceTokenizer, train_wordpiece
 
@@ -114,8 +114,8 @@ def test_fast_spans_equal_reference_on_random_unicode():
 
 def test_fast_spans_survive_hash_collisions_and_cache_resets(monkeypatch):
     tok = WordPieceTokenizer.from_str(trained().to_str())
-    monkeypatch.setattr(tk, "_BASES", (1, tk._BASES[1]))  # first hash = sum of codepoints: anagrams collide
-    monkeypatch.setattr(tk, "_CACHE_LIMIT", 300)
+    monkeypatch.setattr(wordspans, "_BASES", (1, wordspans._BASES[1]))  # first hash = sum of codepoints: anagrams collide
+    monkeypatch.setattr(wordspans, "_CACHE_LIMIT", 300)
     text = " ".join(corpus()[:20])
     cps = text_to_codepoints(text)
     ref = tok.spans(text)
@@ -152,12 +152,12 @@ def test_unsupported_pre_tokenizer_takes_the_reference_path():
 
 
 def test_character_classes_from_probes():
-    classes = tk._char_classes(trained().spec)
+    classes = wordspans.char_classes(trained().spec)
     table = classes.of(np.arange(0x40000))  # every block, probed on first sight
     assert classes.done.all()
-    assert table[ord("a")] == tk._WORD and table[ord("\u0301")] == tk._WORD
-    assert table[ord(" ")] == tk._SPLIT and table[0x3000] == tk._SPLIT and table[contract.SEP] == tk._SPLIT
-    assert table[ord(",")] == tk._ISOLATED and table[ord("中")] == tk._ISOLATED and table[ord("«")] == tk._ISOLATED
+    assert table[ord("a")] == wordspans.WORD and table[ord("\u0301")] == wordspans.WORD
+    assert table[ord(" ")] == wordspans._SPLIT and table[0x3000] == wordspans._SPLIT and table[contract.SEP] == wordspans._SPLIT
+    assert table[ord(",")] == wordspans._ISOLATED and table[ord("中")] == wordspans._ISOLATED and table[ord("«")] == wordspans._ISOLATED
     assert (table >= 0).all()
 
 
