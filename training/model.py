@@ -75,8 +75,14 @@ class Dropout(nn.Module):
 
 
 def _onednn_mm(a, b_t, bias=None):
-    """a @ b_t^T (+ bias) for 2-D fp32 `a` (N, k) and `b_t` (n, k), either of them strided."""
-    return torch.ops.mkldnn._linear_pointwise(a, b_t, bias, "none", [], "")
+    """a @ b_t^T (+ bias) for 2-D fp32 `a` (N, k) and `b_t` (n, k), contiguous or transposed."""
+    return torch.ops.mkldnn._linear_pointwise(_dense(a), _dense(b_t), bias, "none", [], "")
+
+
+def _dense(x):
+    """x, or a contiguous copy if its rows are padded (a slice of a wider tensor, like the pooler's
+    molecule 0 of each example): oneDNN's kernel for those measured ~800x slower."""
+    return x if x.is_contiguous() or x.t().is_contiguous() else x.contiguous()
 
 
 class _OneDNNLinear(torch.autograd.Function):
@@ -103,13 +109,14 @@ class _OneDNNLinear(torch.autograd.Function):
 def linear(x, weight, bias=None):
     """F.linear, through oneDNN for fp32 on CPU (`_OneDNNLinear`); unchanged under autocast (bf16
     matmuls already go to oneDNN), torch.compile, on GPU and in builds without oneDNN."""
-    if (x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32 and _HAS_ONEDNN
+    if (x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32 and ONEDNN_LINEAR
             and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()):
         return _OneDNNLinear.apply(x, weight, bias)
     return F.linear(x, weight, bias)
 
 
-_HAS_ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+# False: torch's default CPU kernels, as every nn.Linear uses (benchmarks/model_speed.py --aten-linear).
+ONEDNN_LINEAR = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
 class Linear(nn.Linear):
