@@ -8,8 +8,8 @@ Speed choices (measured with benchmarks/model_speed.py): fused QKV; attention th
 `scaled_dot_product_attention` (explicit matmuls only on CPU in bf16 or with dropout, where they
 are faster, see `attention`); the local layer as one batched call over blocks; the strided conv
 as one matmul; the upsampling conv's molecule half at molecule resolution; cheap dropout bits on
-CPU; and targeted upsampling (§3.2.3): the final layer computes queries only at the positions the
-loss reads.
+CPU; fp32 linears on CPU in oneDNN rather than MKL (`linear`, ~2x on this project's AMD CPU); and
+targeted upsampling (§3.2.3): the final layer computes queries only at the positions the loss reads.
 """
 
 import math
