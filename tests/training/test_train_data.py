@@ -101,6 +101,8 @@ def test_ray_data_stream_resumes_exactly(contract_shards, ray_local, tmp_path):
     for expected in batches[per_epoch - 2:]:
         got = resumed.next()
         assert all(np.array_equal(got[k].numpy(), expected[k].numpy()) for k in expected)
+    full.close()
+    resumed.close()
 
     plan = data.epoch_plan(manifest.splits["train"], 64, 0, 0, 2, 1, cfg.rows_per_step())
     rows = data.read_segments(data.segments(plan.units, manifest.splits["train"], 0, 4, 0, 0))

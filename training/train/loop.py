@@ -171,6 +171,7 @@ def train_loop_per_worker(cfg_dict: dict) -> None:
         if state["step"] % cfg.checkpoint.every == 0 or state["step"] == stop:
             _save_and_report(engine, state, shapes, rank, log)
 
+    train.close()
     if state["step"] >= t.max_steps:
         weights = checkpoint.gather_fp32(engine, shapes, rank)  # collective: every rank takes part
         if rank == 0:

@@ -91,6 +91,7 @@ class TrainStream:
         if self.position["rows"] >= self._end:  # saved exactly at the end of an epoch
             self.position = {"epoch": self.position["epoch"] + 1, "rows": 0}
             return self._start_epoch()
+        self.close()  # the last epoch's iterator, if any, stops its executor before the next starts
         chunk = -(-d.chunk_rows // t.micro_batch) * t.micro_batch  # a multiple of the micro batch
         descriptors = chunk_descriptors(p.units, self.shards, self.position["rows"], self._end, chunk, t.seed,
                                         self.position["epoch"])
@@ -109,6 +110,13 @@ class TrainStream:
                                f"(epoch {self.position['epoch']}, row {self.position['rows']})")
         self.position["rows"] += n
         return batch
+
+    def close(self) -> None:
+        """Stop the Ray Data execution behind the stream. One left suspended mid-epoch keeps its
+        executor threads; a later `ray.shutdown()` under them ended the test process with code 1."""
+        if self._iter is not None:
+            self._iter.close()  # GeneratorExit inside iter_torch_batches: Ray Data shuts its executor down
+            self._iter = None
 
 
 def eval_batches(manifest: plan.Manifest, cfg, rank: int, world: int, num_hash_buckets: int, seq_len: int) -> list:
