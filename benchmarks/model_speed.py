@@ -56,6 +56,10 @@ def parse_args(argv=None):
                    help="our fp32 CPU linears through torch's default kernel (MKL), as HF's are, not oneDNN")
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (0 = torch's default)")
     p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="then N more steps of each variant and dtype under torch.profiler: the ops with the most self "
+                        "time (device time on a GPU), a first look at where MFU goes")
+    p.add_argument("--profile-rows", type=int, default=20)
     return p.parse_args(argv)
 
 
@@ -168,7 +172,27 @@ def main(argv=None):
             print(f"{label:36s} {rate[num] / rate[den]:6.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
+    if args.profile:
+        _profile(models, batch, [dt for dt in dtypes], device, args.profile, args.profile_rows, failed)
     return 0
+
+
+def _profile(models, batch, dtypes, device, steps, rows, failed):
+    from torch.profiler import ProfilerActivity, profile
+
+    on_gpu = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_gpu else [])
+    key = "self_device_time_total" if on_gpu else "self_cpu_time_total"
+    for dt in dtypes:
+        for v, model in models.items():
+            if (v, dt) in failed:
+                continue
+            autocast = torch.autocast(device.type, dtype=torch.bfloat16) if dt == "bf16" else nullcontext()
+            with profile(activities=activities) as prof:
+                for _ in range(steps):
+                    _step(model, batch, autocast, device)
+            print(f"\nprofile of {v} {dt}: {steps} steps, ops by {key}")
+            print(prof.key_averages().table(sort_by=key, row_limit=rows))
 
 
 def _step(model, batch, autocast, device) -> float:

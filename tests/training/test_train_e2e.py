@@ -32,7 +32,7 @@ def _assert_same_losses(records, reference):
 @pytest.fixture(scope="module")
 def reference(pipeline_shards, ray_local, tmp_path_factory):
     output = tmp_path_factory.mktemp("reference")
-    summary = pretrain(_cfg(pipeline_shards, output))
+    summary = pretrain(_cfg(pipeline_shards, output, **{"log.profile_steps": 2}))  # arithmetic unchanged
     return str(output), summary, metrics.read_metrics(str(output))
 
 
@@ -52,6 +52,8 @@ def test_loss_falls_and_the_export_loads_in_transformers(reference):
     kept = sorted(os.listdir(os.path.join(output, "ray_train")))
     assert [k for k in kept if k.startswith("checkpoint_step")] == ["checkpoint_step00000020", "checkpoint_step00000030"]
     assert os.listdir(os.path.join(output, "tensorboard"))
+    profile = open(os.path.join(output, "profile.txt")).read()  # log.profile_steps: 2, after 3 warm-up steps
+    assert profile.startswith("steps 4-5, ops by self_cpu_time_total") and "aten::" in profile
     saved = config.from_dict(__import__("yaml").safe_load(open(os.path.join(output, "config.yaml"))))
     assert saved.data.seq_len == 256 and saved.parallel.workers == 2 and saved.parallel.precision == "fp32"
 

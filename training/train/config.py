@@ -97,6 +97,9 @@ class LogConfig:
     tensorboard: bool = True  # also write OUTPUT/tensorboard
     # Peak dense bf16 TFLOP/s of one accelerator, for MFU; 0 = look up the device name (metrics.py).
     peak_tflops: float = 0.0
+    # > 0: rank 0 runs torch.profiler over this many steps after 3 warm-up steps and writes the
+    # ops with the most self time (device time on a GPU) to OUTPUT/profile.txt: where MFU goes.
+    profile_steps: int = 0
 
 
 @dataclass
@@ -127,6 +130,7 @@ RESUMABLE_CHANGES = {
     "data.eval_examples", "train.eval_every", "train.stop_at_step", "parallel.max_failures",
     "parallel.ray_address", "parallel.cpus_per_worker", "parallel.threads_per_worker", "parallel.compile",
     "checkpoint.every", "checkpoint.keep", "log.console_every", "log.tensorboard", "log.peak_tflops",
+    "log.profile_steps",
 }
 
 

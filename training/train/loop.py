@@ -47,6 +47,35 @@ def _maybe_inject_fault(cfg, step: int, rank: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+class _Profiler:
+    """torch.profiler over `log.profile_steps` steps after 3 warm-up steps (compilation, caches);
+    the table of ops by self time goes to OUTPUT/profile.txt."""
+
+    WARMUP = 3
+
+    def __init__(self, cfg, first_step: int, stop: int, on_gpu: bool):
+        self.first = first_step + self.WARMUP
+        self.last = min(self.first + cfg.log.profile_steps, stop)  # a shorter run: what it has
+        self.url, self.on_gpu, self.prof = data.join(cfg.output, "profile.txt"), on_gpu, None
+
+    def before(self, step: int) -> None:
+        if step == self.first:
+            from torch.profiler import ProfilerActivity, profile
+
+            activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.on_gpu else [])
+            self.prof = profile(activities=activities)
+            self.prof.__enter__()
+
+    def after(self, step: int) -> None:
+        if self.prof is not None and step == self.last:
+            self.prof.__exit__(None, None, None)
+            key = "self_device_time_total" if self.on_gpu else "self_cpu_time_total"
+            table = self.prof.key_averages().table(sort_by=key, row_limit=40)
+            with fsspec.open(self.url, "w") as f:
+                f.write(f"steps {self.first + 1}-{self.last}, ops by {key}\n{table}\n")
+            self.prof = None
+
+
 def _train_step(engine, train, accum: int, device) -> torch.Tensor:
     """Forward/backward over `accum` micro batches (DeepSpeed updates at the last one); returns
     this worker's sums of [loss, correct, count, characters, examples]."""
@@ -136,7 +165,10 @@ def train_loop_per_worker(cfg_dict: dict) -> None:
     stop = min(t.max_steps, t.stop_at_step or t.max_steps)
 
     engine.train()
+    profiler = _Profiler(cfg, state["step"], stop, on_gpu) if rank == 0 and cfg.log.profile_steps else None
     while state["step"] < stop:
+        if profiler is not None:
+            profiler.before(state["step"])
         start, wait_before = time.perf_counter(), train.wait_s
         lr = float(engine.get_lr()[0])  # the rate this update uses (the schedule steps after it)
         sums = _train_step(engine, train, accum, device)
@@ -168,6 +200,8 @@ def train_loop_per_worker(cfg_dict: dict) -> None:
             record.update(_evaluate(engine, eval_data, device))
         if log is not None:
             log.log(record)
+        if profiler is not None:
+            profiler.after(state["step"])
         if state["step"] % cfg.checkpoint.every == 0 or state["step"] == stop:
             _save_and_report(engine, state, shapes, rank, log)
 
