@@ -85,6 +85,9 @@ def run_one(args, workers: int, data: str, output: str) -> dict:
     overrides.update(item.split("=", 1) for item in args.set)
     cfg = config.load_config(args.config, overrides)
     pretrain(cfg)
+    profile = os.path.join(output, "profile.txt")  # --set log.profile_steps=N: printed before the temp dir goes
+    if os.path.exists(profile):
+        print(open(profile).read(), flush=True)
     records = metrics.read_metrics(output)[args.warmup:]
     if not records:
         raise SystemExit(f"no steps after --warmup {args.warmup}: raise --steps")
