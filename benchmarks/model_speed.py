@@ -173,7 +173,7 @@ def main(argv=None):
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     if args.profile:
-        _profile(models, batch, [dt for dt in dtypes], device, args.profile, args.profile_rows, failed)
+        _profile(models, batch, dtypes, device, args.profile, args.profile_rows, failed)
     return 0
 
 

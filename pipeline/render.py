@@ -14,7 +14,6 @@ to the tree walk instead (`render`).
 import re
 import unicodedata
 
-import mwparserfromhell
 from mwparserfromhell.nodes import ExternalLink, Heading, HTMLEntity, Tag, Template, Text, Wikilink
 from mwparserfromhell.parser import Parser, tokens as tk
 
@@ -77,11 +76,12 @@ def text_param(name: str, positional: int) -> int | None:
 
 def render(wikitext: str) -> str:
     """Text of (pre-stripped) wikitext by the rules above, headings without text dropped."""
-    tokens = Parser()._tokenizer.tokenize(wikitext, 0, False)
+    parser = Parser()
+    tokens = parser._tokenizer.tokenize(wikitext, 0, False)
     try:
         return TokenRenderer(tokens).top()
     except (_Fallback, IndexError, RecursionError):  # the builder's own error, if any, is the page's
-        return TreeRenderer().render(mwparserfromhell.parse(wikitext))
+        return TreeRenderer().render(parser._builder.build(tokens))  # what parse() does, tokens reused
 
 
 # --- tree walk (the reference) ----------------------------------------------------------------

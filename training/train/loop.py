@@ -64,11 +64,11 @@ class _Profiler:
 
             activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self.on_gpu else [])
             self.prof = profile(activities=activities)
-            self.prof.__enter__()
+            self.prof.start()
 
     def after(self, step: int) -> None:
         if self.prof is not None and step == self.last:
-            self.prof.__exit__(None, None, None)
+            self.prof.stop()
             key = "self_device_time_total" if self.on_gpu else "self_cpu_time_total"
             table = self.prof.key_averages().table(sort_by=key, row_limit=40)
             with fsspec.open(self.url, "w") as f:
