@@ -4,12 +4,16 @@
         run_pipeline()
         lock.check()  # raises LockLost if the lock was lost while the pipeline ran
 
-The lock is a small JSON file, `<output>/.canine.lock`, created with fsspec's exclusive mode
-("xb": O_EXCL locally, a create-only precondition on object stores that support it). It names
-its holder (host, pid, command, start time) and a heartbeat time that a daemon thread rewrites
+The lock is a small JSON file, `<output>/.canine.lock`, created whole or not at all: locally
+written beside it and hard-linked into place (link fails if the name exists, and a kill at any
+moment leaves no empty lock); on object stores with fsspec's exclusive mode ("xb", a
+create-only precondition where the store supports it). It names its holder (host, pid and the
+process's start time, command, start time) and a heartbeat time that a daemon thread rewrites
 every `heartbeat_s`. A second run that finds a lock whose heartbeat is younger than `ttl_s`
 refuses with LockHeld, naming the holder; an older lock belonged to a run that died (killed
-pod, OOM, preempted node): it is stale, is removed, and the new run takes it.
+pod, OOM, preempted node): it is stale, is removed, and the new run takes it. A holder on this
+host is judged at once by /proc: gone, a zombie, dying with SIGKILL pending, or its pid reused
+by a process that started later all mean dead, so a rerun right after `kill -9` goes ahead.
 
 Expiry (LockConfig below): heartbeat every 30 s, stale after 5 min without one. A scheduled
 run (infra/k8s/preprocess-cronjob.yaml) is days apart, so a dead run's lock is long gone before
@@ -36,9 +40,11 @@ import uuid
 
 import fsspec
 
+from pipeline import contract
+
 logger = logging.getLogger(__name__)
 
-LOCK_NAME = ".canine.lock"
+LOCK_NAME = contract.LOCK
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +90,7 @@ class OutputLock:
         self._record = {
             "host": socket.gethostname(),
             "pid": os.getpid(),
+            "pid_start": _process_start(os.getpid()),
             "owner": self._owner,
             "command": self.command,
             "started": _iso(now),
@@ -92,8 +99,7 @@ class OutputLock:
         }
         for _ in range(3):  # a retry only follows removing a stale lock or a lock released meanwhile
             try:
-                with self._fs.open(self._path, "xb") as f:
-                    f.write(_encode(self._record))
+                self._create(_encode(self._record))
                 break
             except FileExistsError:
                 held = read_lock(self.url)
@@ -111,6 +117,20 @@ class OutputLock:
         self._thread = threading.Thread(target=self._beat_forever, name=f"lock-heartbeat {self.url}", daemon=True)
         self._thread.start()
         return self
+
+    def _create(self, data: bytes) -> None:
+        """Create the lock file with `data`, or raise FileExistsError; never leaves it empty."""
+        if "file" in self._fs.protocol or "local" in self._fs.protocol:
+            tmp = f"{self._path}.{self._owner}.tmp"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            try:
+                os.link(tmp, self._path)  # atomic, and fails if the name exists
+            finally:
+                os.unlink(tmp)
+            return
+        with self._fs.open(self._path, "xb") as f:
+            f.write(data)
 
     def heartbeat(self) -> None:
         """Refresh the heartbeat time; raise LockLost if the file now names another holder."""
@@ -196,7 +216,9 @@ class OutputLock:
 
 
 def _dead_on_this_host(held: dict) -> bool:
-    """True if the holder ran on this host and its process no longer exists. Only a local pid can
+    """True if the holder ran on this host and its process is gone or going: no such pid, a
+    zombie (an unreaped child still answers `kill(pid, 0)`), SIGKILL pending (being torn
+    down), or a pid now used by a process that started at another time. Only a local pid can
     be checked; a holder elsewhere is judged by its heartbeat alone."""
     pid = held.get("pid")
     if held.get("host") != socket.gethostname() or not isinstance(pid, int) or pid == os.getpid():
@@ -205,9 +227,40 @@ def _dead_on_this_host(held: dict) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    except PermissionError:  # exists, owned by someone else
-        return False
-    return False
+    except PermissionError:  # exists, owned by someone else: /proc still tells its state
+        pass
+    try:
+        fields = _proc_stat(pid)
+        with open(f"/proc/{pid}/status") as f:
+            status = dict(line.split(":", 1) for line in f if ":" in line)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False  # no /proc (not Linux): the pid exists, trust it
+    if fields[0] in ("Z", "X"):
+        return True
+    if held.get("pid_start") is not None and str(held["pid_start"]) != fields[_STARTTIME]:
+        return True
+    sigkill = 1 << (9 - 1)
+    return any(int(status.get(k, "0").strip(), 16) & sigkill for k in ("SigPnd", "ShdPnd"))
+
+
+# /proc/PID/stat after "pid (comm)": fields from the state (field 3) on; starttime is field 22,
+# the process's start in clock ticks since boot: with the pid it tells a process apart from a
+# later one that reuses its pid (proc(5)).
+_STARTTIME = 22 - 3
+
+
+def _proc_stat(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()  # comm may contain spaces and ")"
+
+
+def _process_start(pid: int) -> str | None:
+    try:
+        return _proc_stat(pid)[_STARTTIME]
+    except (OSError, IndexError):
+        return None
 
 
 def read_lock(url: str, storage_options: dict | None = None) -> dict | None:

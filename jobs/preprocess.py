@@ -64,6 +64,7 @@ def resolve_dumps(args) -> None:
 
 
 def main(args) -> int:
+    import json
     import shlex
 
     from jobs.inspect import print_manifest
@@ -72,18 +73,35 @@ def main(args) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    created = None
     try:
         resolve_dumps(args)
         cfg = config_from_args(args)
+        # Everything that can be checked without writing is checked before the lock creates
+        # the output folder: a bad flag or input leaves nothing behind.
+        plan = output.prepare(cfg)
+        created = output.missing_root(cfg.output)
         # The lock comes before anything touches the output, staging included: two runs of one
         # config would otherwise clean up each other's staging (jobs/lock.py).
         with OutputLock(cfg.output, command=shlex.join(["canine", "preprocess", *map(str, args.inputs)])) as lock:
-            manifest = output.run(cfg, workers=args.workers, runner=args.runner, beam_args=args.passthrough,
-                                  before_publish=lock.check)
+            try:
+                manifest = output.run(cfg, workers=args.workers, runner=args.runner, beam_args=args.passthrough,
+                                      before_publish=lock.check, plan=plan)
+            except sources.InputError:
+                # Bad input found while reading: the staging of this config (and its cache of
+                # items) is useless once the input is fixed, since the fix changes the config.
+                output.remove_staging(cfg.output, only=output.staging_url(plan.cfg))
+                raise
     except (ValueError, sources.InputError, output.OutputExistsError, LockHeld, LockLost) as e:
+        if created:
+            output.remove_empty(cfg.output, created)
         print(f"canine preprocess: {e}", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"error": str(e)}, ensure_ascii=False))
         return 2
     if manifest.get("up_to_date"):
-        print(f"{cfg.output}: already complete for this config ({manifest['config_sha256'][:12]}); nothing to do")
+        # stderr under --json: stdout stays one JSON document on every path
+        print(f"{cfg.output}: already complete for this config ({manifest['config_sha256'][:12]}); nothing to do",
+              file=sys.stderr if args.json else sys.stdout)
     print_manifest(manifest, as_json=args.json)
     return 0

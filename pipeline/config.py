@@ -1,6 +1,6 @@
 """The preprocessing job's configuration: everything that decides the bytes of the output.
 
-`PreprocessConfig.fingerprint()` is what `manifest.json` records as `config` / `config_sha256`.
+`PreprocessConfig.fingerprint()` is what `_manifest.json` records as `config` / `config_sha256`.
 How the job runs (worker count, runner, Beam options) is deliberately not in it: the output
 must not depend on those (issue 2, "Guarantees").
 """
@@ -32,7 +32,7 @@ class PreprocessConfig:
     # enough that the one part-filled example a group leaves is negligible, small enough for one worker.
     pack_group_codepoints: int = 16_000_000
     streams_per_item: int = 10  # multistream bz2: index streams (~100 pages each) per work item
-    input_fingerprints: tuple = ()  # ((url, size, etag-or-mtime), ...) filled in by the launcher
+    input_fingerprints: tuple = ()  # ((url, size, content id), ...) filled in by output.prepare
 
     def fingerprint(self) -> dict:
         """The part of the config that determines the output, as JSON-ready data."""

@@ -1,4 +1,4 @@
-"""The shard contract, schema version 1: the only module `training/` may import from `pipeline/`.
+"""The shard contract, schema version 2: the only module `training/` may import from `pipeline/`.
 
 One Parquet row (zstd) per example. Positions are absolute indices into `codepoints`
 (position 0 is CLS). Everything here is data: constants and the Arrow schema; it imports
@@ -10,7 +10,8 @@ google-research/language canine/special_codepoints.py).
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+# 2: the output's side files are named with a leading underscore (below); the rows are as in 1.
+SCHEMA_VERSION = 2
 
 # --- Special codepoints (private use area; PAD is 0) ---------------------------------
 PAD = 0
@@ -39,10 +40,19 @@ SOP_NO_PAIR = -1
 
 DEFAULT_SEQ_LEN = 2048
 
+# --- The output directory ----------------------------------------------------------------
+# Only the split folders hold Parquet. Every other published name starts with "_": Parquet
+# readers (pyarrow.dataset, pandas, Spark, HF datasets) skip names that start with "_" or ".",
+# as they skip Spark's _SUCCESS and _metadata, so reading the output's root as a Parquet
+# dataset gives exactly the manifest's rows (issue 10). Run-time files (the lock, staging)
+# start with ".".
 SPLITS = ("train", "validation")
-MANIFEST = "manifest.json"
-TOKENIZER = "tokenizer.json"
-REJECTS = "rejects"
+MANIFEST = "_manifest.json"
+TOKENIZER = "_tokenizer.json"
+REJECTS = "_rejects"
+LOCK = ".canine.lock"  # held while a run writes the output (jobs/lock.py); gone after it
+STAGING_PREFIX = ".staging-"  # + config sha: a run's work in progress, removed when it publishes
+LEGACY_MANIFEST = "manifest.json"  # schema 1's name, recognised only to say the output is too old
 
 # Per-language accounting in the manifest. Identity: pages_read = sum(PAGE_OUTCOMES).
 PAGE_OUTCOMES = ("redirects", "non_article", "parse_errors", "empty", "kept")

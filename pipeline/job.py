@@ -15,9 +15,9 @@ Steps (each a labelled composite, each testable with TestPipeline):
                  CANINE-S subword plan per example, seeded by (seed, page id, copy), rows ordered
                  by another hash of the id (languages mixed), one Parquet file
 
-Everything the job writes goes to a staging folder first; `pipeline.output.finalize` moves it
-into place and writes manifest.json last, so a failed run leaves no manifest (issue 2,
-"Exactly once"). Nothing depends on worker count, bundle order or runner: every decision is a
+Everything the job writes goes to a staging folder first; `pipeline.output.finalize` moves the
+files the manifest lists into place and writes the manifest last, so a failed run leaves no
+manifest (issue 2, "Exactly once"), and nothing else of staging is ever published (issue 10). Nothing depends on worker count, bundle order or runner: every decision is a
 stable hash (pipeline/hashing.py) and every group is sorted before use.
 """
 
@@ -30,7 +30,7 @@ import fsspec
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
-from pipeline import contract, examples, itemcache, masks, shards
+from pipeline import contract, examples, faults, itemcache, masks, shards
 from pipeline.config import PreprocessConfig
 from pipeline.hashing import stable_int, stable_unit
 from pipeline.tokenizer import WordPieceTokenizer, train_wordpiece
@@ -92,7 +92,7 @@ class _ItemFn(beam.DoFn):
             return
         yield from itemcache.parse_and_store(item, url)
         self.parsed.inc()
-        itemcache.after_item_finished()
+        faults.point("item")
 
 
 class ReadAndClean(beam.PTransform):
@@ -128,6 +128,7 @@ class AssignSplit(beam.PTransform):
 
 
 def _train_tokenizer(sample, vocab_size):
+    faults.point("tokenizer")
     texts = [text for _, _, text in sorted(sample)]  # sorted: same texts, same order, same vocabulary
     return train_wordpiece(texts, vocab_size=vocab_size).to_str()
 
@@ -285,7 +286,9 @@ class _PlanAndWriteFn(beam.DoFn):
             rows += masks.plan_examples(exs, lang, copy, self.seed, self._tokenizer)
         rows.sort(key=lambda r: (stable_int("order", r["example_id"]), r["example_id"]))
         name = shard_name(split, index, total)
-        yield {"split": split, "path": name, **shards.write_table(shards.rows_to_table(rows), f"{self.staging}/{name}")}
+        record = {"split": split, "path": name, **shards.write_table(shards.rows_to_table(rows), f"{self.staging}/{name}")}
+        faults.point("shard")
+        yield record
 
 
 class WriteShards(beam.PTransform):
@@ -323,7 +326,7 @@ def _write_json(value, url):
 
 
 class WriteRejects(beam.PTransform):
-    """Rejected pages -> staging/rejects/<lang>.jsonl, sorted by page id (small: one file a language)."""
+    """Rejected pages -> staging/_rejects/<lang>.jsonl, sorted by page id (small: one file a language)."""
 
     def __init__(self, staging):
         super().__init__()

@@ -1,20 +1,29 @@
 """Running the job and publishing its output exactly once.
 
-The Beam job writes only below `OUTPUT/.staging-<config sha>/`. After the pipeline succeeds,
-`finalize` checks the accounting, moves the staged files into `train/`, `validation/`,
-`rejects/` and `tokenizer.json`, and writes `manifest.json` last (temp file, then rename). No
-manifest means no usable output; an output that has one is never touched again except by a
-run of the very same config, which is a no-op (issue 2 "Exactly once", issue 5 "Scheduled").
+The Beam job writes only below `OUTPUT/.staging-<config sha>/` (a name Parquet readers skip).
+After the pipeline succeeds, `finalize` checks the accounting, moves exactly the files the
+manifest lists (the split shards, `_tokenizer.json`, `_rejects/`) into place, writes
+`_manifest.json` last (temp file, then rename), and only then removes staging: the work-item
+cache and any temp file never reach the published output (issue 10). No manifest means no
+usable output; an output that has one is never touched again except by a run of the very same
+config, which is a no-op that also clears staging a run killed after publishing left behind
+(issue 2 "Exactly once", issue 5 "Scheduled").
+
+Crash safety: a run killed at any moment (reading, tokenizer training, writing, publishing)
+leaves either no manifest, and the next run of the same config recomputes everything from the
+cached work items, or a complete manifest; each step is idempotent from there
+(tests/pipeline/test_crash.py kills a 2-worker run at each point).
 """
 
 import dataclasses
+import hashlib
 import json
 import logging
 import time
 
 import fsspec
 
-from pipeline import contract, sources
+from pipeline import contract, faults, sources
 from pipeline.config import PreprocessConfig
 
 log = logging.getLogger(__name__)
@@ -29,24 +38,81 @@ def _fs(url):
     return fs, path.rstrip("/")
 
 
+def _is_local(fs) -> bool:
+    return "file" in fs.protocol or "local" in fs.protocol
+
+
 def read_manifest(output: str) -> dict | None:
     fs, root = _fs(output)
     path = f"{root}/{contract.MANIFEST}"
     if not fs.exists(path):
+        if fs.exists(f"{root}/{contract.LEGACY_MANIFEST}"):
+            raise OutputExistsError(
+                f"{output} was written by an older version (schema 1, {contract.LEGACY_MANIFEST}); "
+                f"this one reads schema {contract.SCHEMA_VERSION} ({contract.MANIFEST}): run canine preprocess "
+                "again into a new --output")
         return None
     with fs.open(path, "r", encoding="utf-8") as f:
         return json.load(f)
 
 
+# Content checksums that object stores keep for every object: an input whose bytes are the
+# same has the same value, whenever and however it was uploaded (S3 and GCS ETags of a
+# single-part upload are its MD5; GCS also keeps md5Hash and crc32c).
+_STORE_CHECKSUMS = ("md5Hash", "crc32c", "ETag", "etag", "checksum")
+_HASH_BLOCK = 1 << 22
+
+
+def _content_id(fs, path: str, info: dict) -> str:
+    """What identifies an input's bytes. Local files: their sha256 (one sequential read, about
+    1 GB/s here against the parser's ~4.5 MB/s, so a small share of a run), so a copy or
+    `touch` that changes only the modification time changes nothing (issue 10). Object
+    stores: their own content checksum, without reading the object. Other filesystems
+    (https mirrors): the modification time, the best they offer; a changed one is then named
+    in the refusal (`describe_change`)."""
+    if _is_local(fs):
+        h = hashlib.sha256()
+        with fs.open(path, "rb") as f:
+            while block := f.read(_HASH_BLOCK):
+                h.update(block)
+        return f"sha256:{h.hexdigest()}"
+    for key in _STORE_CHECKSUMS:
+        if info.get(key):
+            return f"{key}:{str(info[key]).strip(chr(34))}"
+    version = info.get("mtime") or info.get("LastModified") or info.get("last_modified") or ""
+    return f"mtime:{version}"
+
+
 def fingerprint_inputs(items) -> tuple:
-    """(url, size, version) per input file: a changed dump gives a different config sha."""
+    """(url, size, content id) per input file: changed bytes give a different config sha,
+    a changed modification time alone does not."""
     out = []
     for path in sorted({i.path for i in items}):
         fs, p = fsspec.core.url_to_fs(path)
         info = fs.info(p)
-        version = info.get("ETag") or info.get("etag") or info.get("mtime") or info.get("LastModified") or ""
-        out.append((path, int(info.get("size") or 0), str(version)))
+        out.append((path, int(info.get("size") or 0), _content_id(fs, p, info)))
     return tuple(out)
+
+
+def describe_change(old: dict, new: dict) -> str:
+    """What differs between two config fingerprints, input by input and field by field."""
+    changes = []
+    before = {f[0]: f for f in old.get("input_fingerprints", [])}
+    after = {f[0]: f for f in new.get("input_fingerprints", [])}
+    for url in sorted(before.keys() | after.keys()):
+        a, b = before.get(url), after.get(url)
+        if a is None:
+            changes.append(f"input {url} is new")
+        elif b is None:
+            changes.append(f"input {url} is no longer given")
+        elif a[1] != b[1]:
+            changes.append(f"input {url} changed size ({a[1]} -> {b[1]} bytes)")
+        elif a[2] != b[2]:
+            changes.append(f"input {url} changed content ({a[2]} -> {b[2]})")
+    for key in sorted((old.keys() | new.keys()) - {"input_fingerprints"}):
+        if old.get(key) != new.get(key):
+            changes.append(f"{key}: {old.get(key)!r} -> {new.get(key)!r}")
+    return "; ".join(changes) or "the config hashes differ"
 
 
 def beam_options(workers: int, runner: str, extra_args=()):
@@ -60,10 +126,28 @@ def beam_options(workers: int, runner: str, extra_args=()):
     return PipelineOptions(args)
 
 
-def prepare(cfg: PreprocessConfig):
-    """Everything that can fail before work starts: config, input paths, tokenizer, output state.
-    Returns (resolved cfg, work items, tokenizer json or None, existing manifest or None)."""
+def check_output_path(output: str) -> None:
+    """An output that is a file fails before anything is written."""
+    fs, root = _fs(output)
+    if fs.isfile(root):
+        raise ValueError(f"--output {output} is a file; it must be a directory (or not exist yet)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What `prepare` resolved: the config with its input fingerprints, the work items and a
+    given tokenizer's text."""
+
+    cfg: PreprocessConfig
+    items: list
+    tokenizer_json: str | None
+
+
+def prepare(cfg: PreprocessConfig) -> Plan:
+    """Everything that can fail before work starts and needs no lock: config, output path,
+    input files, tokenizer. Writes nothing."""
     cfg.validate()
+    check_output_path(cfg.output)
     items = sources.plan_work_items(list(cfg.inputs), cfg.lang, cfg.streams_per_item)
     cfg = dataclasses.replace(cfg, inputs=tuple(cfg.inputs), input_fingerprints=fingerprint_inputs(items))
     tokenizer_json = None
@@ -73,18 +157,27 @@ def prepare(cfg: PreprocessConfig):
                 tokenizer_json = f.read()
         except FileNotFoundError:
             raise sources.InputError(f"--tokenizer {cfg.tokenizer}: no such file") from None
+    return Plan(cfg, items, tokenizer_json)
+
+
+def existing_output(cfg: PreprocessConfig) -> dict | None:
+    """The manifest already at cfg.output if it was made by this very config, None if there is
+    none; OutputExistsError naming what changed if it was made by another."""
     existing = read_manifest(cfg.output)
     if existing is not None and existing.get("config_sha256") != cfg.sha256():
         raise OutputExistsError(
             f"{cfg.output} already holds a complete output made with a different config "
-            f"(config_sha256 {existing.get('config_sha256', '?')[:12]}…, this run {cfg.sha256()[:12]}…); "
+            f"(config_sha256 {existing.get('config_sha256', '?')[:12]}…, this run {cfg.sha256()[:12]}…): "
+            f"{describe_change(existing.get('config', {}), cfg.fingerprint())}; "
             "choose another --output or remove it first"
         )
-    return cfg, items, tokenizer_json, existing
+    return existing
 
 
-def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", beam_args=(), before_publish=None) -> dict:
+def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", beam_args=(), before_publish=None,
+        plan: Plan | None = None) -> dict:
     """Run the whole job and return the manifest (the existing one if the output is up to date).
+    `plan` is `prepare(cfg)` if the caller made it already (before taking the output's lock).
     `before_publish()` runs after the pipeline, before anything is moved into place: a lock
     holder's check that it still owns the output."""
     import apache_beam as beam
@@ -92,35 +185,85 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
     from pipeline import job
 
     started = time.time()
-    cfg, items, tokenizer_json, existing = prepare(cfg)
+    plan = plan or prepare(cfg)
+    cfg = plan.cfg
+    existing = existing_output(cfg)
     if existing is not None:
+        remove_staging(cfg.output)  # a run killed between its manifest and its clean-up left it
         log.info("%s is up to date (config %s): nothing to do", cfg.output, cfg.sha256()[:12])
         return {**existing, "up_to_date": True}
     staging = staging_url(cfg)
     fs, staging_path = _fs(staging)
+    for other in _stagings(cfg.output):
+        if other != staging_path:
+            log.warning("%s: staging of another config's unfinished run; it is removed when this run publishes", other)
     # A killed run of this same config left staging behind: keep its finished work items
     # (items/), drop everything else, which is recomputed from them.
     for name in fs.ls(staging_path, detail=False) if fs.exists(staging_path) else []:
         if name.rstrip("/").rsplit("/", 1)[-1] != "items":
             fs.rm(name, recursive=True)
     fs.makedirs(staging_path, exist_ok=True)
-    log.info("%d work items from %d input files", len(items), len(cfg.input_fingerprints))
+    log.info("%d work items from %d input files", len(plan.items), len(cfg.input_fingerprints))
     p = beam.Pipeline(options=beam_options(workers, runner, beam_args))
-    job.build(p, cfg, items, staging, tokenizer_json)
+    job.build(p, cfg, plan.items, staging, plan.tokenizer_json)
     result = p.run()
     result.wait_until_finish()
     counters = _counters(result)
     if before_publish is not None:
         before_publish()
     manifest = finalize(cfg, staging)
-    # Not in manifest.json (which must not depend on how the run went): returned and printed.
+    # Not in the manifest (which must not depend on how the run went): returned and printed.
     manifest["run"] = {
         "elapsed_s": round(time.time() - started, 2),
-        "work_items": len(items),
+        "work_items": len(plan.items),
         "items_parsed": counters.get("items_parsed", 0),
         "items_reused": counters.get("items_reused", 0),
     }
     return manifest
+
+
+def missing_root(output: str) -> str | None:
+    """The outermost folder of `output` (itself included) that does not exist yet, or None."""
+    fs, path = _fs(output)
+    top = None
+    while path and not fs.exists(path):
+        top, parent = path, path.rsplit("/", 1)[0]
+        if parent == path:
+            break
+        path = parent
+    return top
+
+
+def remove_empty(output: str, up_to: str) -> None:
+    """Remove `output` and its parents up to `up_to` (a `missing_root`) while they are empty:
+    a run that produced nothing leaves no folder behind. Object stores have no empty folders."""
+    fs, path = _fs(output)
+    while path.startswith(up_to):
+        try:
+            if fs.ls(path, detail=False):
+                return
+            fs.rmdir(path)
+        except (OSError, NotImplementedError):
+            return
+        path = path.rsplit("/", 1)[0]
+
+
+def _stagings(output: str) -> list[str]:
+    """Paths of every staging folder in `output`, of any config."""
+    fs, root = _fs(output)
+    if not fs.isdir(root):
+        return []
+    return sorted(n.rstrip("/") for n in fs.ls(root, detail=False)
+                  if n.rstrip("/").rsplit("/", 1)[-1].startswith(contract.STAGING_PREFIX))
+
+
+def remove_staging(output: str, only: str | None = None) -> list[str]:
+    """Remove the staging folders of `output` (all configs', or just `only`); returns them."""
+    fs, _ = _fs(output)
+    gone = [s for s in _stagings(output) if only is None or s == _fs(only)[1]]
+    for path in gone:
+        fs.rm(path, recursive=True)
+    return gone
 
 
 def _counters(result) -> dict:
@@ -132,7 +275,7 @@ def _counters(result) -> dict:
 
 
 def staging_url(cfg: PreprocessConfig) -> str:
-    return f"{cfg.output.rstrip('/')}/.staging-{cfg.sha256()[:16]}"
+    return f"{cfg.output.rstrip('/')}/{contract.STAGING_PREFIX}{cfg.sha256()[:16]}"
 
 
 def _read_json(fs, path):
@@ -169,23 +312,31 @@ def check_accounting(languages: dict) -> None:
             raise RuntimeError(f"accounting broken for {lang}: pages_read {c['pages_read']} != outcomes {parts}")
 
 
+def _published_files(fs, stage: str, shard_records: list) -> list[str]:
+    """Paths relative to staging of everything the output publishes, and nothing else: the
+    shards the job recorded, the tokenizer, the rejects files. Work-item caches, the job's
+    own records and any temp file a killed worker left stay in staging."""
+    rejects = f"{stage}/{contract.REJECTS}"
+    rejected = sorted(n[len(stage) + 1 :] for n in fs.find(rejects) if n.endswith(".jsonl")) if fs.exists(rejects) else []
+    return [r["path"] for r in shard_records] + [contract.TOKENIZER] + rejected
+
+
 def finalize(cfg: PreprocessConfig, staging: str) -> dict:
     fs, root = _fs(cfg.output)
     _, stage = _fs(staging)
     languages = languages_from_stats(_read_json(fs, f"{stage}/stats.json"))
     check_accounting(languages)
     shard_records = _read_json(fs, f"{stage}/shards.json") if fs.exists(f"{stage}/shards.json") else []
+    published = _published_files(fs, stage, shard_records)
     # Stale files from an earlier, unfinished run (there is no manifest, or we would not be here).
     for folder in (*contract.SPLITS, contract.REJECTS):
         if fs.exists(f"{root}/{folder}"):
             fs.rm(f"{root}/{folder}", recursive=True)
-    for name in fs.find(stage):
-        rel = name[len(stage) + 1 :]
-        if rel in ("stats.json", "shards.json"):
-            continue
+    for rel in published:
         if "/" in rel:
             fs.makedirs(f"{root}/{rel.rsplit('/', 1)[0]}", exist_ok=True)
-        fs.mv(name, f"{root}/{rel}")
+        fs.mv(f"{stage}/{rel}", f"{root}/{rel}")
+        faults.point("publish")
     splits = {}
     for split in contract.SPLITS:
         recs = [r for r in shard_records if r["split"] == split]
@@ -194,8 +345,6 @@ def finalize(cfg: PreprocessConfig, staging: str) -> dict:
             "codepoints": sum(r["codepoints"] for r in recs),
             "shards": [{k: r[k] for k in ("path", "rows", "codepoints", "sha256")} for r in recs],
         }
-    rejects_dir = f"{root}/{contract.REJECTS}"
-    rejects = sorted(n[len(root) + 1 :] for n in fs.find(rejects_dir)) if fs.exists(rejects_dir) else []
     from pipeline.shards import sha256_of  # local: keeps this module light for `canine inspect`
 
     manifest = {
@@ -205,17 +354,45 @@ def finalize(cfg: PreprocessConfig, staging: str) -> dict:
         "splits": splits,
         "languages": languages,
         "tokenizer": {"path": contract.TOKENIZER, "sha256": sha256_of(f"{cfg.output.rstrip('/')}/{contract.TOKENIZER}")},
-        "rejects": rejects,
+        "rejects": [rel for rel in published if rel.startswith(contract.REJECTS + "/")],
     }
     write_manifest(cfg.output, manifest)
-    fs.rm(stage, recursive=True)
+    faults.point("published")
+    # This config's staging, and any other config's: with a manifest of this config in place,
+    # no run of another config can use this output any more.
+    for path in remove_staging(cfg.output):
+        if path != stage:
+            log.warning("removed %s, staging of another config's unfinished run", path)
     return manifest
 
 
 def write_manifest(output: str, manifest: dict) -> None:
-    """Temp file then rename: readers see no manifest or a whole one."""
-    fs, root = _fs(output)
-    tmp = f"{root}/.{contract.MANIFEST}.tmp"
-    with fs.open(tmp, "w", encoding="utf-8") as f:
-        json.dump(manifest, f, indent=1, sort_keys=True, ensure_ascii=False)
-    fs.mv(tmp, f"{root}/{contract.MANIFEST}")
+    """Readers see no manifest or a whole one (`write_whole`)."""
+    data = json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    write_whole(f"{output.rstrip('/')}/{contract.MANIFEST}", data)
+
+
+def write_whole(url: str, data: bytes) -> None:
+    """Write `data` so that a crash leaves the old file or the new one, never part of one.
+    Local disks: a hidden temp file beside it, fsync, rename over, fsync the folder (a rename
+    is atomic, and the fsyncs make it survive a power cut, not just a killed process). Object
+    stores: one whole-object PUT, which they make visible atomically."""
+    fs, path = _fs(url)
+    if not _is_local(fs):
+        fs.pipe_file(path, data)
+        return
+    import os
+
+    folder, name = os.path.split(path)
+    os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f".{name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -2,7 +2,9 @@
 
 Every problem is reported with where it is (shard path, example_id, column); nothing is fixed.
 The checks are the contract's rules (pipeline/contract.py) plus what the manifest promises:
-hashes, counts, the per-language accounting identity, and train/validation page disjointness.
+hashes, counts, the per-language accounting identity, train/validation page disjointness, and
+that the folder holds nothing the manifest does not account for (a stray Parquet file would be
+read by every dataset reader; issue 10).
 """
 
 import hashlib
@@ -15,7 +17,7 @@ import pyarrow.parquet as pq
 from pipeline import contract
 from pipeline.examples import is_special, ranges_to_positions
 from pipeline.masks import whitespace_spans
-from pipeline.output import _fs, read_manifest
+from pipeline.output import OutputExistsError, _fs, read_manifest
 from pipeline.tokenizer import WordPieceTokenizer
 
 MAX_PROBLEMS = 50  # enough to see a pattern; the count says how many more there were
@@ -32,23 +34,24 @@ class Problems:
 
 
 def _check_manifest(m: dict, out: Problems) -> None:
+    where = contract.MANIFEST
     if m.get("schema_version") != contract.SCHEMA_VERSION:
-        out.add("manifest.json", f"schema_version {m.get('schema_version')!r}, expected {contract.SCHEMA_VERSION}")
+        out.add(where, f"schema_version {m.get('schema_version')!r}, expected {contract.SCHEMA_VERSION}")
     for key in ("config", "config_sha256", "splits", "languages"):
         if key not in m:
-            out.add("manifest.json", f"missing key {key!r}")
+            out.add(where, f"missing key {key!r}")
     if "config" in m:
         blob = json.dumps(m["config"], sort_keys=True, separators=(",", ":")).encode()
         if hashlib.sha256(blob).hexdigest() != m.get("config_sha256"):
-            out.add("manifest.json", "config_sha256 does not match config")
+            out.add(where, "config_sha256 does not match config")
     for lang, c in m.get("languages", {}).items():
         missing = [k for k in contract.LANGUAGE_KEYS if k not in c]
         if missing:
-            out.add(f"manifest.json languages.{lang}", f"missing {missing}")
+            out.add(f"{contract.MANIFEST} languages.{lang}", f"missing {missing}")
             continue
         parts = sum(c[k] for k in contract.PAGE_OUTCOMES)
         if c["pages_read"] != parts:
-            out.add(f"manifest.json languages.{lang}", f"pages_read {c['pages_read']} != {' + '.join(contract.PAGE_OUTCOMES)} = {parts}")
+            out.add(f"{contract.MANIFEST} languages.{lang}", f"pages_read {c['pages_read']} != {' + '.join(contract.PAGE_OUTCOMES)} = {parts}")
 
 
 def check_row(row: dict, seq_len: int, tokenizer: WordPieceTokenizer | None, where: str, out: Problems) -> None:
@@ -134,15 +137,43 @@ def check_row(row: dict, seq_len: int, tokenizer: WordPieceTokenizer | None, whe
             out.add(where, "a subword span is not what the tokenizer produces on that segment")
 
 
+def check_files(fs, root: str, manifest: dict, out: Problems) -> None:
+    """Every file under the output must be one the manifest lists: its shards, tokenizer and
+    rejects, plus the manifest itself and a live run's lock. A staging folder is one finding."""
+    expected = {contract.MANIFEST, contract.LOCK, manifest.get("tokenizer", {}).get("path", contract.TOKENIZER),
+                *manifest.get("rejects", []),
+                *(s["path"] for info in manifest.get("splits", {}).values() for s in info.get("shards", []))}
+    stray = {}
+    for name in fs.find(root):
+        rel = name[len(root) + 1 :]
+        if rel in expected:
+            continue
+        top = rel.split("/", 1)[0]
+        key = top if top.startswith(contract.STAGING_PREFIX) else rel
+        stray[key] = stray.get(key, 0) + 1
+    for rel, n in sorted(stray.items()):
+        if rel.startswith(contract.STAGING_PREFIX):
+            out.add(rel, f"staging of an unfinished run ({n} files); a run of that config resumes from it, "
+                         "or remove it")
+        else:
+            out.add(rel, "not accounted for by the manifest: Parquet readers of this folder would read it; "
+                         "remove it")
+
+
 def validate(output: str) -> tuple[list[str], int, dict]:
     """Returns (first problems, number of problems, summary). An empty list means valid."""
     out = Problems()
-    manifest = read_manifest(output)
+    try:
+        manifest = read_manifest(output)
+    except OutputExistsError as e:  # an output of an older schema
+        out.add(output, str(e))
+        return out.items, out.count, {}
     if manifest is None:
         out.add(output, f"no {contract.MANIFEST}: not a complete output")
         return out.items, out.count, {}
     _check_manifest(manifest, out)
     fs, root = _fs(output)
+    check_files(fs, root, manifest, out)
     seq_len = manifest.get("config", {}).get("seq_len", contract.DEFAULT_SEQ_LEN)
     tokenizer = None
     tok_path = f"{root}/{contract.TOKENIZER}"
@@ -192,12 +223,12 @@ def validate(output: str) -> tuple[list[str], int, dict]:
                 check_row(row, seq_len, tokenizer, where, out)
         shards = info.get("shards", [])
         if info.get("rows") != sum(s["rows"] for s in shards):
-            out.add(f"manifest.json splits.{split}", "rows differ from the sum over its shards")
+            out.add(f"{contract.MANIFEST} splits.{split}", "rows differ from the sum over its shards")
     both = pages_by_split.get("train", set()) & pages_by_split.get("validation", set())
     if both:
         out.add("splits", f"{len(both)} pages are in both train and validation, e.g. {sorted(both)[0]}")
     for lang, c in manifest.get("languages", {}).items():
         if c.get("examples") != examples_by_lang.get(lang, 0):
-            out.add(f"manifest.json languages.{lang}", f"examples {c.get('examples')} but shards hold {examples_by_lang.get(lang, 0)}")
+            out.add(f"{contract.MANIFEST} languages.{lang}", f"examples {c.get('examples')} but shards hold {examples_by_lang.get(lang, 0)}")
     summary = {"examples": len(seen_ids), "shards": sum(len(i.get("shards", [])) for i in manifest.get("splits", {}).values())}
     return out.items, out.count, summary

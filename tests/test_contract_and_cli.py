@@ -7,13 +7,13 @@ from jobs import cli
 from pipeline import contract
 
 
-def test_schema_columns_match_contract_v1():
+def test_schema_columns_match_contract_v2():
     assert contract.COLUMNS[:4] == ("example_id", "lang", "page_ids", "codepoints")
     assert set(contract.COLUMNS) >= {
         "segment_ids", "sop_label", "char_mask_positions", "subword_starts", "subword_lengths",
         "subword_ids", "subword_predict_offsets", "subword_actions", "subword_replacements",
     }
-    assert contract.SCHEMA.metadata[b"canine.schema_version"] == b"1"
+    assert contract.SCHEMA.metadata[b"canine.schema_version"] == b"2"
 
 
 def test_aliasing_rule_covers_pad_and_private_specials():

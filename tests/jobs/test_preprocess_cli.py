@@ -4,6 +4,7 @@ import time
 from pathlib import Path
 
 from jobs import cli
+from pipeline import contract
 from jobs.lock import OutputLock
 
 SAMPLE = Path(__file__).resolve().parents[2] / "pipeline" / "sample"
@@ -16,7 +17,7 @@ def test_dump_on_a_mirror_is_keyed_by_language_and_date_and_reruns_are_no_ops(tm
     args = ["preprocess", "--dump", "ko:20261101", "--mirror", str(mirror), "--output", str(tmp_path / "out"), *FAST]
     assert cli.main(args) == 0
     out = tmp_path / "out" / "ko" / "20261101"
-    assert (out / "manifest.json").exists() and (out / "train").is_dir()
+    assert (out / contract.MANIFEST).exists() and (out / "train").is_dir()
     capsys.readouterr()
     t = time.perf_counter()
     assert cli.main(args) == 0
@@ -39,4 +40,4 @@ def test_second_run_on_a_locked_output_refuses(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert "another canine preprocess" in err
-    assert not (out / "manifest.json").exists()
+    assert not (out / contract.MANIFEST).exists()

@@ -3,6 +3,7 @@
 import pytest
 
 from jobs import cli
+from pipeline import contract
 
 pytestmark = pytest.mark.slow
 
@@ -12,7 +13,7 @@ def test_smoke_writes_shards_run_curve_and_export(tmp_path, capsys):
     out = capsys.readouterr().out
     for what in ("[1/3]", "[2/3]", "[3/3]", "validation", "characters/s", "smoke run finished"):
         assert what in out
-    assert (tmp_path / "shards" / "manifest.json").exists()
+    assert (tmp_path / "shards" / contract.MANIFEST).exists()
     run = tmp_path / "train"
     assert (run / "curves.png").read_bytes()[:4] == b"\x89PNG"
     assert (run / "hf" / "config.json").exists() and any((run / "tensorboard").iterdir())

@@ -50,6 +50,58 @@ def test_sample_output_obeys_the_contract(sample_run):
     assert not any(name.startswith(".staging") for name in os.listdir(out))
 
 
+def manifest_rows(manifest):
+    return {split: info["rows"] for split, info in manifest["splits"].items()}
+
+
+def test_output_root_reads_as_exactly_the_manifests_rows(sample_run):
+    """Dataset readers pointed at the root see the shards and nothing else: no cache, no temp
+    file, no side file that is not Parquet (issue 10)."""
+    import pyarrow.dataset as ds
+
+    out, manifest = sample_run
+    total = sum(manifest_rows(manifest).values())
+    table = ds.dataset(str(out), format="parquet").to_table(columns=["example_id"])
+    assert table.num_rows == total
+    assert len(set(table.column("example_id").to_pylist())) == total
+    assert sorted(os.listdir(out)) == sorted([contract.MANIFEST, contract.REJECTS, contract.TOKENIZER, *contract.SPLITS])
+
+
+def test_pandas_reads_exactly_the_manifests_rows(sample_run):
+    import pandas as pd
+
+    out, manifest = sample_run
+    frame = pd.read_parquet(out, columns=["example_id", "lang"])
+    assert len(frame) == sum(manifest_rows(manifest).values()) == frame["example_id"].nunique()
+
+
+def test_hf_datasets_reads_exactly_the_manifests_rows(sample_run, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import datasets
+
+    out, manifest = sample_run
+    loaded = datasets.load_dataset("parquet", data_dir=str(out), cache_dir=str(tmp_path / "hf-cache"))
+    assert {split: loaded[split].num_rows for split in loaded} == manifest_rows(manifest)
+
+
+def test_validate_fails_on_files_the_manifest_does_not_list(sample_run, tmp_path):
+    out, manifest = sample_run
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    shard = manifest["splits"]["train"]["shards"][0]["path"]
+    shutil.copy(copy / shard, copy / "train" / "part-99999-of-99999.parquet")
+    (copy / "items").mkdir()
+    (copy / "items" / "0123.parquet").write_bytes(b"x")
+    (copy / ".staging-0123456789abcdef" / "items").mkdir(parents=True)
+    (copy / ".staging-0123456789abcdef" / "items" / "a.parquet").write_bytes(b"x")
+    problems, count, _ = validate(str(copy))
+    assert count == 3, problems
+    assert any(p.startswith("train/part-99999-of-99999.parquet: not accounted for") for p in problems)
+    assert any(p.startswith("items/0123.parquet: not accounted for") for p in problems)
+    assert any(p.startswith(".staging-0123456789abcdef: staging of an unfinished run (1 files)") for p in problems)
+
+
 def test_accounting_identity_and_drop_reasons(sample_run):
     out, manifest = sample_run
     langs = manifest["languages"]
@@ -156,32 +208,6 @@ def test_validator_reports_a_tampered_shard(sample_run, tmp_path):
     shard.write_bytes(shard.read_bytes()[:-10] + b"0123456789")
     problems, count, _ = validate(str(copy))
     assert count >= 1 and any("sha256" in p or "Parquet" in p or "parquet" in p.lower() for p in problems)
-
-
-def cli_preprocess(out, env=None):
-    import subprocess
-    import sys
-
-    cmd = [sys.executable, "-m", "jobs.cli", "preprocess", SAMPLE_GLOB, "--output", str(out), "--seq-len", "512",
-           "--vocab-size", "800", "--validation-fraction", "0.05", "--shard-codepoints", "40000", "--seed", "3",
-           "--json"]
-    return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600)
-
-
-def test_killed_run_resumes_without_redoing_finished_items(sample_run, tmp_path):
-    from pipeline.itemcache import FAULT_ENV
-
-    _, manifest = sample_run
-    out = tmp_path / "out"
-    killed = cli_preprocess(out, {FAULT_ENV: "3"})
-    assert killed.returncode != 0
-    assert not (out / contract.MANIFEST).exists()
-    resumed = cli_preprocess(out)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    run = json.loads(resumed.stdout[resumed.stdout.index("{"):])["run"]
-    assert run["items_reused"] == 3 and run["items_parsed"] == run["work_items"] - 3
-    # byte-identical to the uninterrupted run of the same config
-    assert shard_hashes(json.loads((out / contract.MANIFEST).read_text())) == shard_hashes(manifest)
 
 
 def test_multistream_dump_is_split_and_reads_the_same_pages(tmp_path, make_multistream):

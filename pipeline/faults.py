@@ -1,0 +1,34 @@
+"""Kill points for crash tests: `CANINE_PREPROCESS_FAULT=POINT[:N]` kills the whole job with
+SIGKILL the N-th time (default 1) one process passes POINT, as an OOM kill or a preempted node
+would: no `finally`, no atexit, files left as they are.
+
+Points: `item` (a work item was parsed and cached), `tokenizer` (vocabulary training starts),
+`shard` (a shard file was written to staging), `publish` (one file was moved into place),
+`published` (the manifest is written, staging not yet removed).
+
+The signal goes to the process group, so the DirectRunner's worker processes and the launcher
+die together, like a pod. Run a job with this set in a session of its own (`setsid`, or
+`subprocess.Popen(..., start_new_session=True)`), or it takes its caller down too.
+"""
+
+import collections
+import os
+import signal
+
+FAULT_ENV = "CANINE_PREPROCESS_FAULT"
+POINTS = ("item", "tokenizer", "shard", "publish", "published")
+_passed = collections.Counter()
+
+
+def point(name: str) -> None:
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    want, _, n = spec.partition(":")
+    if want not in POINTS:
+        raise ValueError(f"{FAULT_ENV}={spec!r}: unknown point {want!r} (one of {', '.join(POINTS)})")
+    if want != name:
+        return
+    _passed[name] += 1
+    if _passed[name] >= int(n or 1):
+        os.killpg(os.getpgrp(), signal.SIGKILL)
