@@ -5,6 +5,7 @@ filesystems (local and memory://); time is advanced through the injectable clock
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -12,7 +13,7 @@ import uuid
 
 import pytest
 
-from jobs.lock import LockConfig, LockHeld, LockLost, OutputLock, read_lock
+from jobs.lock import LockConfig, LockHeld, LockLost, OutputLock, _dead_on_this_host, _process_start, read_lock
 
 HOLDER = """
 import sys
@@ -135,3 +136,53 @@ def test_lock_of_a_dead_process_on_this_host_is_stale_at_once(tmp_path):
     assert (out / ".canine.lock").exists()
     with OutputLock(str(out), command="next") as lock:  # no LockHeld, no waiting for the ttl
         lock.check()
+
+
+def _held_by(proc, **extra):
+    return {"host": socket.gethostname(), "pid": proc.pid, "pid_start": _process_start(proc.pid), **extra}
+
+
+def test_a_zombie_or_reused_pid_is_dead_and_a_live_one_is_not():
+    """`kill(pid, 0)` answers for an unreaped zombie and for a pid reused by a later process;
+    /proc tells both apart from a live holder."""
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        held = _held_by(proc)
+        assert not _dead_on_this_host(held)
+        assert _dead_on_this_host({**held, "pid_start": str(int(held["pid_start"]) + 1)})  # same pid, later process
+        proc.kill()
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)  # dead, not reaped: a zombie
+        assert open(f"/proc/{proc.pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+        assert _dead_on_this_host(held)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert _dead_on_this_host(held)  # reaped: gone
+
+
+def test_a_sigkilled_holder_still_a_zombie_does_not_block_the_rerun(tmp_path):
+    output = str(tmp_path / "out")
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, output], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        proc.kill()
+        os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
+        with OutputLock(output, command="rerun") as lock:  # at once: no 5-minute wait
+            assert read_lock(lock.url)["command"] == "rerun"
+    finally:
+        proc.wait()
+
+
+def test_lock_file_is_created_whole_or_not_at_all(tmp_path, monkeypatch):
+    """Locally the record is written beside and linked into place: a crash before the link
+    leaves no lock file at all, never an empty one."""
+    output = tmp_path / "out"
+
+    def crash(*a):
+        raise KeyboardInterrupt("killed before the link")
+
+    monkeypatch.setattr(os, "link", crash)
+    with pytest.raises(KeyboardInterrupt):
+        OutputLock(str(output)).acquire()
+    assert os.listdir(output) == []

@@ -1,5 +1,7 @@
 """`canine preprocess` as a scheduled job: --dump on a local mirror, no-op reruns, the output lock."""
 
+import json
+import os
 import time
 from pathlib import Path
 
@@ -41,3 +43,41 @@ def test_second_run_on_a_locked_output_refuses(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "another canine preprocess" in err
     assert not (out / contract.MANIFEST).exists()
+
+
+def run_cli(args, capsys):
+    code = cli.main(["preprocess", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_bad_flags_and_outputs_fail_clearly_and_leave_nothing(tmp_path, capsys):
+    xml = str(SAMPLE / "kowiki-20261101-pages-articles.xml")
+    out = tmp_path / "new" / "out"
+    code, stdout, err = run_cli([xml, "--output", str(out), "--seq-len", "0", "--json"], capsys)
+    assert code == 2 and "--seq-len 0 is too short" in err
+    assert json.loads(stdout) == {"error": err.removeprefix("canine preprocess: ").strip()}
+    assert not (tmp_path / "new").exists()
+    afile = tmp_path / "a-file"
+    afile.write_text("not a folder")
+    code, _, err = run_cli([xml, "--output", str(afile)], capsys)
+    assert code == 2 and f"--output {afile} is a file" in err
+    assert afile.read_text() == "not a folder"
+
+
+def test_touched_input_is_unchanged_and_a_changed_one_is_named(tmp_path, capsys):
+    xml = tmp_path / "kowiki-20261101-pages-articles.xml"
+    xml.write_bytes((SAMPLE / "kowiki-20261101-pages-articles.xml").read_bytes())
+    args = [str(xml), "--output", str(tmp_path / "out"), *FAST, "--json"]
+    code, stdout, err = run_cli(args, capsys)
+    assert code == 0, err
+    first = json.loads(stdout)
+    os.utime(xml, (time.time() + 3600, time.time() + 3600))  # a copy or touch: new mtime, same bytes
+    code, stdout, err = run_cli(args, capsys)
+    assert code == 0 and "nothing to do" in err
+    assert json.loads(stdout)["config_sha256"] == first["config_sha256"]  # stdout is one JSON document
+    xml.write_bytes(xml.read_bytes().replace(b"</mediawiki>", b"\n</mediawiki>"))
+    code, stdout, err = run_cli(args, capsys)
+    assert code == 2
+    assert f"input {xml} changed size" in err and "different config" in err
+    assert "error" in json.loads(stdout)
