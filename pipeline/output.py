@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import re
 import time
 
 import fsspec
@@ -206,8 +207,11 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
     log.info("%d work items from %d input files", len(plan.items), len(cfg.input_fingerprints))
     p = beam.Pipeline(options=beam_options(workers, runner, beam_args))
     job.build(p, cfg, plan.items, staging, plan.tokenizer_json)
-    result = p.run()
-    result.wait_until_finish()
+    try:
+        result = p.run()
+        result.wait_until_finish()
+    except RuntimeError as e:
+        raise _input_error_in(e) or e
     counters = _counters(result)
     if before_publish is not None:
         before_publish()
@@ -264,6 +268,20 @@ def remove_staging(output: str, only: str | None = None) -> list[str]:
     for path in gone:
         fs.rm(path, recursive=True)
     return gone
+
+
+# How an InputError raised in a worker reaches the launcher from the DirectRunner in
+# multi_processing mode (and from remote runners): a RuntimeError holding the worker's
+# traceback, whose last line is "pipeline.sources.InputError: MSG [while running 'STEP']".
+# In-process runs re-raise the InputError itself.
+_WORKER_INPUT_ERROR = re.compile(r"^pipeline\.sources\.InputError: (.*?)(?: \[while running '[^']*'\])?$", re.M)
+
+
+def _input_error_in(e: BaseException) -> "sources.InputError | None":
+    """The InputError behind a runner's wrapped worker failure, so the user reads the file and
+    position it names, not a worker traceback; None if it is another failure."""
+    found = _WORKER_INPUT_ERROR.findall(str(e))
+    return sources.InputError(found[-1]) if found else None
 
 
 def _counters(result) -> dict:

@@ -230,3 +230,12 @@ def test_languages_are_mixed_inside_a_shard(sample_run):
     langs = table.column("lang").to_pylist()
     first_64 = set(langs[:64])
     assert len(first_64) >= 4, first_64  # readers take contiguous ranges: each must mix languages
+
+
+def test_a_worker_input_error_reaches_the_user_as_input_error():
+    """Multi-process DirectRunner wraps a worker's exception in a RuntimeError holding its
+    traceback; output.run unwraps it to the InputError's own message (file and position)."""
+    wrapped = RuntimeError("Traceback (most recent call last):\n  File \"x.py\", line 5, in boom\n"
+                           "pipeline.sources.InputError: /d/x.xml.bz2: truncated at byte 99 [while running 'ParseAndClean']\n")
+    assert str(output._input_error_in(wrapped)) == "/d/x.xml.bz2: truncated at byte 99"
+    assert output._input_error_in(RuntimeError("MemoryError")) is None
