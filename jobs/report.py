@@ -15,6 +15,8 @@ import sys
 import fsspec
 import yaml
 
+from pipeline import contract
+
 CURVE_FILE = "curves.png"
 
 
@@ -33,6 +35,8 @@ def _read(url):
 def plot(records: list[dict], url: str) -> str:
     """Loss and accuracy against step (train every step, eval where evaluated) as a PNG."""
     import matplotlib
+
+    from pipeline.contract import atomic_write
 
     matplotlib.use("Agg")  # no display on servers and CI
     import matplotlib.pyplot as plt
@@ -54,8 +58,7 @@ def plot(records: list[dict], url: str) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
-    with fsspec.open(url, "wb") as f:
-        f.write(buf.getvalue())
+    atomic_write(url, buf.getvalue())
     return url
 
 
@@ -83,7 +86,7 @@ def summarize(run_dir: str) -> dict:
         cfg = yaml.safe_load(cfg_text)
         summary["objective"] = cfg.get("train", {}).get("objective")
         data_path = cfg.get("data", {}).get("path")
-        manifest_text = _read(_join(data_path, "manifest.json")) if data_path else None
+        manifest_text = _read(_join(data_path, contract.MANIFEST)) if data_path else None
         if manifest_text:
             m = json.loads(manifest_text)
             summary["data"] = data_path

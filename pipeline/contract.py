@@ -1,13 +1,20 @@
 """The shard contract, schema version 2: the only module `training/` may import from `pipeline/`.
 
 One Parquet row (zstd) per example. Positions are absolute indices into `codepoints`
-(position 0 is CLS). Everything here is data: constants and the Arrow schema; it imports
-pyarrow only, so the training side can read it without Beam.
+(position 0 is CLS). Everything here is data, constants and the Arrow schema, but one function; it imports
+pyarrow and fsspec only, so the training side can read it without Beam. It also holds the one
+way every published file is written, by both sides (`atomic_write`): a crash leaves the old
+version or the new one, never half of one (issue 10).
 
 Special codepoints come from CANINE's private-use assignments (CANINE.md "Input",
 google-research/language canine/special_codepoints.py).
 """
 
+import contextlib
+import os
+import uuid
+
+import fsspec
 import pyarrow as pa
 
 # 2: the output's side files are named with a leading underscore (below); the rows are as in 1.
@@ -89,3 +96,47 @@ COLUMNS = tuple(SCHEMA.names)
 def is_aliased(cp: int) -> bool:
     """True if an input codepoint would alias PAD or a special codepoint."""
     return cp == 0 or ALIASED_RANGE[0] <= cp <= ALIASED_RANGE[1]
+
+
+# --- Writing published files ------------------------------------------------------------------
+# On a local disk: a temporary file in the same directory, fsync, os.replace (atomic on POSIX
+# within one filesystem), then fsync of the directory so the rename itself survives a power
+# cut. On an object store (any non-local fsspec filesystem): one whole-object write, which the
+# store commits entirely or not at all. Used for the manifest, the run's config.yaml,
+# summary.json, metrics.jsonl, consolidated weights and the report's curve.
+
+
+def is_local(fs) -> bool:
+    """True for fsspec's local filesystem (protocol ("file", "local"))."""
+    return "file" in fs.protocol or "local" in fs.protocol
+
+
+def atomic_write(url: str, data: bytes) -> None:
+    """Replace the file at `url` (a path or any fsspec URL) by `data`, atomically."""
+    fs, path = fsspec.core.url_to_fs(url)
+    if not is_local(fs):
+        fs.pipe_file(path, data)
+        return
+    directory, name = os.path.split(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    # A dotted name: readers of the directory skip it; open(..., "x") keeps the umask's mode
+    # (tempfile.mkstemp would leave the published file readable by its owner only).
+    tmp = os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.tmp")
+    try:
+        with open(tmp, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())  # the bytes are on disk before the name points at them
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        # Some filesystems (FUSE mounts) refuse fsync on a directory: the file is already
+        # replaced, only the rename's durability across a power cut is left to them.
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -39,10 +39,6 @@ def _fs(url):
     return fs, path.rstrip("/")
 
 
-def _is_local(fs) -> bool:
-    return "file" in fs.protocol or "local" in fs.protocol
-
-
 def read_manifest(output: str) -> dict | None:
     fs, root = _fs(output)
     path = f"{root}/{contract.MANIFEST}"
@@ -71,7 +67,7 @@ def _content_id(fs, path: str, info: dict) -> str:
     stores: their own content checksum, without reading the object. Other filesystems
     (https mirrors): the modification time, the best they offer; a changed one is then named
     in the refusal (`describe_change`)."""
-    if _is_local(fs):
+    if contract.is_local(fs):
         h = hashlib.sha256()
         with fs.open(path, "rb") as f:
             while block := f.read(_HASH_BLOCK):
@@ -210,7 +206,7 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
     try:
         result = p.run()
         result.wait_until_finish()
-    except RuntimeError as e:
+    except (RuntimeError, sources.InputError) as e:
         raise _input_error_in(e) or e
     counters = _counters(result)
     if before_publish is not None:
@@ -270,16 +266,19 @@ def remove_staging(output: str, only: str | None = None) -> list[str]:
     return gone
 
 
-# How an InputError raised in a worker reaches the launcher from the DirectRunner in
-# multi_processing mode (and from remote runners): a RuntimeError holding the worker's
-# traceback, whose last line is "pipeline.sources.InputError: MSG [while running 'STEP']".
-# In-process runs re-raise the InputError itself.
-_WORKER_INPUT_ERROR = re.compile(r"^pipeline\.sources\.InputError: (.*?)(?: \[while running '[^']*'\])?$", re.M)
+# How an InputError raised in a worker reaches the launcher: in-process (in_memory mode) as
+# itself with " [while running 'STEP']" appended; from the DirectRunner's multi_processing mode
+# (and remote runners) as a RuntimeError holding the worker's traceback, whose last line is
+# "pipeline.sources.InputError: MSG [while running 'STEP']".
+_STEP_SUFFIX = r"(?: \[while running '[^']*'\])?$"
+_WORKER_INPUT_ERROR = re.compile(r"^pipeline\.sources\.InputError: (.*?)" + _STEP_SUFFIX, re.M)
 
 
 def _input_error_in(e: BaseException) -> "sources.InputError | None":
-    """The InputError behind a runner's wrapped worker failure, so the user reads the file and
-    position it names, not a worker traceback; None if it is another failure."""
+    """The InputError behind a runner's failure, with the message it was raised with (file and
+    position), not a worker traceback; None if it is another failure."""
+    if isinstance(e, sources.InputError):
+        return sources.InputError(re.sub(_STEP_SUFFIX, "", str(e)))
     found = _WORKER_INPUT_ERROR.findall(str(e))
     return sources.InputError(found[-1]) if found else None
 
@@ -385,32 +384,6 @@ def finalize(cfg: PreprocessConfig, staging: str) -> dict:
 
 
 def write_manifest(output: str, manifest: dict) -> None:
-    """Readers see no manifest or a whole one (`write_whole`)."""
+    """Readers see no manifest or a whole one (contract.atomic_write)."""
     data = json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")
-    write_whole(f"{output.rstrip('/')}/{contract.MANIFEST}", data)
-
-
-def write_whole(url: str, data: bytes) -> None:
-    """Write `data` so that a crash leaves the old file or the new one, never part of one.
-    Local disks: a hidden temp file beside it, fsync, rename over, fsync the folder (a rename
-    is atomic, and the fsyncs make it survive a power cut, not just a killed process). Object
-    stores: one whole-object PUT, which they make visible atomically."""
-    fs, path = _fs(url)
-    if not _is_local(fs):
-        fs.pipe_file(path, data)
-        return
-    import os
-
-    folder, name = os.path.split(path)
-    os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f".{name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    contract.atomic_write(f"{output.rstrip('/')}/{contract.MANIFEST}", data)

@@ -1,8 +1,12 @@
 """`canine report` on a run directory: summary numbers come from metrics.jsonl, the PNG is real."""
 
 import json
+import os
+
+import yaml
 
 from jobs import cli, report
+from pipeline import contract
 
 
 def write_run(tmp_path):
@@ -34,3 +38,20 @@ def test_cli_report_and_missing_run(tmp_path, capsys):
     assert "loss" in capsys.readouterr().out
     assert cli.main(["report", str(tmp_path / "nope")]) == 2
     assert "no metrics.jsonl" in capsys.readouterr().err
+
+
+def test_data_comes_from_the_contract_manifest_and_a_torn_last_line_is_dropped(tmp_path):
+    write_run(tmp_path)
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"step": 21, "loss": 3.')  # a crash in the middle of writing step 21
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    (shards / contract.MANIFEST).write_text(json.dumps(
+        {"splits": {"train": {"rows": 90}, "validation": {"rows": 10}}, "languages": {"en": {}, "de": {}}}))
+    run_config = {"train": {"objective": "char"}, "data": {"path": str(shards)}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(run_config))
+    s = report.summarize(str(tmp_path))
+    assert s["steps"] == 20 and s["objective"] == "char"
+    assert s["examples"] == {"train": 90, "validation": 10} and s["languages"] == ["de", "en"]
+    left = sorted(os.listdir(tmp_path))
+    assert left == sorted([report.CURVE_FILE, "config.yaml", "metrics.jsonl", "shards"])  # no temp file

@@ -1,4 +1,5 @@
-"""Checkpoint files: shape checks with clear messages, weights_only loading, RNG round trip."""
+"""Checkpoint files: shape checks with clear messages, weights_only loading (DeepSpeed's files
+too, a planted pickle is refused), RNG round trip."""
 
 import json
 import os
@@ -8,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
+from training.batch import build_batch
 from training.config import PRESETS
 from training.heads import CaninePretrainingModel
-from training.train import checkpoint
+from training.train import checkpoint, config, data, engine
 
 
 def test_shape_mismatch_names_every_tensor():
@@ -61,3 +63,71 @@ def test_rng_state_round_trips_through_a_weights_only_file(tmp_path):
     checkpoint._set_rng_state(torch.load(path, weights_only=True))
     got = (torch.rand(3), np.random.rand(3), random.random())
     assert torch.equal(got[0], expected[0]) and np.array_equal(got[1], expected[1]) and got[2] == expected[2]
+
+
+def _engine(stage: int):
+    """A tiny model under DeepSpeed ZeRO `stage` in this process (world 1), and its shapes."""
+    cfg = config.load_config("tiny", {"parallel.zero_stage": stage, "parallel.workers": 1, "train.global_batch": 4,
+                                      "train.micro_batch": 4, "train.max_steps": 10})
+    torch.manual_seed(0)
+    model = CaninePretrainingModel(config.model_config(cfg), "char")
+    return engine.wrap(model, cfg, world=1, on_gpu=False), checkpoint.model_shapes(model)
+
+
+def _step(wrapped, batch) -> float:
+    out = wrapped(batch)
+    wrapped.backward(out.loss)
+    wrapped.step()
+    return out.loss.item()
+
+
+@pytest.fixture(scope="module")
+def batch(contract_shards):
+    shard = data.read_manifest(contract_shards).splits["train"][0]
+    return build_batch(data.read_unit(shard.url, shard.sha256, 0, 4), 256, "char", seed=0, num_hash_buckets=2048)
+
+
+@pytest.mark.parametrize("stage", [0, 1, 2, 3])
+def test_deepspeed_checkpoints_restore_under_weights_only(one_process_group, batch, tmp_path, stage):
+    """Every class DeepSpeed pickles at this stage is on the allowlist: a fresh engine restored
+    from a checkpoint takes the next step exactly as the engine that wrote it."""
+    state = {"step": 2, "epoch": 0, "rows": 8, "world": 1, "data_sha256": ""}
+    saver, shapes = _engine(stage)
+    _step(saver, batch), _step(saver, batch)
+    checkpoint.save(saver, str(tmp_path), state, shapes, rank=0)
+    expected = _step(saver, batch)
+    restored, _ = _engine(stage)
+    assert checkpoint.restore(restored, str(tmp_path), shapes, rank=0, world=1, data_sha256="") == state
+    assert _step(restored, batch) == expected  # weights, optimizer moments, schedule, RNG all restored
+    assert "TORCH_FORCE_WEIGHTS_ONLY_LOAD" not in os.environ  # the guard ends with the load
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):  # what a malicious pickle does: run a command while being loaded
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_planted_pickle_in_a_deepspeed_file_is_refused_and_never_runs(one_process_group, batch, tmp_path):
+    """Fails if DeepSpeed stops loading through TorchCheckpointEngine's torch.load, or torch stops
+    honouring TORCH_FORCE_WEIGHTS_ONLY_LOAD (checkpoint._weights_only_loads relies on both)."""
+    saver, shapes = _engine(0)
+    _step(saver, batch)
+    directory = tmp_path / "ckpt"
+    checkpoint.save(saver, str(directory), {"step": 1, "epoch": 0, "rows": 4, "world": 1, "data_sha256": ""},
+                    shapes, rank=0)
+    target = directory / checkpoint.DS_DIR / checkpoint.tag(1) / "mp_rank_00_model_states.pt"
+    marker = tmp_path / "payload_ran"
+    states = torch.load(target, weights_only=False)  # our own file, just written
+    torch.save({**states, "extra": _Payload(marker)}, target)  # everything resume needs, plus the payload
+
+    restored, _ = _engine(0)
+    with pytest.raises(ValueError) as info:
+        checkpoint.restore(restored, str(directory), shapes, rank=0, world=1, data_sha256="")
+    assert f"checkpoint {directory}: refused to load mp_rank_00_model_states.pt (posix.system)" in str(info.value)
+    assert "nothing in them was run" in str(info.value)
+    assert not marker.exists()
+    torch.load(target, weights_only=False)  # the plant is live: an unguarded load runs it
+    assert marker.exists()

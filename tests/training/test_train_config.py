@@ -86,3 +86,41 @@ def test_cli_names_missing_data_before_starting_anything(tmp_path, capsys):
     assert cli.main(argv) == 2
     assert "no manifest; --data must be a directory written by `canine preprocess`" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("optim.lr", "nan", "override.optim.lr: expected a finite number, got 'nan'"),
+    ("optim.lr", "inf", "override.optim.lr: expected a finite number, got 'inf'"),
+    ("optim.lr", "-1e-3", "optim.lr must be > 0, got -0.001"),
+    ("optim.beta2", "1", "optim.beta2 must be in [0, 1), got 1.0"),
+    ("optim.weight_decay", "-0.1", "optim.weight_decay must be >= 0, got -0.1"),
+    ("model.hidden_dropout_prob", "nan", "model.overrides.hidden_dropout_prob: expected a finite number"),
+])
+def test_cli_refuses_a_bad_value_before_creating_the_output(contract_shards, tmp_path, capsys, key, value, needle):
+    output = tmp_path / "run"
+    assert cli.main(["pretrain", "--data", contract_shards, "--output", str(output), "--set", f"{key}={value}"]) == 2
+    assert needle in capsys.readouterr().err
+    assert not output.exists()
+
+
+def test_a_float_flag_and_a_config_built_in_code_are_checked_too(capsys):
+    assert cli.main(["pretrain", "--lr", "nan", "--dry-run"]) == 2
+    assert "optim.lr: expected a finite number, got nan" in capsys.readouterr().err
+    cfg = config.load_config("tiny")
+    cfg.optim.lr = float("inf")
+    with pytest.raises(ValueError, match=r"optim\.lr must be > 0, got inf"):
+        config.validate(cfg)
+
+
+def test_a_config_error_found_against_the_data_leaves_no_output(contract_shards, tmp_path, capsys, monkeypatch):
+    """data.seq_len is only checked against the manifest, after Ray is up: still before the output exists."""
+    import ray
+
+    from training.train import run
+
+    monkeypatch.setattr(run, "_connect", lambda cfg: False)  # no cluster needed to get that far
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {})
+    output = tmp_path / "run"
+    assert cli.main(["pretrain", "--data", contract_shards, "--output", str(output), "--seq-len", "128"]) == 2
+    assert "data.seq_len 128 is shorter" in capsys.readouterr().err
+    assert not output.exists()

@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from pipeline import contract
 from training.batch import build_batch_numpy
 from training.train import config, data, stream
 
@@ -23,15 +24,16 @@ def test_manifest_is_read_with_shard_urls(contract_shards):
     (lambda m: m.update(schema_version=9), "schema_version 9"),
     (lambda m: m["splits"]["train"]["shards"][1].pop("rows"), r"splits\.train\.shards\[1\]\.rows"),
     (lambda m: m["splits"].pop("validation"), r"splits\.validation\.shards is missing"),
+    (lambda m: m["splits"]["validation"]["shards"][0].pop("sha256"), r"splits\.validation\.shards\[0\]\.sha256"),
 ])
 def test_bad_manifest_names_file_and_field(contract_shards, tmp_path, edit, message):
-    with open(os.path.join(contract_shards, "manifest.json")) as f:
+    with open(os.path.join(contract_shards, contract.MANIFEST)) as f:
         manifest = json.load(f)
     edit(manifest)
-    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    (tmp_path / contract.MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match=message) as info:
         data.read_manifest(str(tmp_path))
-    assert "manifest.json" in str(info.value)
+    assert contract.MANIFEST in str(info.value)
     with pytest.raises(FileNotFoundError, match="canine preprocess"):
         data.read_manifest(str(tmp_path / "nowhere"))
 
@@ -49,7 +51,7 @@ def test_deal_is_a_balanced_deterministic_partition(contract_shards):
 
 def test_read_unit_matches_a_plain_read_across_row_groups(contract_shards):
     shard = data.read_manifest(contract_shards).splits["train"][0]
-    unit = data.read_unit(shard.url, 50, 140)  # the fixture writes row groups of 64 rows
+    unit = data.read_unit(shard.url, shard.sha256, 50, 140)  # the fixture writes row groups of 64 rows
     assert unit.equals(pq.read_table(shard.url).slice(50, 90))
 
 
@@ -79,7 +81,37 @@ def test_missing_contract_column_names_the_file(contract_shards, tmp_path):
     bad = tmp_path / "bad.parquet"
     pq.write_table(pq.read_table(shard.url).drop(["char_mask_positions"]), bad)
     with pytest.raises(ValueError, match=r"bad\.parquet: columns \['char_mask_positions'\]"):
-        data.read_unit(str(bad), 0, 10)
+        data.read_unit(str(bad), data.file_sha256(str(bad)), 0, 10)
+
+
+def test_a_corrupt_shard_is_named_with_both_hashes(contract_shards, tmp_path):
+    data_dir = str(tmp_path / "shards")
+    shutil.copytree(contract_shards, data_dir)
+    shard = data.read_manifest(data_dir).splits["train"][1]
+    with open(shard.url, "r+b") as f:  # one flipped byte in the middle of the file
+        f.seek(os.path.getsize(shard.url) // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    actual = data.file_sha256(shard.url)
+    with pytest.raises(ValueError) as info:
+        data.read_unit(shard.url, shard.sha256, 0, 10)
+    assert str(info.value).startswith(f"{shard.url}: corrupt shard: its sha256 is {actual}, "
+                                      f"the manifest records {shard.sha256}")
+
+
+def test_a_shard_is_hashed_once_per_process_not_per_read(contract_shards, tmp_path, monkeypatch):
+    data_dir = str(tmp_path / "shards")
+    shutil.copytree(contract_shards, data_dir)  # URLs this process has not verified yet
+    shards = data.read_manifest(data_dir).splits["train"]
+    hashed, real = [], data.file_sha256
+    monkeypatch.setattr(data, "file_sha256", lambda url: hashed.append(url) or real(url))
+    for start in range(0, 150, 10):  # 15 reads of 2 shards, past read_unit's cache of 2
+        data.read_segments(data.segments(data.make_units(shards[:2], 10), shards, start, start + 10, 0, 0))
+    assert sorted(hashed) == [shards[0].url]
+    data.read_unit(shards[1].url, shards[1].sha256, 0, 5)
+    data.read_unit(shards[1].url, shards[1].sha256, 5, 9)
+    assert sorted(hashed) == [shards[0].url, shards[1].url]
 
 
 @pytest.mark.slow

@@ -12,7 +12,8 @@ from training.train import checkpoint, config, data, engine
 @pytest.mark.parametrize("objective", ["char", "subword"])
 def test_zero_stages_train_identically_and_gather_full_weights(one_process_group, contract_shards, objective):
     manifest = data.read_manifest(contract_shards)
-    rows = data.read_unit(manifest.splits["train"][0].url, 0, 12)
+    shard = manifest.splits["train"][0]
+    rows = data.read_unit(shard.url, shard.sha256, 0, 12)
     batches = [build_batch(rows.slice(4 * i, 4), 256, objective, seed=i, num_hash_buckets=2048) for i in range(3)]
     results = {}
     for stage in (0, 2, 3):

@@ -2,12 +2,12 @@
 
 One idea per module:
     config.py      the run configuration (one dataclass per concern) and YAML / override loading
-    data.py        the manifest, the per-epoch plan of work units, reading rows (deterministic)
+    data.py        the manifest, the per-epoch plan of work units, reading rows (deterministic, sha256-checked)
     stream.py      the Ray Data input pipeline of one worker (read + build batches + prefetch)
     optim.py       AdamW / LAMB and the warm-up + linear-decay learning rate
     lamb.py        the LAMB optimizer (per-tensor trust ratio)
     engine.py      the ONE place that wraps the model with DeepSpeed
-    checkpoint.py  DeepSpeed checkpoints + data position + RNG, the consolidated fp32 weights
+    checkpoint.py  DeepSpeed checkpoints (loaded weights_only) + data position + RNG, the consolidated fp32 weights
     metrics.py     metrics.jsonl, TensorBoard, the console line, MFU and memory
     loop.py        the Ray Train worker function
     run.py         `pretrain(cfg)`: the driver (Ray cluster, TorchTrainer, export)

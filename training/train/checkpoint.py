@@ -6,19 +6,25 @@ A checkpoint directory (one per reported step, merged by Ray Train from every ra
     shapes.json                  parameter name -> shape, checked before DeepSpeed loads anything
     rng/rank{r}.pt               each rank's torch / CUDA / numpy / python RNG state (dropout)
 
-Our own files are JSON or tensors-only and are read with `torch.load(weights_only=True)`.
-DeepSpeed's loader unpickles its own files (weights_only=False inside deepspeed); they come from
-the run's own storage, and their shapes are checked first (shapes.json).
+Nothing is unpickled beyond plain data. Our own files are JSON or tensors-only, read with
+`torch.load(weights_only=True)`; DeepSpeed's loader asks torch for `weights_only=False`, so its
+loads are forced to weights_only=True too, with only the few DeepSpeed classes its files hold
+allowed (`_weights_only_loads`). A file holding anything else (a planted `os.system`) is refused
+before any of it runs. Shapes are checked first (shapes.json).
 """
 
+import contextlib
+import io
 import json
 import os
+import pickle
 import random
-import tempfile
 
 import fsspec
 import numpy as np
 import torch
+
+from pipeline import contract
 
 DS_DIR = "deepspeed"
 STATE_FILE = "train_state.json"
@@ -84,6 +90,54 @@ def save(engine, directory: str, state: dict, shapes: dict, rank: int) -> None:
             json.dump(shapes, f)
 
 
+def _deepspeed_globals() -> list:
+    """The classes besides tensors and containers that DeepSpeed 0.19 pickles into its files: the
+    ZeRO >= 1 optimizer states of fp32 and bf16 runs (torch.serialization.
+    get_unsafe_globals_in_checkpoint on checkpoints of ZeRO 0-3; stage 0 files need none). Each
+    is rebuilt from its pickled attributes; none runs code of its own while loading."""
+    from deepspeed.runtime.fp16.loss_scaler import LossScaler
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
+
+    return [LossScaler, ZeroStageEnum, fragment_address]
+
+
+@contextlib.contextmanager
+def _weights_only_loads():
+    """Every torch.load inside runs with weights_only=True, DeepSpeed's too. Relies on:
+    - deepspeed 0.19.8 runtime/checkpoint_engine/torch_checkpoint_engine.py, TorchCheckpointEngine.load:
+      `torch.load(path, map_location=map_location, weights_only=False)`, which engine.load_checkpoint
+      uses for the module, optimizer and ZeRO files;
+    - torch's documented TORCH_FORCE_WEIGHTS_ONLY_LOAD, which overrides an explicit weights_only=False
+      (torch/serialization.py, load()).
+    tests/training/test_train_checkpoint.py fails if either changes. Both settings are process-wide
+    for the duration: restore runs before the worker's training starts, alone in its process."""
+    keys = ("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")  # torch refuses both set
+    saved = {k: os.environ.pop(k, None) for k in keys}
+    os.environ[keys[0]] = "1"
+    try:
+        with torch.serialization.safe_globals(_deepspeed_globals()):
+            yield
+    finally:
+        os.environ.pop(keys[0])
+        os.environ.update({k: v for k, v in saved.items() if v is not None})
+
+
+def _unsafe_files(tag_dir: str) -> str:
+    """Which files of a DeepSpeed checkpoint reference globals outside the allowed ones, and which
+    globals (read from the pickle opcodes; nothing is run): for the error message."""
+    allowed = {f"{g.__module__}.{g.__qualname__}" for g in _deepspeed_globals()}
+    found = []
+    for name in sorted(os.listdir(tag_dir)):
+        try:
+            bad = set(torch.serialization.get_unsafe_globals_in_checkpoint(os.path.join(tag_dir, name))) - allowed
+        except ValueError:  # not torch.save's zip format
+            bad = {"not a torch.save zip file"}
+        if bad:
+            found.append(f"{name} ({', '.join(sorted(bad))})")
+    return "; ".join(found) or "its DeepSpeed files"
+
+
 def read_state(directory: str) -> dict:
     with open(os.path.join(directory, STATE_FILE)) as f:
         return json.load(f)
@@ -100,8 +154,15 @@ def restore(engine, directory: str, shapes: dict, rank: int, world: int, data_sh
     if state.get("data_sha256") and data_sha256 and state["data_sha256"] != data_sha256:
         raise ValueError(f"checkpoint {directory} was trained on data with config_sha256 {state['data_sha256']}, "
                          f"--data has {data_sha256}: the data position would not mean the same rows")
-    path, _ = engine.load_checkpoint(os.path.join(directory, DS_DIR), tag=tag(state["step"]),
-                                     load_optimizer_states=True, load_lr_scheduler_states=True)
+    try:
+        with _weights_only_loads():
+            path, _ = engine.load_checkpoint(os.path.join(directory, DS_DIR), tag=tag(state["step"]),
+                                             load_optimizer_states=True, load_lr_scheduler_states=True)
+    except pickle.UnpicklingError as e:
+        files_named = _unsafe_files(os.path.join(directory, DS_DIR, tag(state["step"])))
+        raise ValueError(f"checkpoint {directory}: refused to load {files_named}: they hold objects other than "
+                         "tensors and DeepSpeed's own state (a tampered or foreign checkpoint); nothing in them "
+                         "was run") from e
     if path is None:
         raise FileNotFoundError(f"checkpoint {directory}: no DeepSpeed checkpoint {DS_DIR}/{tag(state['step'])}")
     _set_rng_state(torch.load(os.path.join(directory, RNG_DIR, f"rank{rank}.pt"), weights_only=True))
@@ -138,13 +199,10 @@ def gather_fp32(engine, shapes: dict, rank: int) -> dict | None:
 
 
 def save_consolidated(state_dict: dict, url: str) -> None:
-    """torch.save a tensors-only state dict to any fsspec URL (written locally, then copied)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        local = os.path.join(tmp, "weights.pt")
-        torch.save(state_dict, local)
-        fs, path = fsspec.core.url_to_fs(url)
-        fs.makedirs(os.path.dirname(path), exist_ok=True)
-        fs.put_file(local, path)
+    """torch.save a tensors-only state dict to any fsspec URL, whole or not at all."""
+    buf = io.BytesIO()
+    torch.save(state_dict, buf)
+    contract.atomic_write(url, buf.getvalue())
 
 
 def load_consolidated(model: torch.nn.Module, url: str) -> torch.nn.Module:

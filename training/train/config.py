@@ -9,6 +9,7 @@ trajectory (see `RESUMABLE_CHANGES`).
 """
 
 import dataclasses
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ class ModelSpec:
 
 @dataclass
 class DataConfig:
-    path: str = ""  # shard directory or fsspec URL holding manifest.json (the pipeline's output)
+    path: str = ""  # shard directory or fsspec URL holding the pipeline's manifest (its output)
     # Characters per example (paper: n = 2048); 0 = the length the shards were built with
     # (manifest config.seq_len). Shorter examples are padded; longer ones are an error.
     seq_len: int = 2048
@@ -154,6 +155,8 @@ def _coerce(value, kind, where: str):
             number = kind(value) if not isinstance(value, bool) else None
         except (TypeError, ValueError):
             number = None
+        if number is not None and not math.isfinite(number):  # "nan", "inf": float() takes them
+            raise ValueError(f"{where}: expected a finite number, got {value!r}")
         if number is not None and (kind is float or float(value) == number):
             return number
     elif kind is str:
@@ -290,6 +293,20 @@ def validate(cfg: PretrainConfig) -> None:
             f"parallel.workers {p.workers}: gradient accumulation needs a whole number of micro batches")
     if not 0.0 <= o.warmup_fraction < 1.0:
         problems.append(f"optim.warmup_fraction must be in [0, 1), got {o.warmup_fraction}")
+    d, log = cfg.data, cfg.log
+    ranges = (
+        ("> 0", lambda v: v > 0, {"optim.lr": o.lr, "optim.eps": o.eps, "parallel.cpus_per_worker": p.cpus_per_worker,
+                                  "data.cpus_per_task": d.cpus_per_task}),
+        (">= 0", lambda v: v >= 0, {"optim.weight_decay": o.weight_decay, "optim.grad_clip": o.grad_clip,
+                                    "data.prefetch_batches": d.prefetch_batches, "data.eval_examples": d.eval_examples,
+                                    "parallel.threads_per_worker": p.threads_per_worker,
+                                    "log.peak_tflops": log.peak_tflops, "log.profile_steps": log.profile_steps}),
+        ("in [0, 1)", lambda v: 0 <= v < 1, {"optim.beta1": o.beta1, "optim.beta2": o.beta2}),
+    )
+    for rule, holds, fields in ranges:
+        for name, value in fields.items():
+            if not (math.isfinite(value) and holds(value)):  # also for a config built in code (no _coerce)
+                problems.append(f"{name} must be {rule}, got {value}")
     if t.stop_at_step < 0 or t.eval_every < 0 or cfg.data.seq_len < 0:
         problems.append("train.stop_at_step, train.eval_every and data.seq_len must be >= 0")
     try:

@@ -14,11 +14,16 @@ Ray Train's own dataset splitting (`streaming_split`) is not used: its OutputSpl
 provide any ordering guarantees" (ray/data/_internal/execution/operators/output_splitter.py), and
 a resumed run could not skip to its position without replaying the epoch.
 
+Each shard is checked against the manifest's sha256 the first time a process reads it (hashed as
+it streams, once per shard per process), so a corrupt or replaced file stops the run by name
+instead of training on what it holds.
+
 Only `pipeline.contract` is imported from the pipeline; files are read through fsspec, so the data
 may be local or on any fsspec filesystem (gs://, s3://, ...).
 """
 
 import functools
+import hashlib
 import json
 import posixpath
 from dataclasses import dataclass
@@ -35,6 +40,7 @@ from pipeline import contract
 class Shard:
     url: str  # absolute fsspec URL of the Parquet file
     rows: int  # as recorded in the manifest
+    sha256: str  # of the file's bytes, as recorded in the manifest (checked on first read)
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ def join(base: str, *parts: str) -> str:
 
 
 def read_manifest(data_url: str) -> Manifest:
-    """Load and check `DIR/manifest.json`; errors name the file and the offending field."""
+    """Load and check `DIR/<contract.MANIFEST>`; errors name the file and the offending field."""
     url = join(data_url, contract.MANIFEST)
     try:
         with fsspec.open(url, "rt", encoding="utf-8") as f:
@@ -83,7 +89,9 @@ def read_manifest(data_url: str) -> Manifest:
                 raise ValueError(f"{where}.path: missing or not a string")
             if not isinstance(entry.get("rows"), int) or entry["rows"] < 0:
                 raise ValueError(f"{where}.rows: missing or not a non-negative integer")
-            shards.append(Shard(join(data_url, entry["path"]), entry["rows"]))
+            if not isinstance(entry.get("sha256"), str) or len(entry["sha256"]) != 64:
+                raise ValueError(f"{where}.sha256: missing or not a hex sha256")
+            shards.append(Shard(join(data_url, entry["path"]), entry["rows"], entry["sha256"]))
         splits[split] = tuple(shards)
     if not sum(s.rows for s in splits["train"]):
         raise ValueError(f"{url}: the train split has no rows")
@@ -155,8 +163,9 @@ def segments(units, shards, lo: int, hi: int, seed: int, epoch: int | None) -> l
         n = unit.stop - unit.start
         a, b = max(lo, pos), min(hi, pos + n)
         if a < b:
+            shard = shards[unit.shard]
             out.append({
-                "url": shards[unit.shard].url, "start": unit.start, "stop": unit.stop,
+                "url": shard.url, "sha256": shard.sha256, "start": unit.start, "stop": unit.stop,
                 "perm_seed": None if epoch is None else unit_seed(seed, epoch, unit),
                 "take": [a - pos, b - pos],
             })
@@ -166,6 +175,30 @@ def segments(units, shards, lo: int, hi: int, seed: int, epoch: int | None) -> l
     return out
 
 
+_verified: set = set()  # (url, sha256) of the shards this process has hashed
+
+
+def file_sha256(url: str, block: int = 1 << 22) -> str:
+    """sha256 of a file's bytes, streamed in 4 MiB blocks (a shard is never held whole)."""
+    h = hashlib.sha256()
+    with fsspec.open(url, "rb") as f:
+        while chunk := f.read(block):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def verify_shard(url: str, sha256: str) -> None:
+    """Check a shard against the manifest's sha256 the first time this process reads it; later
+    reads (every unit, every epoch) cost a set lookup."""
+    if (url, sha256) in _verified:
+        return
+    actual = file_sha256(url)
+    if actual != sha256:
+        raise ValueError(f"{url}: corrupt shard: its sha256 is {actual}, the manifest records {sha256} "
+                         "(a damaged or replaced file; rerun `canine preprocess` or restore it)")
+    _verified.add((url, sha256))
+
+
 @functools.lru_cache(maxsize=4)
 def _parquet_meta(url: str):
     with fsspec.open(url, "rb") as f:
@@ -173,8 +206,10 @@ def _parquet_meta(url: str):
 
 
 @functools.lru_cache(maxsize=2)  # consecutive chunks usually share a unit: read it once per process
-def read_unit(url: str, start: int, stop: int) -> pa.Table:
-    """Rows [start, stop) of one shard, reading only the row groups that hold them."""
+def read_unit(url: str, sha256: str, start: int, stop: int) -> pa.Table:
+    """Rows [start, stop) of one shard, reading only the row groups that hold them (the whole
+    shard is hashed once first, see verify_shard)."""
+    verify_shard(url, sha256)
     meta = _parquet_meta(url)
     if stop > meta.num_rows:
         raise ValueError(f"{url}: the manifest promises rows up to {stop}, the file has {meta.num_rows}")
@@ -197,7 +232,7 @@ def read_segments(segs: list[dict]) -> pa.Table:
     """The rows a list of `segments` describes, permuted inside each unit where asked."""
     tables = []
     for s in segs:
-        unit = read_unit(s["url"], s["start"], s["stop"])
+        unit = read_unit(s["url"], s["sha256"], s["start"], s["stop"])
         if s["perm_seed"] is not None:
             unit = unit.take(np.random.default_rng(s["perm_seed"]).permutation(unit.num_rows))
         a, b = s["take"]

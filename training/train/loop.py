@@ -18,6 +18,7 @@ import fsspec
 import numpy as np
 import torch
 
+from pipeline import contract
 from training.train import checkpoint, config, data, metrics, stream
 from training.train.engine import wrap
 
@@ -71,8 +72,7 @@ class _Profiler:
             self.prof.stop()
             key = "self_device_time_total" if self.on_gpu else "self_cpu_time_total"
             table = self.prof.key_averages().table(sort_by=key, row_limit=40)
-            with fsspec.open(self.url, "w") as f:
-                f.write(f"steps {self.first + 1}-{self.last}, ops by {key}\n{table}\n")
+            contract.atomic_write(self.url, f"steps {self.first + 1}-{self.last}, ops by {key}\n{table}\n".encode())
             self.prof = None
 
 

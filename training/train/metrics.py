@@ -4,8 +4,9 @@ progress, which follows metrics.jsonl; MFU and memory figures.
 metrics.jsonl holds one JSON object per optimizer step: step, loss, accuracy, lr, grad_norm,
 examples_per_s, chars_per_s, data_wait_fraction, peak_rss_mb, mfu (GPU only), and eval_loss /
 eval_accuracy on evaluation steps. A resumed run first drops the lines after its checkpoint, so the
-file always reads as one uninterrupted run. For a remote OUTPUT the files are written locally and
-copied up at every checkpoint and at the end (object stores cannot append).
+file always reads as one uninterrupted run; a last line torn by a crash mid-write is dropped too.
+For a remote OUTPUT the files are written locally and copied up at every checkpoint and at the end
+(object stores cannot append), metrics.jsonl as one whole object (contract.atomic_write).
 
 The progress lines are printed by the driver (`ProgressPrinter`), not by the workers: a local Ray
 cluster is started without forwarding worker logs, which on a dashboard-less local cluster would
@@ -14,6 +15,7 @@ the state API).
 """
 
 import json
+import logging
 import os
 import resource
 import shutil
@@ -22,6 +24,10 @@ import tempfile
 import threading
 
 import fsspec
+
+from pipeline import contract
+
+logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
 TENSORBOARD_DIR = "tensorboard"
@@ -46,26 +52,38 @@ def peak_rss_mb() -> float:
 
 
 def read_metrics(output_url: str) -> list[dict]:
-    """All records of a run's metrics.jsonl (empty if the run has none yet)."""
+    """All records of a run's metrics.jsonl (empty if the run has none yet). A last line that is
+    not JSON is what a crash mid-write leaves: it is dropped with a warning (that step is trained
+    again on resume). A bad line before it is an error naming the file and the line."""
     url = output_url.rstrip("/") + "/" + METRICS_FILE
     fs, path = fsspec.core.url_to_fs(url)
     if not fs.exists(path):
         return []
-    with fs.open(path, "rt", encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    with fs.open(path, "rb") as f:
+        lines = [(n, line) for n, line in enumerate(f.read().decode("utf-8", "replace").split("\n"), 1)
+                 if line.strip()]
+    records = []
+    for i, (n, line) in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if i < len(lines) - 1:
+                raise ValueError(f"{url}: line {n} is not a JSON record ({e})") from e
+            logger.warning("%s: dropped its last line (%d), torn by an interrupted write: %.80r", url, n, line)
+    return records
 
 
 class MetricsLog:
     def __init__(self, output_url: str, resume_step: int, tensorboard: bool):
         self.fs, self.remote = fsspec.core.url_to_fs(output_url)
-        self.is_local = "file" in self.fs.protocol or "local" in self.fs.protocol
+        self.url = output_url.rstrip("/") + "/" + METRICS_FILE
+        self.is_local = contract.is_local(self.fs)
         self.dir = self.remote if self.is_local else tempfile.mkdtemp(prefix="canine-metrics-")
         os.makedirs(self.dir, exist_ok=True)
         # Keep only the steps the checkpoint covers: the ones after it will be trained again.
         kept = [r for r in read_metrics(output_url) if r.get("step", 0) <= resume_step]
         self.path = os.path.join(self.dir, METRICS_FILE)
-        with open(self.path, "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(r) + "\n" for r in kept)
+        contract.atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in kept).encode("utf-8"))
         self.file = open(self.path, "a", encoding="utf-8")
         self.tb = None
         if tensorboard:
@@ -83,12 +101,17 @@ class MetricsLog:
                     self.tb.add_scalar(f"{'eval' if key.startswith('eval_') else 'train'}/{key}", value, record["step"])
 
     def sync(self) -> None:
-        """Copy the local files to a remote OUTPUT (no-op for a local one)."""
+        """At a checkpoint: make the lines it covers durable; copy the files to a remote OUTPUT."""
         self.file.flush()
+        os.fsync(self.file.fileno())
         if self.tb is not None:
             self.tb.flush()
         if not self.is_local:
-            self.fs.put(self.dir + "/", self.remote, recursive=True)
+            with open(self.path, "rb") as f:
+                contract.atomic_write(self.url, f.read())
+            if self.tb is not None:  # event files: append-only records, nothing a resume reads
+                tb_remote = self.remote.rstrip("/") + "/" + TENSORBOARD_DIR
+                self.fs.put(os.path.join(self.dir, TENSORBOARD_DIR) + "/", tb_remote, recursive=True)
 
     def close(self) -> None:
         self.sync()

@@ -15,7 +15,6 @@ weights and summary are there) it returns the saved summary at once.
 import dataclasses
 import json
 import os
-import posixpath
 import sys
 import tempfile
 
@@ -23,6 +22,7 @@ import fsspec
 import yaml
 
 from training.train import config as config_mod
+from pipeline import contract
 from training.train import data, metrics
 from training.train.loop import CONSOLIDATED, FAULT_ENV, train_loop_per_worker
 
@@ -90,15 +90,13 @@ def _save_or_check_config(cfg) -> None:
         if conflicts:
             raise ValueError(f"{url}: this output holds a run with another config; resuming it with these changes "
                              f"would not continue the same run: {'; '.join(conflicts)} (use a new --output)")
-    fs.makedirs(posixpath.dirname(path), exist_ok=True)
-    with fs.open(path, "wt", encoding="utf-8") as f:
-        f.write(config_mod.to_yaml(cfg))
+    contract.atomic_write(url, config_mod.to_yaml(cfg).encode("utf-8"))
 
 
 def _storage(output: str) -> dict:
     """RunConfig storage arguments for a local directory or any fsspec URL."""
     fs, path = fsspec.core.url_to_fs(output)
-    if "file" in fs.protocol or "local" in fs.protocol:
+    if contract.is_local(fs):
         return {"storage_path": os.path.abspath(path)}
     import pyarrow.fs as pafs
 
@@ -144,7 +142,7 @@ def export(cfg, consolidated_url: str) -> str | None:
     load_consolidated(model, consolidated_url)
     target = data.join(cfg.output, HF_DIR)
     fs, path = fsspec.core.url_to_fs(target)
-    if "file" in fs.protocol or "local" in fs.protocol:
+    if contract.is_local(fs):
         export_hf(model, path)
     else:
         with tempfile.TemporaryDirectory() as tmp:
@@ -209,8 +207,7 @@ def pretrain(cfg) -> dict:
         if summary["finished"] and _exists(consolidated):
             summary["consolidated"] = consolidated
             summary["hf_export"] = export(cfg, consolidated)
-        with fsspec.open(summary_url, "wt") as f:
-            json.dump(summary, f, indent=1)
+        contract.atomic_write(summary_url, json.dumps(summary, indent=1).encode("utf-8"))
         return summary
     finally:
         if started:
