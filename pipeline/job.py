@@ -340,7 +340,7 @@ class WriteRejects(beam.PTransform):
 
             lang, items = kv
             items = sorted(items, key=lambda r: (r["page_id"] if isinstance(r["page_id"], int) else -1, r["source"]))
-            with fsspec.open(f"{staging}/{contract.REJECTS}/{lang}.jsonl", "w") as f:
+            with fsspec.open(f"{staging}/{contract.REJECTS}/{lang}.jsonl", "w", encoding="utf-8") as f:
                 for r in items:
                     f.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
             return lang

@@ -19,6 +19,24 @@ name the line and column of the decompressed text. A page's `source` is `path:li
 its `<page>` tag in the decompressed file, `bzcat path | sed -n LINEp`), `path@start:line` for
 a multistream range (line counted from the data decompressed at byte `start`), `path:line`
 for JSON Lines and `path#row` (1-based) for Parquet.
+
+Bad input (issue 10), decided as datatrove decides between a failed task and a dropped document:
+- Whole-input errors raise InputError naming the file, and `canine preprocess` exits 2. What is
+  cheap to see is seen by `plan_work_items`, before anything is written: a 0-byte file, a
+  missing bz2 / gzip header, a bz2 file that does not end with bzip2's end-of-stream marker
+  (a cut download; pages before the cut are not used: a shorter corpus that looks complete is
+  worse than a failed run), a plain XML file that does not end with </mediawiki>, a JSON Lines
+  file without rows, a Parquet file without its `id` / `text` columns, a file name that is not
+  UTF-8. The rest is found while reading, and fails the job naming the byte or line: corrupt or
+  cut compressed data, and XML that is not well-formed (an unclosed last <page> included, named
+  by its line and title). XML with a lone surrogate (`&#xD800;`) is one of those: expat refuses it,
+  as XML 1.0 §4.1 "Legal Character" requires, and MediaWiki never writes it.
+- Row-level rejects are pages with `error` set: the cleaner gives them outcome parse_errors and
+  they go to rejects/ with their title. A JSON Lines line that is not JSON or not an object, a
+  row with a bad id, text, title or language, and a lone surrogate in a row's title or text (a
+  `\\ud800` JSON escape, or its UTF-8 bytes in a Parquet string column), which UTF-8, and so the
+  cache Parquet and the rejects file, cannot encode: the reason names it and its character.
+  A row that cannot say its language is counted under the language of the file's last good row.
 """
 
 import bz2
@@ -55,6 +73,14 @@ _INDEX_RE = re.compile(r"multistream-index\d*\.txt(?:-p\d+p\d+)?\.bz2$")
 # `X-multistream3.xml-p1p99.bz2` -> `X-multistream-index3.txt-p1p99.bz2` (Wikimedia naming)
 _MULTISTREAM_RE = re.compile(r"multistream(\d*)\.xml(-p\d+p\d+)?\.bz2$")
 _INDEX_OFFSET_RE = re.compile(rb"(?m)^(\d+):")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+# Language codes name files (rejects/<lang>.jsonl): letters, digits and inner - or _ only
+# (en, zh-min-nan, be_x_old; 35 at most, BCP 47's longest tag), so that no row's `lang` can be a path.
+_LANG_RE = re.compile(r"(?=.{1,35}$)[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*")
+_MAGIC = {"bz2": b"BZh", "gzip": b"\x1f\x8b"}
+# Every bzip2 stream ends with this 48-bit marker (BCD of sqrt(pi)), a 32-bit CRC and 0-7 bits
+# of padding to a whole byte; the marker is not byte-aligned, so each padding is tried.
+_BZ2_END = 0x177245385090
 _KINDS = "expected .xml[.bz2|.gz], .jsonl/.json[.gz|.bz2] or .parquet"
 
 
@@ -91,19 +117,27 @@ def plan_work_items(patterns: list[str], lang: str | None = None, streams_per_it
     """Expand fsspec URLs / globs into work items, sorted by (path, start).
 
     Fails with InputError before reading any page if a pattern matches nothing, a file's kind
-    is unknown, or a file has no language (its own xml:lang / `lang` column, else `lang`).
+    is unknown, a file has no language (its own xml:lang / `lang` column, else `lang`), or it
+    is empty, cut or not what its name says, as far as its first and last bytes tell (module
+    docstring, "Bad input").
     """
     if streams_per_item < 1:
         raise ValueError(f"streams_per_item must be >= 1, got {streams_per_item}")
+    if lang is not None and not _LANG_RE.fullmatch(lang):
+        raise InputError(f"--lang {lang!r}: not a language code (e.g. en, zh-min-nan)")
     items = []
     for path, fs, fs_path in _expand(patterns):
-        kind = _kind(path)
+        kind, size = _kind(path), fs.size(fs_path)
+        if size == 0:
+            raise InputError(f"{path}: empty file (0 bytes)")
         if kind == "xml":
             items.extend(_plan_xml(path, fs, fs_path, lang, streams_per_item))
         elif kind == "jsonl":
             items.append(WorkItem(path, kind, lang=_jsonl_language(path, lang)))
         else:
             items.append(WorkItem(path, kind, lang=_parquet_language(path, lang)))
+        if size:  # None: the server did not say. After the header checks above, which name a wrong format better
+            _check_end(path, kind, size)
     return sorted(items, key=lambda it: (it.path, it.start))
 
 
@@ -140,6 +174,8 @@ def _expand(patterns: list[str]) -> list[tuple[str, fsspec.AbstractFileSystem, s
                 if literal:
                     raise InputError(f"{pattern}: unrecognized input kind ({_KINDS})")
                 continue
+            if _SURROGATE_RE.search(p):  # undecodable bytes in the name: the page sources could not be written
+                raise InputError(f"{ascii(p)}: the file name is not valid UTF-8; rename the file")
             found[fs.unstrip_protocol(p) if remote else p] = (fs, p)
             matched += 1
         if not matched:
@@ -162,14 +198,45 @@ def _codec(path: str) -> str | None:
     return "bz2" if path.endswith(".bz2") else "gzip" if path.endswith(".gz") else None
 
 
+def _check_end(path: str, kind: str, size: int) -> None:
+    """A cut download, the commonest bad input, seen from the file's last bytes where its format
+    has a fixed ending, instead of after parsing everything before the cut. (gzip ends with a CRC
+    and a length, nothing fixed; Parquet's footer is read when planning.)"""
+    codec = _codec(path)
+    if not (codec == "bz2" or (codec is None and kind == "xml")):
+        return
+    try:
+        with fsspec.open(path, "rb") as f:
+            f.seek(max(size - 64, 0))
+            tail = f.read()
+    except ValueError:  # a server that can't seek: the reader finds a cut just the same, later
+        return
+    except OSError as err:
+        raise InputError(f"{path}: cannot read its last bytes: {err}") from None
+    value = int.from_bytes(tail[-11:], "big")
+    if codec == "bz2" and not any((value >> (32 + pad)) & (2**48 - 1) == _BZ2_END for pad in range(8)):
+        raise InputError(f"{path}: truncated bz2 file: it does not end with a bz2 end-of-stream marker "
+                         f"({size} bytes; an interrupted download?)")
+    if codec is None and not tail.rstrip().endswith(b"</mediawiki>"):
+        raise InputError(f"{path}: truncated XML: it does not end with </mediawiki> ({size} bytes; an interrupted download?)")
+
+
 def _plan_xml(path: str, fs, fs_path: str, lang: str | None, streams_per_item: int) -> list[WorkItem]:
     lang = _xml_root_lang(path) or lang  # the dump's own language wins over --lang
     if not lang:
         raise InputError(f"{path}: no language: the dump's <mediawiki> has no xml:lang and no --lang was given")
+    if not _LANG_RE.fullmatch(lang):
+        raise InputError(f"{path}: xml:lang {lang!r} is not a language code")
     index_name = r"multistream-index\1.txt\2.bz2"
     if not _MULTISTREAM_RE.search(fs_path) or not fs.exists(_MULTISTREAM_RE.sub(index_name, fs_path)):
         return [WorkItem(path, "xml", lang=lang)]  # no index: bz2 can't be split, one item per file
-    offsets = _stream_offsets(_MULTISTREAM_RE.sub(index_name, path), fs.size(fs_path))
+    index = _MULTISTREAM_RE.sub(index_name, path)
+    offsets = _stream_offsets(index, fs.size(fs_path))
+    with fsspec.open(path, "rb") as f:  # an index of another dump, seen now rather than by a worker
+        for offset in {*offsets[:1], *offsets[-1:]}:
+            f.seek(offset)
+            if f.read(3) != _MAGIC["bz2"]:
+                raise InputError(f"{index}: offset {offset} is not the start of a bz2 stream of {path} (the index of another dump?)")
     # The first item starts at byte 0 so that it holds the <siteinfo> header stream, the last
     # runs to the end of the file so that it holds the </mediawiki> footer stream: together
     # the items cover every byte exactly once.
@@ -215,7 +282,7 @@ def _xml_root_lang(path: str) -> str | None:
                 try:
                     parser.Parse(chunk[i : i + 4096], False)
                 except ExpatError as err:
-                    raise InputError(f"{path}: malformed XML header at line {err.lineno}, column {err.offset}: {err}") from None
+                    raise InputError(f"{path}: malformed XML at line {err.lineno}, column {err.offset}: {err}") from None
                 if roots:
                     name, attrs = roots[0]
                     if name != "mediawiki":
@@ -224,18 +291,20 @@ def _xml_root_lang(path: str) -> str | None:
             seen += len(chunk)
             if seen > _HEADER_LIMIT:
                 break
-    raise InputError(f"{path}: no <mediawiki> root element in the first {seen} decompressed bytes")
+    what = f"the first {seen} decompressed bytes" if seen else "the file: it decompresses to nothing"
+    raise InputError(f"{path}: no <mediawiki> root element in {what}")
 
 
 def _jsonl_language(path: str, lang: str | None) -> str | None:
-    """--lang is the rows' fallback; without it the first row must name its own `lang`."""
-    if lang:
-        return lang
-    with closing(_read_jsonl(WorkItem(path, "jsonl", lang=None))) as pages:
+    """--lang is the rows' fallback; without it the first row must name its own `lang`. The
+    first row is read either way: it also shows that the file decompresses and has rows."""
+    with closing(_read_jsonl(WorkItem(path, "jsonl", lang=lang))) as pages:
         first = next(pages, None)
-    if first is not None and first.error is not None:
+    if first is None:
+        raise InputError(f"{path}: no rows: it holds only blank lines")
+    if not lang and first.lang == _UNKNOWN_LANG:
         raise InputError(f"{first.source}: no --lang given and the first row can't say its language: {first.error}")
-    return None
+    return lang
 
 
 def _parquet_language(path: str, lang: str | None) -> str | None:
@@ -319,6 +388,10 @@ def _decoded_chunks(path: str, codec: str | None, start: int = 0, end: int | Non
         return
     inflater, stream_start, pos, inside = _Inflater(codec), start, start, False
     for pos, data in _raw_chunks(path, start, end):
+        if pos == start and not data.startswith(_MAGIC[codec]):
+            stale = " (a stale multistream index?)" if start else ""
+            raise InputError(f"{path}: not {codec} data at byte {start}{stale}: it starts with {data[:8]!r}, "
+                             f"a {codec} stream with {_MAGIC[codec]!r}")
         while data:
             try:
                 for out in inflater.pieces(data):
@@ -337,6 +410,9 @@ def _decoded_chunks(path: str, codec: str | None, start: int = 0, end: int | Non
             else:
                 pos += len(data)
                 data = b""
+    if inside and end is not None:
+        raise InputError(f"{path}: the work item ends at byte {end}, inside the {codec} stream starting at byte "
+                         f"{stream_start} (a stale multistream index?)")
     if inside:
         raise InputError(f"{path}: truncated {codec} data: input ends at byte {pos} inside the stream starting at byte {stream_start}")
 
@@ -364,6 +440,9 @@ class _PageParser:
         except ExpatError as err:
             where = "" if self.item.start == 0 else f" of the data decompressed from byte {self.item.start}"
             byte = max(self._parser.ErrorByteIndex - self._prefix, 0)
+            page = self._page
+            if page is not None:  # e.g. a dump that ends inside its last <page>
+                where += f", in the <page> at line {page['line']}" + (f" ({page['title']!r})" if "title" in page else "")
             raise InputError(
                 f"{self.item.path}: malformed XML at line {err.lineno}, column {err.offset}{where} "
                 f"(decompressed byte {byte}): {err}"
@@ -435,6 +514,10 @@ def _read_xml(item: WorkItem) -> Iterator[RawPage]:
 
 
 def _read_jsonl(item: WorkItem) -> Iterator[RawPage]:
+    return _in_file_language(_jsonl_pages(item), item.lang)
+
+
+def _jsonl_pages(item: WorkItem) -> Iterator[RawPage]:
     line_no, pending = 0, b""
     for chunk in _decoded_chunks(item.path, _codec(item.path)):
         lines = (pending + chunk).split(b"\n")
@@ -442,38 +525,76 @@ def _read_jsonl(item: WorkItem) -> Iterator[RawPage]:
         for line in lines:
             line_no += 1
             if line.strip():
-                yield _json_page(line, item.lang, f"{item.path}:{line_no}")
+                yield _json_page(line, item.lang, item.path, line_no)
     if pending.strip():
-        yield _json_page(pending, item.lang, f"{item.path}:{line_no + 1}")
+        yield _json_page(pending, item.lang, item.path, line_no + 1)
 
 
-def _json_page(line: bytes, lang: str | None, source: str) -> RawPage:
+def _json_page(line: bytes, lang: str | None, path: str, line_no: int) -> RawPage:
+    source, error = f"{path}:{line_no}", None
     try:
-        row = json.loads(line)
-    except ValueError as err:  # includes invalid UTF-8
-        return _row_page({}, lang, source, f"invalid JSON: {err}")
-    if not isinstance(row, dict):
-        return _row_page({}, lang, source, f"expected a JSON object, got {type(row).__name__}")
-    for key in ("title", "text"):  # "\ud800" decodes to a lone surrogate, which UTF-8 (Parquet) refuses
-        value = row.get(key)
-        if isinstance(value, str) and not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as err:
-                return _row_page({"id": row.get("id")}, lang, source, f"{key} has a lone surrogate at character {err.start}")
-    return _row_page(row, lang, source)
+        row = json.loads(line)  # bytes: decoded with "surrogatepass", so UTF-8 surrogates get through
+    except json.JSONDecodeError as err:
+        error = f"invalid JSON at line {line_no}, column {err.colno}: {err.msg}"
+    except UnicodeDecodeError as err:
+        error = f"invalid UTF-8 at line {line_no}, byte {err.start + 1}: {line[err.start:err.start + 4]!r}"
+    except RecursionError:  # json's decoder recurses per nesting level
+        error = f"JSON nested too deeply at line {line_no}"
+    if error is None and not isinstance(row, dict):
+        error = f"expected a JSON object at line {line_no}, got {type(row).__name__}"
+    return _row_page({} if error else row, lang, source, error)
 
 
 def _read_parquet(item: WorkItem) -> Iterator[RawPage]:
+    return _in_file_language(_parquet_pages(item), item.lang)
+
+
+def _parquet_pages(item: WorkItem) -> Iterator[RawPage]:
     columns, row = _parquet_columns(item.path), 0
     try:
         with fsspec.open(item.path, "rb") as f:
             for batch in pq.ParquetFile(f).iter_batches(batch_size=_PARQUET_BATCH, columns=columns):
-                for record in batch.to_pylist():
+                for record, error in _batch_records(batch):
                     row += 1
-                    yield _row_page(record, item.lang, f"{item.path}#{row}")
+                    yield _row_page(record, item.lang, f"{item.path}#{row}", error)
     except (pa.ArrowException, OSError) as err:
         raise InputError(f"{item.path}: unreadable Parquet data after row {row}: {err}") from None
+
+
+def _batch_records(batch: pa.RecordBatch) -> list[tuple[dict, str | None]]:
+    """The batch's rows as (record, error). Arrow does not check that a string column holds
+    UTF-8 when writing it, so a bad cell can be read back: it spoils its row, not the job."""
+    try:
+        return [(record, None) for record in batch.to_pylist()]
+    except UnicodeDecodeError:
+        pass
+    rows = []
+    for i in range(batch.num_rows):
+        record, error = {}, None
+        for name, column in zip(batch.schema.names, batch.columns):
+            try:
+                record[name] = column[i].as_py()
+            except UnicodeDecodeError as err:
+                raw = column[i].as_buffer().to_pybytes()
+                try:  # UTF-8 bytes of a lone surrogate: _row_page names it
+                    record[name] = raw.decode("utf-8", "surrogatepass")
+                except UnicodeDecodeError:
+                    record[name] = raw.decode("utf-8", "backslashreplace")
+                    error = error or f"{name} is not UTF-8 at byte {err.start}: {raw[err.start:err.start + 4]!r}"
+        rows.append((record, error))
+    return rows
+
+
+def _in_file_language(pages: Iterator[RawPage], lang: str | None) -> Iterator[RawPage]:
+    """Rows that can't say their language (not JSON, no usable `lang` and no --lang) are counted
+    under the language of the file's last good row, not under "und": the manifest counts pages
+    per language, and a one-language file should not grow a language of its own bad rows."""
+    for page in pages:
+        if page.error is None:
+            lang = page.lang
+        elif page.lang == _UNKNOWN_LANG and lang:
+            page.lang = lang
+        yield page
 
 
 def _row_page(row: dict, lang: str | None, source: str, error: str | None = None) -> RawPage:
@@ -488,7 +609,22 @@ def _row_page(row: dict, lang: str | None, source: str, error: str | None = None
         error = f"title is {type(title).__name__}, not a string"
     if error is None and not isinstance(lang, str):
         error = "no language: the row has no `lang` and no --lang was given"
+    if isinstance(lang, str) and lang and not _LANG_RE.fullmatch(lang):  # checked on rejects too: it names their file
+        error, lang = error or f"lang {lang[:40]!r} is not a language code", None
+    for key, value in (("title", title), ("text", text)):
+        if error is None and isinstance(value, str) and (where := lone_surrogate(value)):
+            error = f"{key} has a {where}"
+    title = title if isinstance(title, str) else ""
     return RawPage(
-        page_id, title if isinstance(title, str) else "", 0, False, text if isinstance(text, str) else "",
+        page_id, _SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", title), 0, False,
+        text if isinstance(text, str) else "",
         lang if isinstance(lang, str) and lang else _UNKNOWN_LANG, source, error, markup="plain",
     )
+
+
+def lone_surrogate(text: str) -> str | None:
+    """'lone surrogate U+D800 at character 2' where `text` has one (from a `\\ud800` JSON escape or
+    a `&#xD800;` entity in wikitext), else None. UTF-8 cannot encode it: Parquet and the
+    rejects file would fail on it."""
+    match = None if text.isascii() else _SURROGATE_RE.search(text)  # isascii: O(1), a flag of the str
+    return None if match is None else f"lone surrogate U+{ord(match.group()):04X} at character {match.start()}"

@@ -100,6 +100,10 @@ def test_clean_page_counts_replaced_characters():
         (page("{{Infobox x}}[[Category:Y]]"), "empty", "empty after cleaning"),
         (page("   ", markup="plain"), "empty", "empty after cleaning"),
         (page("'''Real''' text"), "kept", ""),
+        # an entity for a lone surrogate: UTF-8 (the cache, the rejects file) cannot hold it
+        (page("ab &#xD800; c"), "parse_errors", "parse error: the cleaned text has a lone surrogate U+D800 at character 3 (an entity such as &#xD800;)"),
+        (page("&#57343;"), "parse_errors", "parse error: the cleaned text has a lone surrogate U+DFFF at character 0 (an entity such as &#xD800;)"),
+        (page("&#x1F600; &amp;#xD800;"), "kept", ""),  # an astral character, and an escaped reference
     ],
 )
 def test_outcomes(raw, outcome, reason):

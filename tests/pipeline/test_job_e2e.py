@@ -239,3 +239,5 @@ def test_a_worker_input_error_reaches_the_user_as_input_error():
                            "pipeline.sources.InputError: /d/x.xml.bz2: truncated at byte 99 [while running 'ParseAndClean']\n")
     assert str(output._input_error_in(wrapped)) == "/d/x.xml.bz2: truncated at byte 99"
     assert output._input_error_in(RuntimeError("MemoryError")) is None
+    in_process = sources.InputError("/d/x.gz: truncated gzip data [while running 'ReadAndClean/ParseAndClean']")
+    assert str(output._input_error_in(in_process)) == "/d/x.gz: truncated gzip data"

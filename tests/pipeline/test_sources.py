@@ -160,7 +160,7 @@ def test_language_precedence_for_rows(suffix, tmp_path, write_rows):
 
 def test_parquet_without_required_columns_fails_at_plan_time(tmp_path, write_rows):
     path = write_rows([{"id": 1, "body": "x", "lang": "en"}], tmp_path / "x.parquet")
-    with pytest.raises(InputError, match="x.parquet: missing column.*text"):
+    with pytest.raises(InputError, match=r"x.parquet: missing column\(s\) text \(has id, body, lang\)"):
         plan_work_items([str(path)])
 
 
@@ -171,21 +171,45 @@ def _xml_line(path, needle):
     return next(i for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if needle in line)
 
 
-# name in bad_inputs -> the message expected, as a function of the file's path
-BAD_INPUT_MESSAGES = {
-    "truncated_bz2": lambda p: rf"{p}: truncated bz2 data: input ends at byte {p.stat().st_size} inside the stream starting at byte \d+",
+# name in bad_inputs -> the message expected, as a function of the file's path. Cut files are
+# seen from their last bytes when planning; the rest when reading.
+PLAN_TIME_MESSAGES = {
+    "truncated_bz2": lambda p: rf"{p}: truncated bz2 file: it does not end with a bz2 end-of-stream marker \({p.stat().st_size} bytes",
+    "truncated_xml": lambda p: rf"{p}: truncated XML: it does not end with </mediawiki>",
+    "stale_index": lambda p: rf"{str(p).replace('multistream.xml', 'multistream-index.txt')}: offset \d+ is not the start of a bz2 stream of {p} \(the index of another dump\?\)",
+}
+READ_TIME_MESSAGES = {
     "corrupt_gz": lambda p: rf"{p}: corrupt gzip data in the stream starting at byte 0 \(within bytes \d+-\d+\)",
-    "malformed_xml": lambda p: rf"{p}: malformed XML at line {_xml_line(p, '</titel>')}, column \d+ .*mismatched tag",
-    "truncated_xml": lambda p: rf"{p}: malformed XML at line \d+, column \d+ .*: (no element found|unclosed token)",
-    "stale_index": lambda p: rf"{p}: (corrupt|truncated) bz2 data",
+    "malformed_xml": lambda p: rf"{p}: malformed XML at line {_xml_line(p, '</titel>')}, column \d+, in the <page> at line \d+ .*mismatched tag",
 }
 
 
-@pytest.mark.parametrize("name", BAD_INPUT_MESSAGES)
+@pytest.mark.parametrize("name", PLAN_TIME_MESSAGES)
+def test_cut_input_fails_when_planning(name, bad_inputs):
+    path = bad_inputs[name]
+    with pytest.raises(InputError, match=PLAN_TIME_MESSAGES[name](path)):
+        plan_work_items([str(path)])
+
+
+@pytest.mark.parametrize("name", READ_TIME_MESSAGES)
 def test_bad_input_fails_naming_file_and_position(name, bad_inputs):
     path = bad_inputs[name]
-    with pytest.raises(InputError, match=BAD_INPUT_MESSAGES[name](path)):
+    with pytest.raises(InputError, match=READ_TIME_MESSAGES[name](path)):
         read_all(plan_work_items([str(path)]))
+
+
+def test_cut_input_is_named_by_the_reader_too(bad_inputs):
+    """A file cut or an index changed after planning (or a gzip file: it has no end marker)."""
+    bz2_path, xml_path = bad_inputs["truncated_bz2"], bad_inputs["truncated_xml"]
+    with pytest.raises(InputError, match=rf"{bz2_path}: truncated bz2 data: input ends at byte {bz2_path.stat().st_size} inside the stream starting at byte \d+"):
+        read_all([WorkItem(str(bz2_path), "xml", lang="en")])
+    with pytest.raises(InputError, match=rf"{xml_path}: malformed XML at line \d+, column \d+, in the <page> at line \d+ \('.*'\) .*: (no element found|unclosed token)"):
+        read_all([WorkItem(str(xml_path), "xml", lang="en")])
+    stale = bad_inputs["stale_index"]
+    with pytest.raises(InputError, match=rf"{stale}: not bz2 data at byte 99 \(a stale multistream index\?\): it starts with b'.*', a bz2 stream with b'BZh'"):
+        read_all([WorkItem(str(stale), "xml", 99, 400, lang="en")])
+    with pytest.raises(InputError, match=rf"{stale}: the work item ends at byte 400, inside the bz2 stream starting at byte 0 \(a stale multistream index\?\)"):
+        read_all([WorkItem(str(stale), "xml", 0, 400, lang="en")])
 
 
 def test_malformed_index_line_is_named(input_variants, tmp_path, make_multistream, sample_xml):
@@ -219,9 +243,10 @@ def test_malformed_rows_are_marked_with_their_line(tmp_path):
     assert [(p.source.rsplit(":", 1)[1], p.error is None) for p in pages] == [
         ("1", True), ("2", False), ("3", False), ("4", False), ("5", False), ("6", False), ("7", False)
     ]
-    assert [p.error.split(":")[0] for p in pages[1:]] == [
-        "invalid JSON", "non-integer id '7a'", "missing text", "expected a JSON object, got list", "text is int, not a string",
-        "text has a lone surrogate at character 2",
+    assert [p.error for p in pages[1:]] == [
+        "invalid JSON at line 2, column 2: Expecting property name enclosed in double quotes", "non-integer id '7a'",
+        "missing text", "expected a JSON object at line 5, got list", "text is int, not a string",
+        "text has a lone surrogate U+D800 at character 2",
     ]
 
 
