@@ -16,6 +16,12 @@ Token authentication (Ray >= 2.52, on by default in 2.60 clusters started with a
 token is read like Ray reads it, RAY_AUTH_TOKEN, then the file named by RAY_AUTH_TOKEN_PATH,
 then ~/.ray/auth_token; it is sent only as the Authorization header, never printed, and
 masked out of the job's streamed logs. docs/cluster.md says how to get it from the cluster.
+It is never sent in cleartext off this machine: `http://` only to a loopback address (where
+`kubectl port-forward` listens), `https://` anywhere, else `--allow-insecure-http` must say so.
+
+Secrets never go in `--env`: a job's environment is stored with the job and shown in plain text
+by the dashboard and `ray job list`. A NAME or VALUE that looks like a secret is refused (say
+`--not-secret NAME` if it is not one); the cluster's pods get secrets from Kubernetes instead.
 
 Exit status: 0 when the job succeeded; the job's own exit code (or 1) when it failed; 3 when it
 was stopped; 4 when the cluster could not be reached or refused the token; 130 when Ctrl-C
@@ -24,10 +30,13 @@ detached from a job that keeps running; 0 right after submitting with --no-wait.
 
 import asyncio
 import dataclasses
+import ipaddress
 import os
+import re
 import shlex
 import sys
 import threading
+import urllib.parse
 from pathlib import Path
 
 from jobs import cli
@@ -42,6 +51,18 @@ ACTIONS = ("status", "logs", "stop")
 EXCLUDES = (".venv", ".git", "runs", "out", "build", ".whl", ".gl", "**/__pycache__", "*.egg-info",
             ".pytest_cache", "*.pyc")
 _TOKEN_ENV_VARS = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")
+# --env names that look like a secret's. TOKEN, KEY, AUTH and PASS as whole words only, so that
+# TOKENIZER_PATH, TOKENS_PER_BATCH, MONKEYPATCH or AUTHOR pass.
+_SECRET_NAME_RE = re.compile(r"(?:^|_)(?:TOKEN|KEYS?|AUTH|PASS)(?:_|$)|SECRET|PASSW(?:OR)?D|CREDENTIAL|APIKEY|PRIVATE", re.I)
+# --env values that look like a secret whatever their name.
+_SECRET_VALUES = (
+    ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("a bearer token", re.compile(r"^\s*bearer\s+\S", re.I)),
+    ("a private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
+    ("a JSON web token", re.compile(r"\beyJ[\w-]{8,}\.[\w-]{8,}\.")),
+    ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_\w{22,})")),
+    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+)
 
 
 class ClusterError(RuntimeError):
@@ -95,6 +116,32 @@ def resolve_token(environ=None, home: Path | None = None) -> Token | None:
     if not value:
         raise ClusterError(f"token file {path} is empty")
     return Token(value, str(path))
+
+
+def check_transport(address: str, token: Token | None, allow_insecure_http: bool = False) -> None:
+    """Refuse to send the token in cleartext to another machine: anyone on the path could read
+    it and act as the cluster's owner. Loopback `http://` is fine (a `kubectl port-forward`
+    listens there and reaches the cluster through the API server's TLS), `https://` always.
+    Other schemes are Ray's address plugins, which choose their own transport."""
+    host = urllib.parse.urlsplit(address).hostname
+    if token is None or allow_insecure_http or not address.lower().startswith("http://") or _is_loopback(host):
+        return
+    raise ValueError(
+        f"--address {address}: refusing to send the Ray auth token (from {token.source}) in cleartext over http:// "
+        f"to {host}, which is not this machine. Use https:// if the dashboard serves it; or forward the port to this "
+        "machine (kubectl -n canine port-forward svc/canine-head-svc 8265:8265, then --address http://127.0.0.1:8265); "
+        "or, on a network you trust, add --allow-insecure-http")
+
+
+def _is_loopback(host: str | None) -> bool:
+    if host is None:
+        return False
+    if host.lower().rstrip(".") == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback  # 127.0.0.0/8 and ::1
+    except ValueError:  # another name: it may resolve anywhere
+        return False
 
 
 def connect(address: str, token: Token | None):
@@ -172,7 +219,12 @@ def add_arguments(parser) -> None:
     where.add_argument("--working-dir", help="directory uploaded as the job's cwd (default: this project checkout)")
     where.add_argument("--image", help="container image with the project installed (Ray runtime_env image_uri)")
     where.add_argument("--installed", action="store_true", help="the cluster's python already has the project: upload nothing")
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE", help="job environment variable (repeatable)")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="job environment variable (repeatable); never a secret: the dashboard shows it")
+    parser.add_argument("--not-secret", action="append", default=[], metavar="NAME",
+                        help="pass --env NAME although its name or value looks like a secret's (repeatable)")
+    parser.add_argument("--allow-insecure-http", action="store_true",
+                        help="send the token over http:// to a non-loopback address (readable by anyone on the path)")
     parser.add_argument("--job-id", help="submission id to use (a retried submission with the same id is refused)")
     parser.add_argument("--no-wait", action="store_true", help="print the job id and return without streaming logs")
     parser.add_argument("--follow", action="store_true", help="with `logs`: keep streaming until the job ends")
@@ -203,11 +255,10 @@ def _run(args) -> int:
         if action[0] not in ACTIONS or len(action) != 2 or command:
             raise ValueError("usage: canine submit --address URL [status|logs|stop] JOB_ID, "
                              f"or canine submit --address URL -- COMMAND ...; got {' '.join(action)!r}")
-        token = resolve_token()
-        return _act(connect(address, token), action[0], action[1], token, args.follow)
+        client, token = _connect(address, args)
+        return _act(client, action[0], action[1], token, args.follow)
     spec = _spec(args, command)
-    token = resolve_token()
-    client = connect(address, token)
+    client, token = _connect(address, args)
     job_id = submit(client, spec)
     print(f"canine submit: job {job_id} submitted to {address}", file=sys.stderr)
     if args.no_wait:
@@ -219,6 +270,12 @@ def _run(args) -> int:
         print(f"\ncanine submit: detached; job {job_id} keeps running "
               f"(canine submit --address {address} stop {job_id})", file=sys.stderr)
         return EXIT_DETACHED
+
+
+def _connect(address: str, args):
+    token = resolve_token()
+    check_transport(address, token, args.allow_insecure_http)
+    return connect(address, token), token
 
 
 def _spec(args, words) -> SubmitSpec:
@@ -234,6 +291,13 @@ def _spec(args, words) -> SubmitSpec:
             raise ValueError(f"--env {item!r}: expected NAME=VALUE")
         if name in _TOKEN_ENV_VARS:  # job env vars are stored in the job's record and shown by the dashboard
             raise ValueError(f"--env {name}: the cluster passes its token to jobs itself; never put it in a job's env")
+        why = None if name in args.not_secret else _looks_secret(name, value)
+        if why:
+            raise ValueError(
+                f"--env {name}: {why}, and a job's environment is stored with the job and shown in plain text by the "
+                "Ray dashboard and `ray job list`. Give the cluster the secret instead: a Kubernetes secret in the Ray "
+                "containers' env (valueFrom.secretKeyRef in infra/k8s/raycluster.yaml; docs/cluster.md, \"Secrets\"), "
+                f"which every job inherits. If it is not a secret, add --not-secret {name}")
         env.append((name, value))
     working_dir = None
     if not (args.image or args.installed):
@@ -241,6 +305,13 @@ def _spec(args, words) -> SubmitSpec:
         if not Path(working_dir).is_dir():
             raise ValueError(f"--working-dir {working_dir}: not a directory")
     return SubmitSpec(tuple(words), working_dir, args.image, tuple(env), args.job_id)
+
+
+def _looks_secret(name: str, value: str) -> str | None:
+    """Why NAME=VALUE looks like a secret (never quoting the value), or None."""
+    if _SECRET_NAME_RE.search(name):
+        return "its name looks like a secret's"
+    return next((f"its value looks like {what}" for what, pattern in _SECRET_VALUES if pattern.search(value)), None)
 
 
 def _project_root() -> Path:

@@ -204,8 +204,8 @@ def test_token_lookup_follows_rays_order(tmp_path):
 
 def _args(*command, **kw):
     """What cli.main hands to submit.main: options, action words, and the command after `--`."""
-    defaults = dict(address="http://h:8265", working_dir=None, image=None, installed=False, env=[], job_id=None,
-                    no_wait=False, follow=False, action=[])
+    defaults = dict(address="http://h:8265", working_dir=None, image=None, installed=False, env=[], not_secret=[],
+                    job_id=None, no_wait=False, follow=False, allow_insecure_http=False, action=[])
     return SimpleNamespace(passthrough=list(command), **{**defaults, **kw})
 
 
@@ -236,6 +236,76 @@ def test_spec_entrypoint_and_runtime_env():
 def test_bad_submissions_are_refused_before_contacting_anyone(words, kw, needle, capsys):
     assert submit.main(_args(*words, **kw)) == 2
     assert needle in capsys.readouterr().err
+
+
+@pytest.fixture
+def reached(monkeypatch, tmp_path):
+    """Stops submit.main where it would contact the cluster; returns what connect was given."""
+    calls = []
+
+    def connect(address, token):
+        calls.append((address, token and token.value))
+        raise submit.ClusterError("stopped before contacting the cluster")
+
+    monkeypatch.setattr(submit, "connect", connect)
+    for name in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ray/auth_token of the developer's
+    return calls
+
+
+SECRET = "s3cr3t-t0ken-value"
+
+
+@pytest.mark.parametrize("address", ["http://10.0.0.5:8265", "10.0.0.5:8265", "http://ray-head.example.com:8265",
+                                     "HTTP://[2001:db8::1]:8265", "http://127.0.0.1.nip.io:8265"])
+def test_token_is_not_sent_in_cleartext_off_this_machine(address, reached, monkeypatch, capsys):
+    monkeypatch.setenv("RAY_AUTH_TOKEN", SECRET)
+    assert submit.main(_args(address=address, action=["status", "j1"])) == 2
+    err = capsys.readouterr().err
+    assert "refusing to send the Ray auth token (from RAY_AUTH_TOKEN) in cleartext over http://" in err
+    assert all(way in err for way in ("https://", "port-forward", "--address http://127.0.0.1:8265", "--allow-insecure-http"))
+    assert SECRET not in err and reached == []
+    # Said explicitly, it goes; so does a submission without a token, which has nothing to leak.
+    assert submit.main(_args(address=address, allow_insecure_http=True, action=["status", "j1"])) == submit.EXIT_CLUSTER
+    monkeypatch.delenv("RAY_AUTH_TOKEN")
+    assert submit.main(_args(address=address, action=["status", "j1"])) == submit.EXIT_CLUSTER
+    assert [token for _, token in reached] == [SECRET, None]
+
+
+@pytest.mark.parametrize("address", ["http://127.0.0.1:8265", "http://127.3.4.5:8265", "http://localhost:8265",
+                                     "http://LOCALHOST.:8265", "http://[::1]:8265", "127.0.0.1:8265", "https://ray.example.com"])
+def test_token_goes_to_loopback_http_and_to_https(address, reached, monkeypatch, capsys):
+    monkeypatch.setenv("RAY_AUTH_TOKEN", SECRET)
+    assert submit.main(_args("pretrain", "--help", address=address, installed=True)) == submit.EXIT_CLUSTER
+    assert reached == [(address if "://" in address else f"http://{address}", SECRET)]
+
+
+@pytest.mark.parametrize("item, why", [
+    ("HF_TOKEN=hf_abc", "its name looks like a secret's"),
+    ("WANDB_API_KEY=0123abcd", "its name looks like a secret's"),
+    ("AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI", "its name looks like a secret's"),
+    ("db_password=hunter2-pw", "its name looks like a secret's"),
+    ("GOOGLE_APPLICATION_CREDENTIALS=/var/secrets/google/key.json", "its name looks like a secret's"),
+    ("S3_ID=AKIAIOSFODNN7EXAMPLE", "its value looks like an AWS access key id"),
+    ("HEADER=Bearer abc.def", "its value looks like a bearer token"),
+    ("PEM=-----BEGIN RSA PRIVATE KEY-----MIIE", "its value looks like a private key"),
+    ("GH=ghp_" + "a" * 36, "its value looks like a GitHub token"),
+])
+def test_secret_looking_env_is_refused_without_quoting_it(item, why, reached, capsys):
+    name, _, value = item.partition("=")
+    assert submit.main(_args("pretrain", env=[item], installed=True)) == 2
+    err = capsys.readouterr().err
+    assert f"--env {name}: {why}" in err and "secretKeyRef" in err and f"--not-secret {name}" in err
+    assert value not in err and reached == []
+    spec = submit._spec(_args(env=[item], not_secret=[name], installed=True), ["pretrain"])  # the explicit override
+    assert spec.runtime_env()["env_vars"][name] == value
+
+
+def test_ordinary_env_is_not_taken_for_a_secret():
+    env = ["TOKENIZER_PATH=/data/tok.json", "TOKENS_PER_BATCH=4096", "AUTHOR=me", "NCCL_DEBUG=INFO", "KEYBOARD=us"]
+    spec = submit._spec(_args(env=env, installed=True), ["pretrain"])
+    assert len(spec.runtime_env()["env_vars"]) == len(env) + 1  # and PYTHONUNBUFFERED
 
 
 def test_uploaded_package_is_small_and_has_no_venv(tmp_path):
