@@ -81,3 +81,14 @@ def test_touched_input_is_unchanged_and_a_changed_one_is_named(tmp_path, capsys)
     assert code == 2
     assert f"input {xml} changed size" in err and "different config" in err
     assert "error" in json.loads(stdout)
+
+
+def test_staging_left_by_another_config_is_removed_when_the_run_publishes(tmp_path, capsys, caplog):
+    out = tmp_path / "out"
+    old = out / f"{contract.STAGING_PREFIX}0123456789abcdef" / "items"
+    old.mkdir(parents=True)
+    (old / "0a1b.parquet").write_bytes(b"cleaned pages of a killed run of another config")
+    code, _, err = run_cli([str(SAMPLE / "kowiki-20261101-pages-articles.xml"), "--output", str(out), *FAST], capsys)
+    assert code == 0, err
+    assert not [n for n in os.listdir(out) if n.startswith(".")]  # no staging, no lock
+    assert "staging of another config's unfinished run" in caplog.text
