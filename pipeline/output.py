@@ -24,7 +24,7 @@ import time
 
 import fsspec
 
-from pipeline import contract, faults, sources
+from pipeline import contract, faults, runners, sources
 from pipeline.config import PreprocessConfig
 
 log = logging.getLogger(__name__)
@@ -112,17 +112,6 @@ def describe_change(old: dict, new: dict) -> str:
     return "; ".join(changes) or "the config hashes differ"
 
 
-def beam_options(workers: int, runner: str, extra_args=()):
-    from apache_beam.options.pipeline_options import PipelineOptions
-
-    args = [f"--runner={runner}", *extra_args]
-    if runner == "DirectRunner":
-        # Name the runner and the mode: recent Beam may otherwise pick Prism, which downloads a binary.
-        mode = "multi_processing" if workers > 1 else "in_memory"
-        args += [f"--direct_num_workers={workers}", f"--direct_running_mode={mode}"]
-    return PipelineOptions(args)
-
-
 def check_output_path(output: str) -> None:
     """An output that is a file fails before anything is written."""
     fs, root = _fs(output)
@@ -201,7 +190,7 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
             fs.rm(name, recursive=True)
     fs.makedirs(staging_path, exist_ok=True)
     log.info("%d work items from %d input files", len(plan.items), len(cfg.input_fingerprints))
-    p = beam.Pipeline(options=beam_options(workers, runner, beam_args))
+    p = beam.Pipeline(options=runners.beam_options(workers, runner, beam_args))
     job.build(p, cfg, plan.items, staging, plan.tokenizer_json)
     try:
         result = p.run()

@@ -30,6 +30,6 @@ RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
 WORKDIR /opt/canine
 COPY . /opt/canine
 RUN pip install /opt/canine \
- && python -c "import apache_beam, jobs.cli, pipeline.contract; assert apache_beam.__version__ == '${BEAM_VERSION}', apache_beam.__version__"
+ && python -c "import apache_beam, apache_beam.io.gcp.gcsio, s3fs, gcsfs, jobs.cli, pipeline.contract; assert apache_beam.__version__ == '${BEAM_VERSION}', apache_beam.__version__"
 # The base image's ENTRYPOINT (/opt/apache/beam/boot) stays: Dataflow and the worker pool rely on it;
 # the CronJob sets its own command.

@@ -14,7 +14,7 @@ from pipeline.sources import RawPage
 
 
 def _opts():
-    from pipeline.output import beam_options
+    from pipeline.runners import beam_options
 
     return beam_options(1, "DirectRunner")  # named: never Prism
 
