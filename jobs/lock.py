@@ -99,6 +99,11 @@ class OutputLock:
         }
         for _ in range(3):  # a retry only follows removing a stale lock or a lock released meanwhile
             try:
+                # Looked at first, not only on FileExistsError: on a backend whose create is not
+                # exclusive (not every GCS-compatible server honours ifGenerationMatch=0), a live
+                # lock is still never overwritten by a run that starts after it.
+                if read_lock(self.url) is not None:
+                    raise FileExistsError(self.url)
                 self._create(_encode(self._record))
                 break
             except FileExistsError:
@@ -120,7 +125,7 @@ class OutputLock:
 
     def _create(self, data: bytes) -> None:
         """Create the lock file with `data`, or raise FileExistsError; never leaves it empty."""
-        if "file" in self._fs.protocol or "local" in self._fs.protocol:
+        if contract.is_local(self._fs):
             tmp = f"{self._path}.{self._owner}.tmp"
             with open(tmp, "wb") as f:
                 f.write(data)
@@ -133,17 +138,18 @@ class OutputLock:
             f.write(data)
 
     def heartbeat(self) -> None:
-        """Refresh the heartbeat time; raise LockLost if the file now names another holder."""
+        """Refresh the heartbeat time; raise LockLost if the file now names another holder. The
+        write is conditional on the version just read (`_replace_if_unchanged`), so a holder
+        whose lock was taken over in between never overwrites the new holder's record."""
+        version = _version(self._fs, self._path)
         current = read_lock(self.url)
         if not current or current.get("owner") != self._owner:
             raise LockLost(f"{self.url}: lock taken over by {_holder(current)}; this run must not keep writing")
         now = self._clock()
         self._record["heartbeat"] = now
-        # Write beside, then move over: a reader never sees a half-written record (os.rename
-        # locally; one whole-object write on object stores).
-        tmp = f"{self._path}.{self._owner}.tmp"
-        self._fs.pipe_file(tmp, _encode(self._record))
-        self._fs.mv(tmp, self._path)
+        if not _replace_if_unchanged(self._fs, self._path, _encode(self._record), version):
+            raise LockLost(f"{self.url}: lock changed while this run refreshed it (taken over by "
+                           f"{_holder(read_lock(self.url))}); this run must not keep writing")
         self._last_beat = now
 
     def check(self) -> None:
@@ -261,6 +267,49 @@ def _process_start(pid: int) -> str | None:
         return _proc_stat(pid)[_STARTTIME]
     except (OSError, IndexError):
         return None
+
+
+# --- conditional writes, per backend (docs/schedule.md "What the lock guarantees") -------------
+
+
+def _version(fs, path: str) -> str | None:
+    """The store's version token of the object: S3's ETag, GCS's generation; None elsewhere."""
+    if "s3" in fs.protocol:
+        return fs.info(path, refresh=True).get("ETag")
+    if "gs" in fs.protocol:
+        fs.invalidate_cache(path)
+        return str(fs.info(path)["generation"])
+    return None
+
+
+def _replace_if_unchanged(fs, path: str, data: bytes, version: str | None) -> bool:
+    """Write `data` over `path` only if the object is still at `version`; False if it changed.
+    S3: PutObject with If-Match (s3fs passes the argument through to the call). GCS: an
+    upload with ifGenerationMatch, through google-cloud-storage's public API, since gcsfs
+    only exposes ifGenerationMatch=0. Local disks: temp file and rename; the read before it is
+    on the same host, microseconds earlier. Other filesystems: a plain whole write."""
+    if "s3" in fs.protocol and version:
+        try:
+            fs.pipe_file(path, data, IfMatch=version)
+        except OSError as e:
+            if "pre-condition" in str(e) or "PreconditionFailed" in str(e) or "412" in str(e):
+                return False
+            raise
+        return True
+    if "gs" in fs.protocol and version:
+        from google.api_core.exceptions import PreconditionFailed
+        from google.cloud import storage
+
+        bucket, _, key = path.partition("/")
+        try:
+            storage.Client().bucket(bucket).blob(key).upload_from_string(
+                data, content_type="application/json", if_generation_match=int(version))
+        except PreconditionFailed:
+            return False
+        fs.invalidate_cache(path)
+        return True
+    contract.atomic_write(fs.unstrip_protocol(path), data)
+    return True
 
 
 def read_lock(url: str, storage_options: dict | None = None) -> dict | None:

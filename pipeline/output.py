@@ -327,6 +327,17 @@ def _published_files(fs, stage: str, shard_records: list) -> list[str]:
     return [r["path"] for r in shard_records] + [contract.TOKENIZER] + rejected
 
 
+def _move(fs, src: str, dst: str) -> None:
+    """A rename on local disks; a server-side copy, then delete, on object stores. fsspec's
+    `mv` there may try the store's newer move API first (gcsfs: GCS `moveTo`), which not every
+    GCS-compatible server has, and retries it for minutes before falling back."""
+    if contract.is_local(fs):
+        fs.mv(src, dst)
+    else:
+        fs.cp_file(src, dst)
+        fs.rm_file(src)
+
+
 def finalize(cfg: PreprocessConfig, staging: str) -> dict:
     fs, root = _fs(cfg.output)
     _, stage = _fs(staging)
@@ -341,7 +352,7 @@ def finalize(cfg: PreprocessConfig, staging: str) -> dict:
     for rel in published:
         if "/" in rel:
             fs.makedirs(f"{root}/{rel.rsplit('/', 1)[0]}", exist_ok=True)
-        fs.mv(f"{stage}/{rel}", f"{root}/{rel}")
+        _move(fs, f"{stage}/{rel}", f"{root}/{rel}")
         faults.point("publish")
     splits = {}
     for split in contract.SPLITS:

@@ -25,10 +25,14 @@ lock.release()
 """
 
 
-@pytest.fixture(params=["local", "memory"])
+@pytest.fixture(params=["local", "memory", "s3", "gs"])
 def output(request, tmp_path):
     if request.param == "local":
         return str(tmp_path / "shards" / "en" / "20261101")
+    if request.param == "s3":
+        return request.getfixturevalue("s3_store").url() + "/shards/en/20261101"
+    if request.param == "gs":
+        return request.getfixturevalue("gcs_store").url() + "/shards/en/20261101"
     return f"memory://lock-test-{uuid.uuid4().hex}/shards/en/20261101"
 
 
@@ -186,3 +190,22 @@ def test_lock_file_is_created_whole_or_not_at_all(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         OutputLock(str(output)).acquire()
     assert os.listdir(output) == []
+
+
+def test_s3_create_and_heartbeat_are_conditional(s3_store):
+    """On S3 the create is If-None-Match: * and the heartbeat If-Match: <ETag>, both enforced by
+    the server (moto's, a real protocol server): a racing creator gets FileExistsError, and a
+    holder whose lock changed after it read it cannot write its heartbeat over the change."""
+    from jobs.lock import _replace_if_unchanged, _version
+
+    lock = OutputLock(s3_store.url() + "/out").acquire()
+    try:
+        with pytest.raises(FileExistsError):
+            lock._create(b'{"owner": "racer"}')
+        seen = _version(lock._fs, lock._path)
+        lock._fs.pipe_file(lock._path, json.dumps(dict(read_lock(lock.url), owner="new-holder")).encode())
+        assert not _replace_if_unchanged(lock._fs, lock._path, b'{"owner": "old"}', seen)
+        assert read_lock(lock.url)["owner"] == "new-holder"
+        assert _replace_if_unchanged(lock._fs, lock._path, b'{"owner": "x"}', _version(lock._fs, lock._path))
+    finally:
+        lock.release()
