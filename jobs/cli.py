@@ -14,6 +14,7 @@ each take seconds to import).
 
 import argparse
 import importlib
+import logging
 import sys
 
 # name -> (module, one-line help)
@@ -57,7 +58,30 @@ def main(argv=None):
         argv, passthrough = argv[:cut], argv[cut + 1 :]
     args = parser.parse_args(argv)
     args.passthrough = passthrough
+    _redact_logs()
     return int(_module(command).main(args) or 0)
+
+
+def _redact_logs() -> None:
+    """Every log record of this process, from any logger, gets the credentials of URLs in its
+    message masked (pipeline.contract.redact). At record creation: a filter on the root logger
+    would miss records that other loggers propagate to its handlers."""
+    from pipeline.contract import redact
+
+    make = logging.getLogRecordFactory()
+    if getattr(make, "redacts", False):
+        return
+
+    def redacting(*args, **kwargs):
+        record = make(*args, **kwargs)
+        message = record.getMessage()
+        masked = redact(message)
+        if masked != message:
+            record.msg, record.args = masked, ()
+        return record
+
+    redacting.redacts = True
+    logging.setLogRecordFactory(redacting)
 
 
 if __name__ == "__main__":

@@ -83,7 +83,7 @@ def main(args) -> int:
         created = output.missing_root(cfg.output)
         # The lock comes before anything touches the output, staging included: two runs of one
         # config would otherwise clean up each other's staging (jobs/lock.py).
-        with OutputLock(cfg.output, command=shlex.join(["canine", "preprocess", *map(str, args.inputs)])) as lock:
+        with OutputLock(cfg.output, command=contract.redact(shlex.join(["canine", "preprocess", *map(str, args.inputs)]))) as lock:
             try:
                 manifest = output.run(cfg, workers=args.workers, runner=args.runner, beam_args=args.passthrough,
                                       before_publish=lock.check, plan=plan)
@@ -95,9 +95,10 @@ def main(args) -> int:
     except (ValueError, sources.InputError, output.OutputExistsError, LockHeld, LockLost) as e:
         if created:
             output.remove_empty(cfg.output, created)
-        print(f"canine preprocess: {e}", file=sys.stderr)
+        message = contract.redact(str(e))
+        print(f"canine preprocess: {message}", file=sys.stderr)
         if args.json:
-            print(json.dumps({"error": str(e)}, ensure_ascii=False))
+            print(json.dumps({"error": message}, ensure_ascii=False))
         return 2
     if manifest.get("up_to_date"):
         # stderr under --json: stdout stays one JSON document on every path

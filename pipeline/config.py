@@ -38,8 +38,11 @@ class PreprocessConfig:
         """The part of the config that determines the output, as JSON-ready data."""
         d = dataclasses.asdict(self)
         d.pop("output")
-        d["input_fingerprints"] = [list(x) for x in self.input_fingerprints]
-        d["inputs"] = list(self.inputs)
+        # URLs as recorded in the manifest: credentials masked (a presigned URL's signature
+        # changes on every signing; the content id says whether the bytes did).
+        d["input_fingerprints"] = [[contract.redact(x[0]), *x[1:]] for x in self.input_fingerprints]
+        d["inputs"] = [contract.redact(u) for u in self.inputs]
+        d["tokenizer"] = self.tokenizer and contract.redact(self.tokenizer)
         d["schema_version"] = contract.SCHEMA_VERSION
         return d
 

@@ -12,6 +12,7 @@ google-research/language canine/special_codepoints.py).
 
 import contextlib
 import os
+import re
 import uuid
 
 import fsspec
@@ -96,6 +97,22 @@ COLUMNS = tuple(SCHEMA.names)
 def is_aliased(cp: int) -> bool:
     """True if an input codepoint would alias PAD or a special codepoint."""
     return cp == 0 or ALIASED_RANGE[0] <= cp <= ALIASED_RANGE[1]
+
+
+# --- Credentials never recorded ----------------------------------------------------------------
+# Credentials come from the environment or the cloud SDKs' own files. A URL can still carry
+# some, as `scheme://user:password@host/...` or a presigned query (S3's X-Amz-Signature, GCS's
+# X-Goog-Signature, Azure's sig): `redact` masks them in any text before it is written to a
+# manifest, a rejects file, a lock record, a log line or an error message (issue 11).
+_USERINFO = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s'\"]+@")
+_SECRET_QUERY = re.compile(
+    r"([?&](?:x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential"
+    r"|signature|sig|token|access_token|awsaccesskeyid|api_key|apikey|key)=)[^&\s#'\"]*", re.I)
+
+
+def redact(text: str) -> str:
+    """`text` with the credentials of any URL in it replaced by `***`."""
+    return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", text))
 
 
 # --- Writing published files ------------------------------------------------------------------

@@ -41,7 +41,9 @@ SCHEMA = pa.schema(
 
 def clean_raw(page: sources.RawPage) -> Cleaned:
     r = clean.clean_page(page)
-    return Cleaned(page.lang, page.page_id, page.title, page.source, r.outcome, r.reason, r.text, r.replaced)
+    # The source (path:line) goes into the cache and the rejects file: no credentials of its URL.
+    return Cleaned(page.lang, page.page_id, page.title, contract.redact(page.source), r.outcome, r.reason, r.text,
+                   r.replaced)
 
 
 def cache_url(staging: str, item: sources.WorkItem) -> str:

@@ -54,6 +54,8 @@ import fsspec.core
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline import contract
+
 # Bytes read per block, and the most decompressed bytes handed on at once (one expat feed):
 # big enough that per-call overhead vanishes, small enough to keep memory flat.
 _READ_BYTES = 1 << 18
@@ -85,7 +87,11 @@ _KINDS = "expected .xml[.bz2|.gz], .jsonl/.json[.gz|.bz2] or .parquet"
 
 
 class InputError(Exception):
-    """Bad or missing input; the message names the file and the position."""
+    """Bad or missing input; the message names the file and the position (with any credentials
+    in its URL masked: contract.redact)."""
+
+    def __init__(self, message: str):
+        super().__init__(contract.redact(message))
 
 
 @dataclass(frozen=True)
