@@ -16,7 +16,7 @@ Session data:
                     multistream (its index beside it), jsonl, jsonl_gz, parquet (cleaned text)
     bad_inputs      {name: path}: truncated_bz2, corrupt_gz, malformed_xml, truncated_xml,
                     stale_index (an index whose offsets miss the stream starts)
-Object stores, real protocol servers started as separate processes on 127.0.0.1:
+Object stores, real protocol servers started as separate processes on 127.0.0.1 (tests/stores.py):
     s3_store        moto's S3 server; sets AWS_* in os.environ for the session; .url(name) gives
                     a fresh s3://bucket/name URL
     gcs_store       gcp-storage-emulator; sets STORAGE_EMULATOR_HOST; .url(name) -> gs://...
@@ -27,10 +27,6 @@ import gzip
 import json
 import os
 import re
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from pathlib import Path
 from xml.sax.saxutils import unescape
@@ -39,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import stores
 from pipeline.clean import clean_page
 from pipeline.sources import WorkItem, read_pages
 
@@ -197,58 +194,17 @@ _pages_as_rows_fixture = _as_fixture(pages_as_rows)
 _make_synthetic_dump_fixture = _as_fixture(make_synthetic_dump)
 
 
-# --- object stores ----------------------------------------------------------------------------
+# --- object stores (tests/stores.py starts the servers) ----------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _store(tmp_path_factory, protocol):
+    import fsspec
 
-
-def _serve(cmd: list[str], port: int, log_path) -> subprocess.Popen:
-    """Start a server process and wait until it accepts connections on 127.0.0.1:port."""
-    log = open(log_path, "wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{cmd[0]} exited with {proc.returncode}; see {log_path}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return proc
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"{cmd[0]} did not listen on 127.0.0.1:{port} within 60 s; see {log_path}")
-
-
-class Store:
-    """A bucket on a store server: `url(name)` is a fresh folder URL in it; `env` is what a child
-    process (a Beam worker, a Ray node) needs in its environment to reach the server."""
-
-    def __init__(self, protocol: str, bucket: str, env: dict):
-        self.protocol, self.bucket, self.env = protocol, bucket, env
-
-    def url(self, name: str = "") -> str:
-        return f"{self.protocol}://{self.bucket}/{name or uuid.uuid4().hex[:12]}"
-
-    def fs(self):
-        import fsspec
-
-        return fsspec.filesystem(self.protocol)
-
-
-def _store(tmp_path_factory, protocol, cmd, env):
-    port = _free_port()
-    env = {k: v.format(port=port) for k, v in env.items()}
-    proc = _serve([a.format(port=port) for a in cmd], port, tmp_path_factory.mktemp(protocol) / "server.log")
+    proc, env = stores.start(protocol, tmp_path_factory.mktemp(protocol) / "server.log")
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        import fsspec
-
-        store = Store(protocol, f"canine-{uuid.uuid4().hex[:8]}", env)
+        store = stores.Store(protocol, f"canine-{uuid.uuid4().hex[:8]}", env)
         fsspec.filesystem(protocol, skip_instance_cache=True).mkdir(store.bucket)
         yield store
     finally:
@@ -260,20 +216,9 @@ def _store(tmp_path_factory, protocol, cmd, env):
 
 @pytest.fixture(scope="session")
 def s3_store(tmp_path_factory):
-    """moto's S3 server in its own process. Credentials are moto's dummies, from the environment
-    only, as the product expects real ones to come."""
-    yield from _store(tmp_path_factory, "s3", [os.path.join(os.path.dirname(sys.executable), "moto_server"),
-                                               "-H", "127.0.0.1", "-p", "{port}"],
-                      {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:{port}"})
+    yield from _store(tmp_path_factory, "s3")
 
 
 @pytest.fixture(scope="session")
 def gcs_store(tmp_path_factory):
-    """gcp-storage-emulator in its own process. GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false: gcsfs
-    2026.10 otherwise asks the storage-control gRPC API for each bucket's type, which the
-    emulator does not serve (a 60 s time-out per bucket)."""
-    yield from _store(tmp_path_factory, "gs", [os.path.join(os.path.dirname(sys.executable), "gcp-storage-emulator"),
-                                               "start", "--host", "127.0.0.1", "--port", "{port}", "--in-memory"],
-                      {"STORAGE_EMULATOR_HOST": "http://127.0.0.1:{port}", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false",
-                       "GOOGLE_CLOUD_PROJECT": "canine-test"})
+    yield from _store(tmp_path_factory, "gs")
