@@ -11,6 +11,7 @@ google-research/language canine/special_codepoints.py).
 """
 
 import contextlib
+import hashlib
 import os
 import re
 import uuid
@@ -113,6 +114,16 @@ _SECRET_QUERY = re.compile(
 def redact(text: str) -> str:
     """`text` with the credentials of any URL in it replaced by `***`."""
     return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", text))
+
+
+def file_sha256(url: str, block: int = 1 << 22) -> str:
+    """sha256 of a file's bytes at any fsspec URL, streamed in 4 MiB blocks (never held whole):
+    what the manifest records of each shard and the tokenizer, what the trainer checks."""
+    h = hashlib.sha256()
+    with fsspec.open(url, "rb") as f:
+        while chunk := f.read(block):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 # --- Writing published files ------------------------------------------------------------------

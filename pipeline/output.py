@@ -16,7 +16,6 @@ cached work items, or a complete manifest; each step is idempotent from there
 """
 
 import dataclasses
-import hashlib
 import json
 import logging
 import re
@@ -57,7 +56,6 @@ def read_manifest(output: str) -> dict | None:
 # same has the same value, whenever and however it was uploaded (S3 and GCS ETags of a
 # single-part upload are its MD5; GCS also keeps md5Hash and crc32c).
 _STORE_CHECKSUMS = ("md5Hash", "crc32c", "ETag", "etag", "checksum")
-_HASH_BLOCK = 1 << 22
 
 
 def _content_id(fs, path: str, info: dict) -> str:
@@ -68,11 +66,7 @@ def _content_id(fs, path: str, info: dict) -> str:
     (https mirrors): the modification time, the best they offer; a changed one is then named
     in the refusal (`describe_change`)."""
     if contract.is_local(fs):
-        h = hashlib.sha256()
-        with fs.open(path, "rb") as f:
-            while block := f.read(_HASH_BLOCK):
-                h.update(block)
-        return f"sha256:{h.hexdigest()}"
+        return f"sha256:{contract.file_sha256(fs.unstrip_protocol(path))}"
     for key in _STORE_CHECKSUMS:
         if info.get(key):
             return f"{key}:{str(info[key]).strip(chr(34))}"
@@ -362,15 +356,13 @@ def finalize(cfg: PreprocessConfig, staging: str) -> dict:
             "codepoints": sum(r["codepoints"] for r in recs),
             "shards": [{k: r[k] for k in ("path", "rows", "codepoints", "sha256")} for r in recs],
         }
-    from pipeline.shards import sha256_of  # local: keeps this module light for `canine inspect`
-
     manifest = {
         "schema_version": contract.SCHEMA_VERSION,
         "config": cfg.fingerprint(),
         "config_sha256": cfg.sha256(),
         "splits": splits,
         "languages": languages,
-        "tokenizer": {"path": contract.TOKENIZER, "sha256": sha256_of(f"{cfg.output.rstrip('/')}/{contract.TOKENIZER}")},
+        "tokenizer": {"path": contract.TOKENIZER, "sha256": contract.file_sha256(f"{cfg.output.rstrip('/')}/{contract.TOKENIZER}")},
         "rejects": [rel for rel in published if rel.startswith(contract.REJECTS + "/")],
     }
     write_manifest(cfg.output, manifest)

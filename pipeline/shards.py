@@ -51,14 +51,6 @@ def write_table(table: pa.Table, url: str) -> dict:
     }
 
 
-def sha256_of(url: str, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with fsspec.open(url, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
-
-
 def read_table(url: str, columns=None) -> pa.Table:
     with fsspec.open(url, "rb") as f:
         return pq.read_table(f, columns=columns)
