@@ -32,8 +32,8 @@ def add_arguments(p):
     p.add_argument("--pack-group-codepoints", type=int, default=PreprocessConfig.pack_group_codepoints)
     p.add_argument("--tokenizer-pages", type=int, default=PreprocessConfig.tokenizer_pages)
     p.add_argument("--streams-per-item", type=int, default=PreprocessConfig.streams_per_item)
-    p.add_argument("--workers", type=int, default=1, help="DirectRunner worker processes")
-    p.add_argument("--runner", default="DirectRunner", help="Beam runner (named, so Beam never falls back to Prism)")
+    p.add_argument("--workers", type=int, default=1, help="worker processes: the DirectRunner's, or the DaskRunner LocalCluster's")
+    p.add_argument("--runner", default="DirectRunner", help="Beam runner: DirectRunner, DaskRunner, DataflowRunner, FlinkRunner (named, so Beam never falls back to Prism)")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON instead of a table")
 
 
