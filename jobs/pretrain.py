@@ -10,6 +10,8 @@ The config is a shipped name (tiny, small, base) or a YAML file; every field can
 `--set section.field=value`, the common ones also with their own flag. The resolved config is saved
 as OUTPUT/config.yaml. Without a cluster address (--ray-address / RAY_ADDRESS) a local Ray cluster
 is started on 127.0.0.1. CANINE_FAULT_STEP=k makes worker rank 1 kill itself once at step k.
+Exit codes: 0 done, 1 training failed, 2 refused before training (a bad config or data, a changed
+config on resume, another driver holding the output, a cluster that cannot place the run).
 """
 
 import json
@@ -23,6 +25,7 @@ FLAGS = {
     "seq_len": "data.seq_len", "zero_stage": "parallel.zero_stage", "optimizer": "optim.name", "lr": "optim.lr",
     "eval_every": "train.eval_every", "seed": "train.seed", "stop_at_step": "train.stop_at_step",
     "device": "parallel.device", "precision": "parallel.precision", "ray_address": "parallel.ray_address",
+    "resource_wait_s": "parallel.resource_wait_s",
 }
 
 
@@ -31,26 +34,34 @@ def add_arguments(parser) -> None:
     parser.add_argument("--data", help="shard directory or fsspec URL (the output of `canine preprocess`)")
     parser.add_argument("--output", help="run directory or fsspec URL; an existing run there is resumed")
     parser.add_argument("--objective", choices=("char", "subword"), help="CANINE-C or CANINE-S")
-    parser.add_argument("--workers", type=int, help="Ray Train workers (default: one per GPU)")
-    parser.add_argument("--max-steps", type=int)
-    parser.add_argument("--checkpoint-every", type=int)
-    parser.add_argument("--keep-checkpoints", type=int)
+    parser.add_argument("--workers", type=int, help="Ray Train workers (0: one per GPU)")
+    parser.add_argument("--max-steps", type=int, help="optimizer steps, also the length of the LR schedule")
+    parser.add_argument("--checkpoint-every", type=int, help="steps between checkpoints")
+    parser.add_argument("--keep-checkpoints", type=int, help="checkpoints kept in the run's storage")
     parser.add_argument("--max-failures", type=int, help="worker failures to recover from (-1: unlimited)")
-    parser.add_argument("--global-batch", type=int)
+    parser.add_argument("--global-batch", type=int, help="examples per optimizer step over all workers")
     parser.add_argument("--micro-batch", type=int, help="examples per worker per forward/backward")
     parser.add_argument("--seq-len", type=int, help="characters per example (0: as the shards were built)")
-    parser.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3))
-    parser.add_argument("--optimizer", choices=("adamw", "lamb"))
+    parser.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3), help="DeepSpeed ZeRO stage")
+    parser.add_argument("--optimizer", choices=("adamw", "lamb"), help="optimizer (LAMB needs ZeRO stage 0)")
     parser.add_argument("--lr", type=float, help="peak learning rate")
-    parser.add_argument("--eval-every", type=int)
-    parser.add_argument("--seed", type=int)
+    parser.add_argument("--eval-every", type=int, help="steps between validation passes (0: only at the end)")
+    parser.add_argument("--seed", type=int, help="model init, data order and dropout seed")
     parser.add_argument("--stop-at-step", type=int, help="checkpoint and stop at this step (resume later)")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--precision", choices=("auto", "bf16", "fp32"))
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="auto: cuda if the cluster has GPUs")
+    parser.add_argument("--precision", choices=("auto", "bf16", "fp32"), help="auto: bf16 on GPU, fp32 on CPU")
     parser.add_argument("--ray-address", help="Ray cluster address (default: RAY_ADDRESS or a local cluster)")
+    parser.add_argument("--resource-wait-s", type=float,
+                        help="seconds to wait for an autoscaler or other jobs to free what the run needs "
+                             "(a cluster too small without an autoscaler fails at once)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override any config field, e.g. optim.weight_decay=0.1 (repeatable)")
     parser.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
+    # The flags of config fields default to the config's value (one fact, one place: the YAML files).
+    for action in parser._actions:
+        key = FLAGS.get(action.dest)
+        if key and "default" not in (action.help or ""):
+            action.help = f"{action.help} (default: the config's {key})"
 
 
 def overrides_from_args(args) -> dict:
@@ -81,12 +92,16 @@ def main(args) -> int:
 
     from ray.train import TrainingFailedError
 
+    from jobs.lock import LockHeld, LockLost
+    from pipeline.contract import redact
+    from training.train.resources import ClusterTooSmall
     from training.train.run import pretrain
 
     try:
         summary = pretrain(cfg)
-    except (ValueError, FileNotFoundError) as e:  # bad data, a changed config on resume, ...
-        print(f"canine pretrain: {e}", file=sys.stderr)
+    # bad data, a changed config on resume, another driver on the output, a cluster too small
+    except (ValueError, FileNotFoundError, LockHeld, LockLost, ClusterTooSmall) as e:
+        print(f"canine pretrain: {redact(str(e))}", file=sys.stderr)
         return 2
     except TrainingFailedError as e:  # the workers' error, after --max-failures restarts
         print(f"canine pretrain: training failed: {e}", file=sys.stderr)

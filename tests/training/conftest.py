@@ -175,8 +175,10 @@ def pipeline_shards(sample_xml, tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
-def ray_local():
-    """One local Ray cluster on 127.0.0.1 for the session's end-to-end runs (CPU only)."""
+def ray_local(s3_store, gcs_store):
+    """One local Ray cluster on 127.0.0.1 for the session's end-to-end runs (CPU only). Started
+    after the object-store servers: its processes inherit their endpoints and dummy credentials
+    from the environment, as a cluster that `canine pretrain` starts inherits the driver's."""
     import ray
 
     ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1")

@@ -81,7 +81,7 @@ def test_missing_contract_column_names_the_file(contract_shards, tmp_path):
     bad = tmp_path / "bad.parquet"
     pq.write_table(pq.read_table(shard.url).drop(["char_mask_positions"]), bad)
     with pytest.raises(ValueError, match=r"bad\.parquet: columns \['char_mask_positions'\]"):
-        data.read_unit(str(bad), data.file_sha256(str(bad)), 0, 10)
+        data.read_unit(str(bad), contract.file_sha256(str(bad)), 0, 10)
 
 
 def test_a_corrupt_shard_is_named_with_both_hashes(contract_shards, tmp_path):
@@ -93,7 +93,7 @@ def test_a_corrupt_shard_is_named_with_both_hashes(contract_shards, tmp_path):
         byte = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0xFF]))
-    actual = data.file_sha256(shard.url)
+    actual = contract.file_sha256(shard.url)
     with pytest.raises(ValueError) as info:
         data.read_unit(shard.url, shard.sha256, 0, 10)
     assert str(info.value).startswith(f"{shard.url}: corrupt shard: its sha256 is {actual}, "
@@ -104,8 +104,8 @@ def test_a_shard_is_hashed_once_per_process_not_per_read(contract_shards, tmp_pa
     data_dir = str(tmp_path / "shards")
     shutil.copytree(contract_shards, data_dir)  # URLs this process has not verified yet
     shards = data.read_manifest(data_dir).splits["train"]
-    hashed, real = [], data.file_sha256
-    monkeypatch.setattr(data, "file_sha256", lambda url: hashed.append(url) or real(url))
+    hashed, real = [], contract.file_sha256
+    monkeypatch.setattr(contract, "file_sha256", lambda url: hashed.append(url) or real(url))
     for start in range(0, 150, 10):  # 15 reads of 2 shards, past read_unit's cache of 2
         data.read_segments(data.segments(data.make_units(shards[:2], 10), shards, start, start + 10, 0, 0))
     assert sorted(hashed) == [shards[0].url]

@@ -59,3 +59,19 @@ def test_a_remote_output_gets_metrics_as_one_object_and_the_event_files(monkeypa
     found = [p[len(root) + 1:] for p in fs.find(root)]  # the event file went up too, not nested
     assert found[0] == metrics.METRICS_FILE and len(found) == 2
     assert found[1].startswith(f"{metrics.TENSORBOARD_DIR}/events.out.tfevents.")
+
+
+def test_console_line_has_time_rate_and_eta():
+    import time
+
+    record = {"step": 40, "loss": 4.87, "accuracy": 0.054, "lr": 1.65e-3, "grad_norm": 0.56, "examples_per_s": 14.8,
+              "chars_per_s": 7600.0, "data_wait_fraction": 0.03, "step_s": 0.5}
+    now = time.mktime((2026, 11, 23, 9, 41, 33, 0, 0, -1))
+    line = metrics.console_line(record, 200, now=now)
+    assert line.startswith("2026-11-23 09:41:33  step  40/200  loss 4.8700")
+    assert "2.00 steps/s" in line and line.endswith("ETA 1:20")  # 160 steps left at 2 per second
+    eval_line = metrics.console_line({**record, "eval_loss": 4.2, "eval_accuracy": 0.07}, 200, now=now, steps_per_s=0.01)
+    assert "ETA 4:26:40" in eval_line and eval_line.endswith("| eval loss 4.2000 acc 0.070")
+    last = metrics.console_line({**record, "step": 200}, 200, now=now)
+    assert "ETA" not in last and "steps/s" in last
+    assert " - " in metrics.console_line({k: v for k, v in record.items() if k != "step_s"}, 200, now=now)

@@ -10,7 +10,8 @@ One idea per module:
     checkpoint.py  DeepSpeed checkpoints (loaded weights_only) + data position + RNG, the consolidated fp32 weights
     metrics.py     metrics.jsonl, TensorBoard, the console line, MFU and memory
     loop.py        the Ray Train worker function
-    run.py         `pretrain(cfg)`: the driver (Ray cluster, TorchTrainer, export)
+    resources.py   what a run needs from the cluster: fail at once, or wait a bounded time, if it cannot be placed
+    run.py         `pretrain(cfg)`: the driver (Ray cluster, output lock, TorchTrainer, export)
 
 Importing this package is cheap: Ray, DeepSpeed and torch are imported by the modules that use them.
 """

@@ -6,6 +6,10 @@ A checkpoint directory (one per reported step, merged by Ray Train from every ra
     shapes.json                  parameter name -> shape, checked before DeepSpeed loads anything
     rng/rank{r}.pt               each rank's torch / CUDA / numpy / python RNG state (dropout)
 
+Resuming from an object store, each rank downloads only the files it loads (`rank_files`), not
+the whole folder as Ray's Checkpoint.as_directory does (once per node): under ZeRO most of a
+checkpoint is the other ranks' optimizer partitions.
+
 Nothing is unpickled beyond plain data. Our own files are JSON or tensors-only, read with
 `torch.load(weights_only=True)`; DeepSpeed's loader asks torch for `weights_only=False`, so its
 loads are forced to weights_only=True too, with only the few DeepSpeed classes its files hold
@@ -19,6 +23,8 @@ import json
 import os
 import pickle
 import random
+import re
+import tempfile
 
 import fsspec
 import numpy as np
@@ -88,6 +94,49 @@ def save(engine, directory: str, state: dict, shapes: dict, rank: int) -> None:
             json.dump(state, f, indent=1)
         with open(os.path.join(directory, SHAPES_FILE), "w") as f:
             json.dump(shapes, f)
+
+
+# DeepSpeed 0.19 names a rank's partition "[bf16_]zero_pp_rank_R_mp_rank_XX_{optim,model}_states.pt"
+# (engine.py _get_rank_zero_ckpt_name, _get_ckpt_name); the other files of a tag folder,
+# "mp_rank_XX_model_states.pt" (ZeRO 0-2: the module, and at stage 0 the optimizer too), every
+# rank loads. A rank reads only its own partition: _get_all_zero_checkpoint_state_dicts loads
+# file i on dp rank i alone (zero_optimization.elastic_checkpoint is off, its default).
+_PARTITION = re.compile(r"zero_pp_rank_(\d+)_")
+
+
+def loaded_by(relpath: str, rank: int) -> bool:
+    """Whether `rank` reads this file of a checkpoint (a path relative to it) in `restore`."""
+    if relpath in (STATE_FILE, SHAPES_FILE):
+        return True
+    if relpath.startswith(RNG_DIR + "/"):
+        return relpath == f"{RNG_DIR}/rank{rank}.pt"
+    # DS_DIR/TAG/*.pt; not DS_DIR/latest nor DeepSpeed's zero_to_fp32.py (restore names the tag)
+    parts = relpath.split("/")
+    if len(parts) != 3 or parts[0] != DS_DIR or not parts[2].endswith(".pt"):
+        return False
+    partition = _PARTITION.search(parts[2])
+    return partition is None or int(partition[1]) == rank
+
+
+@contextlib.contextmanager
+def rank_files(ckpt, rank: int):
+    """A local directory holding the files of a Ray Train checkpoint that `rank` loads: the
+    checkpoint itself when it is on a local disk, else a temporary copy of just those files."""
+    import pyarrow.fs as pafs
+
+    if isinstance(ckpt.filesystem, pafs.LocalFileSystem):
+        yield ckpt.path
+        return
+    root = ckpt.path.rstrip("/")
+    infos = ckpt.filesystem.get_file_info(pafs.FileSelector(root, recursive=True))
+    with tempfile.TemporaryDirectory(prefix="canine-restore-") as local:
+        for info in infos:
+            relpath = info.path[len(root) + 1:]  # the selector lists paths under root
+            if info.type == pafs.FileType.File and loaded_by(relpath, rank):
+                os.makedirs(os.path.dirname(os.path.join(local, relpath)), exist_ok=True)
+                pafs.copy_files(info.path, os.path.join(local, relpath), source_filesystem=ckpt.filesystem,
+                                destination_filesystem=pafs.LocalFileSystem())
+        yield local
 
 
 def _deepspeed_globals() -> list:

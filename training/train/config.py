@@ -84,6 +84,10 @@ class ParallelConfig:
     compile: bool = False
     max_failures: int = 0  # worker failures Ray Train recovers from (restart from the last checkpoint)
     ray_address: str = ""  # "" = RAY_ADDRESS or a new local cluster on 127.0.0.1
+    # Seconds the driver waits, before starting the trainer, for an autoscaler to add the nodes
+    # the run needs or for other jobs to free them (resources.py); then it gives up. A cluster
+    # without an autoscaler that is too small fails at once. 15 min: a cloud GPU node takes minutes.
+    resource_wait_s: float = 900.0
 
 
 @dataclass
@@ -129,8 +133,8 @@ class PretrainConfig:
 RESUMABLE_CHANGES = {
     "output", "data.path", "data.chunk_rows", "data.prefetch_batches", "data.cpus_per_task",
     "data.eval_examples", "train.eval_every", "train.stop_at_step", "parallel.max_failures",
-    "parallel.ray_address", "parallel.cpus_per_worker", "parallel.threads_per_worker", "parallel.compile",
-    "checkpoint.every", "checkpoint.keep", "log.console_every", "log.tensorboard", "log.peak_tflops",
+    "parallel.ray_address", "parallel.resource_wait_s", "parallel.cpus_per_worker", "parallel.threads_per_worker",
+    "parallel.compile", "checkpoint.every", "checkpoint.keep", "log.console_every", "log.tensorboard", "log.peak_tflops",
     "log.profile_steps",
 }
 
@@ -300,6 +304,7 @@ def validate(cfg: PretrainConfig) -> None:
         (">= 0", lambda v: v >= 0, {"optim.weight_decay": o.weight_decay, "optim.grad_clip": o.grad_clip,
                                     "data.prefetch_batches": d.prefetch_batches, "data.eval_examples": d.eval_examples,
                                     "parallel.threads_per_worker": p.threads_per_worker,
+                                    "parallel.resource_wait_s": p.resource_wait_s,
                                     "log.peak_tflops": log.peak_tflops, "log.profile_steps": log.profile_steps}),
         ("in [0, 1)", lambda v: 0 <= v < 1, {"optim.beta1": o.beta1, "optim.beta2": o.beta2}),
     )

@@ -23,7 +23,6 @@ may be local or on any fsspec filesystem (gs://, s3://, ...).
 """
 
 import functools
-import hashlib
 import json
 import posixpath
 from dataclasses import dataclass
@@ -178,21 +177,12 @@ def segments(units, shards, lo: int, hi: int, seed: int, epoch: int | None) -> l
 _verified: set = set()  # (url, sha256) of the shards this process has hashed
 
 
-def file_sha256(url: str, block: int = 1 << 22) -> str:
-    """sha256 of a file's bytes, streamed in 4 MiB blocks (a shard is never held whole)."""
-    h = hashlib.sha256()
-    with fsspec.open(url, "rb") as f:
-        while chunk := f.read(block):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def verify_shard(url: str, sha256: str) -> None:
     """Check a shard against the manifest's sha256 the first time this process reads it; later
     reads (every unit, every epoch) cost a set lookup."""
     if (url, sha256) in _verified:
         return
-    actual = file_sha256(url)
+    actual = contract.file_sha256(url)
     if actual != sha256:
         raise ValueError(f"{url}: corrupt shard: its sha256 is {actual}, the manifest records {sha256} "
                          "(a damaged or replaced file; rerun `canine preprocess` or restore it)")

@@ -121,13 +121,16 @@ def _save_and_report(engine, state: dict, shapes: dict, rank: int, log) -> None:
                          checkpoint_dir_name=f"checkpoint_{checkpoint.tag(state['step'])}")
 
 
-def train_loop_per_worker(cfg_dict: dict) -> None:
+def train_loop_per_worker(loop_config: dict) -> None:
+    """loop_config: {"config": the resolved config as a dict, "progress": the driver's
+    metrics.ProgressSink actor (or None)}."""
+    import ray
     import ray.train
     import torch.distributed as dist
 
     from training.heads import CaninePretrainingModel
 
-    cfg = config.from_dict(cfg_dict)
+    cfg, progress = config.from_dict(loop_config["config"]), loop_config.get("progress")
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     on_gpu = cfg.parallel.device == "cuda"
@@ -152,12 +155,12 @@ def train_loop_per_worker(cfg_dict: dict) -> None:
     state = {"step": 0, "epoch": 0, "rows": 0, "world": world, "data_sha256": manifest.config_sha256}
     restored = ray.train.get_checkpoint()
     if restored is not None:
-        with restored.as_directory() as directory:
+        with checkpoint.rank_files(restored, rank) as directory:
             state = checkpoint.restore(engine, directory, shapes, rank, world, manifest.config_sha256)
     train = stream.TrainStream(manifest, cfg, rank, world, {"epoch": state["epoch"], "rows": state["rows"]},
                                num_hash_buckets=model_cfg.num_hash_buckets, seq_len=seq_len, device=str(device))
     eval_data = None
-    log = None
+    log, sent = None, None
     if rank == 0:
         log = metrics.MetricsLog(cfg.output, state["step"], cfg.log.tensorboard)
     peak = metrics.peak_flops(torch.cuda.get_device_name(device), cfg.log.peak_tflops) if on_gpu else None
@@ -200,12 +203,16 @@ def train_loop_per_worker(cfg_dict: dict) -> None:
             record.update(_evaluate(engine, eval_data, device))
         if log is not None:
             log.log(record)
+            if progress is not None and metrics.on_console(record, cfg.log.console_every, t.max_steps):
+                sent = progress.put.remote(record)  # fire and forget: the step does not wait for it
         if profiler is not None:
             profiler.after(state["step"])
         if state["step"] % cfg.checkpoint.every == 0 or state["step"] == stop:
             _save_and_report(engine, state, shapes, rank, log)
 
     train.close()
+    if sent is not None:
+        ray.get(sent)  # once: the last lines reach the driver before this worker exits
     if state["step"] >= t.max_steps:
         weights = checkpoint.gather_fp32(engine, shapes, rank)  # collective: every rank takes part
         if rank == 0:

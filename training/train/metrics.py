@@ -1,5 +1,5 @@
 """Rank 0's metric sinks, OUTPUT/metrics.jsonl (every step) and TensorBoard; the driver's console
-progress, which follows metrics.jsonl; MFU and memory figures.
+progress, which rank 0 sends it through Ray; MFU and memory figures.
 
 metrics.jsonl holds one JSON object per optimizer step: step, loss, accuracy, lr, grad_norm,
 examples_per_s, chars_per_s, data_wait_fraction, peak_rss_mb, mfu (GPU only), and eval_loss /
@@ -11,7 +11,12 @@ For a remote OUTPUT the files are written locally and copied up at every checkpo
 The progress lines are printed by the driver (`ProgressPrinter`), not by the workers: a local Ray
 cluster is started without forwarding worker logs, which on a dashboard-less local cluster would
 be mostly Ray's own chatter (its placement-group cleaner warns every second that it cannot reach
-the state API).
+the state API). Rank 0 sends the records of console steps to a `ProgressSink` actor the driver
+holds, rather than the driver following metrics.jsonl: on an object store that file is one object
+rewritten whole, so following it would mean re-uploading a growing file every few seconds (or
+seeing progress only at checkpoints, as before), and the driver polling the store every second.
+A fire-and-forget actor call costs rank 0 well under a millisecond per console line, makes no
+store request, and works alike for local and remote outputs.
 """
 
 import json
@@ -122,65 +127,91 @@ class MetricsLog:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def console_line(r: dict, max_steps: int) -> str:
-    """One compact progress line."""
+def console_line(r: dict, max_steps: int, now: float | None = None, steps_per_s: float | None = None) -> str:
+    """One compact progress line: wall-clock time, step, figures, steps/s and the ETA of the
+    remaining steps. `steps_per_s` defaults to this step's own rate (1 / step_s: a step's time
+    without its evaluation); a caller holding a longer average (evaluations and checkpoints
+    included) gives a steadier ETA by passing it. `now`: seconds since the epoch (default: now)."""
+    import time
+
     width = len(str(max_steps))
-    parts = [f"step {r['step']:>{width}}/{max_steps}", f"loss {r['loss']:.4f}", f"acc {r.get('accuracy', 0):.3f}",
-             f"lr {r['lr']:.2e}", "gnorm " + ("-" if r.get("grad_norm") is None else f"{r['grad_norm']:.2f}"),
+    if steps_per_s is None and r.get("step_s"):
+        steps_per_s = 1.0 / r["step_s"]
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() if now is None else now))
+    parts = [stamp, f"step {r['step']:>{width}}/{max_steps}", f"loss {r['loss']:.4f}",
+             f"acc {r.get('accuracy', 0):.3f}", f"lr {r['lr']:.2e}",
+             "gnorm " + ("-" if r.get("grad_norm") is None else f"{r['grad_norm']:.2f}"),
+             "-" if not steps_per_s else (f"{steps_per_s:.2f} steps/s" if steps_per_s < 10 else f"{steps_per_s:.0f} steps/s"),
              f"{r['examples_per_s']:.1f} ex/s",
              f"{r['chars_per_s'] / 1e3:.1f}k ch/s", f"wait {r['data_wait_fraction']:.0%}"]
     if "mfu" in r:
         parts.append(f"mfu {r['mfu']:.1%}")
+    left = max(0, max_steps - r["step"])
+    if left and steps_per_s:
+        s = int(round(left / steps_per_s))
+        h, m = divmod(s // 60, 60)
+        parts.append(f"ETA {h}:{m:02d}:{s % 60:02d}" if h else f"ETA {m}:{s % 60:02d}")
     if "eval_loss" in r:
         parts.append(f"| eval loss {r['eval_loss']:.4f} acc {r['eval_accuracy']:.3f}")
     return "  ".join(parts)
 
 
-class ProgressPrinter:
-    """A driver thread that prints a console line for each new metrics.jsonl record that is an
-    evaluation step, a multiple of `console_every` or the last step. Steps already in the file
-    when it starts (a resumed run's history) are not printed again."""
+def on_console(record: dict, every: int, max_steps: int) -> bool:
+    """Whether a step gets a console line: evaluations, every `every` steps, the first and the last."""
+    step = record["step"]
+    return "eval_loss" in record or step % max(1, every) == 0 or step in (1, max_steps)
 
-    def __init__(self, output_url: str, max_steps: int, console_every: int, interval_s: float = 1.0):
-        self.url = output_url.rstrip("/") + "/" + METRICS_FILE
-        self.max_steps, self.every, self.interval_s = max_steps, max(1, console_every), interval_s
-        self.offset = 0
-        self.last_step = max((r["step"] for r in read_metrics(output_url)), default=0)
+
+class ProgressSink:
+    """The records rank 0 sends (`put`, fire and forget) until the driver takes them. Run as a
+    Ray actor of 0 CPUs, so it takes nothing from the workers or the input pipeline."""
+
+    def __init__(self):
+        self._records = []
+
+    def put(self, record: dict) -> None:
+        self._records.append(record)
+
+    def take(self) -> list[dict]:
+        records, self._records = self._records, []
+        return records
+
+
+class ProgressPrinter:
+    """A driver thread that prints a console line for each record rank 0 sends to `self.sink`
+    (see `on_console`). A step printed once is not printed again when workers restarted from a
+    checkpoint train it a second time."""
+
+    def __init__(self, max_steps: int, interval_s: float = 1.0):
+        import ray
+
+        self.sink = ray.remote(num_cpus=0)(ProgressSink).remote()
+        self.max_steps, self.interval_s = max_steps, interval_s
+        self.last_step = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="canine-progress", daemon=True)
 
     def poll(self) -> None:
-        fs, path = fsspec.core.url_to_fs(self.url)
-        if not fs.exists(path):
-            return
-        if fs.size(path) < self.offset:  # rewritten by a resumed attempt: read it again
-            self.offset = 0
-        with fs.open(path, "rb") as f:
-            f.seek(self.offset)
-            chunk = f.read()
-        complete = chunk[: chunk.rfind(b"\n") + 1]  # a line still being written waits
-        self.offset += len(complete)
-        for line in complete.decode("utf-8").splitlines():
-            r = json.loads(line)
-            if r["step"] <= self.last_step:
-                continue
-            self.last_step = r["step"]
-            if "eval_loss" in r or r["step"] % self.every == 0 or r["step"] in (1, self.max_steps):
+        import ray
+
+        for r in ray.get(self.sink.take.remote()):
+            if r["step"] > self.last_step:
+                self.last_step = r["step"]
                 sys.stderr.write(console_line(r, self.max_steps) + "\n")
                 sys.stderr.flush()
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            try:
-                self.poll()
-            except (OSError, ValueError):  # a file being replaced; the next poll reads it
-                pass
+            self.poll()
 
     def __enter__(self):
         self._thread.start()
         return self
 
     def __exit__(self, *exc):
+        import ray
+
         self._stop.set()
         self._thread.join()
-        self.poll()
+        self.poll()  # the records sent since the last look (actor calls from one caller run in order)
+        ray.kill(self.sink)

@@ -10,11 +10,19 @@ training/train/loop.py, then exports the consolidated weights to Hugging Face fo
 Running it again with the same output resumes from the newest checkpoint (Train V2 restores a run
 re-created with the same RunConfig(storage_path, name)); for a finished run (its consolidated
 weights and summary are there) it returns the saved summary at once.
+
+The data and the output may be local or on an object store (s3://, gs://, any fsspec URL): the
+checkpoints, metrics.jsonl, TensorBoard events, config.yaml, summary.json and the HF export all go
+to the output. The workers reach the store with their own environment's credentials (a local
+cluster started here inherits the driver's); the driver forwards none. One driver writes an
+output at a time: it holds jobs/lock.py's lock, OUTPUT/.canine.lock, while it runs. Before the
+trainer starts, the driver checks that the cluster can place the run (resources.py).
 """
 
 import dataclasses
 import json
 import os
+import shlex
 import sys
 import tempfile
 
@@ -23,7 +31,7 @@ import yaml
 
 from training.train import config as config_mod
 from pipeline import contract
-from training.train import data, metrics
+from training.train import data, metrics, resources
 from training.train.loop import CONSOLIDATED, FAULT_ENV, train_loop_per_worker
 
 RAY_RUN_NAME = "ray_train"  # checkpoints live in OUTPUT/ray_train/checkpoint_stepNNNNNNNN
@@ -128,26 +136,20 @@ def summarize(cfg, records: list[dict]) -> dict:
 
 
 def export(cfg, consolidated_url: str) -> str | None:
-    """Load the consolidated fp32 weights (weights_only, shapes checked) and write the encoder as a
-    Hugging Face CanineModel directory (OUTPUT/hf). None if `transformers` is not installed."""
-    try:
-        import transformers  # noqa: F401  (the hf extra; training does not need it)
-    except ImportError:
-        return None
-    from training.heads import CaninePretrainingModel
-    from training.hf import export_hf
-    from training.train.checkpoint import load_consolidated
+    """Write the run's Hugging Face CanineModel directory, OUTPUT/hf (training/export.py: the
+    weights, the tokenizer config, a model card; published whole), and say on stderr where it
+    went, or why there is none (the [hf] extra missing, a model HF cannot hold): then None,
+    and `canine export OUTPUT` can write it later."""
+    from training.export import ExportError, export_run
 
-    model = CaninePretrainingModel(config_mod.model_config(cfg), cfg.train.objective)
-    load_consolidated(model, consolidated_url)
     target = data.join(cfg.output, HF_DIR)
-    fs, path = fsspec.core.url_to_fs(target)
-    if contract.is_local(fs):
-        export_hf(model, path)
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            export_hf(model, tmp)
-            fs.put(tmp + "/", path, recursive=True)
+    try:
+        export_run(cfg.output, to=target, cfg=cfg, consolidated=consolidated_url)
+    except ExportError as e:
+        sys.stderr.write(f"canine pretrain: no Hugging Face export: {contract.redact(str(e))}; "
+                         f"then: canine export {contract.redact(cfg.output)}\n")
+        return None
+    sys.stderr.write(f"canine pretrain: Hugging Face CanineModel exported to {contract.redact(target)}\n")
     return target
 
 
@@ -156,9 +158,10 @@ def _exists(url: str) -> bool:
     return fs.exists(path)
 
 
-def _trainer(cfg):
+def _trainer(cfg, progress=None):
     """The Ray Train V2 TorchTrainer of a resolved config: one worker per GPU (or per requested CPU
-    worker), gloo on CPU and NCCL on GPU, checkpoints kept in OUTPUT/ray_train."""
+    worker), gloo on CPU and NCCL on GPU, checkpoints kept in OUTPUT/ray_train; rank 0 sends its
+    console lines to `progress` (a metrics.ProgressSink actor)."""
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
@@ -166,7 +169,7 @@ def _trainer(cfg):
     env = {k: os.environ[k] for k in WORKER_ENV if k in os.environ}
     return TorchTrainer(
         train_loop_per_worker,
-        train_loop_config=config_mod.to_dict(cfg),
+        train_loop_config={"config": config_mod.to_dict(cfg), "progress": progress},
         torch_config=TorchConfig(backend="nccl" if gpu else "gloo"),
         scaling_config=ScalingConfig(num_workers=cfg.parallel.workers, use_gpu=gpu,
                                      resources_per_worker={"CPU": cfg.parallel.cpus_per_worker,
@@ -179,10 +182,17 @@ def _trainer(cfg):
     )
 
 
+def _lock_command(cfg) -> str:
+    """The command a lock record names (credentials in URLs masked)."""
+    return contract.redact(shlex.join(["canine", "pretrain", "--data", cfg.data.path, "--output", cfg.output]))
+
+
 def pretrain(cfg) -> dict:
     """Run (or resume) the pretraining `cfg` describes; returns the summary also written to
     OUTPUT/summary.json."""
     import ray
+
+    from jobs.lock import OutputLock
 
     if not cfg.output or not cfg.data.path:
         raise ValueError("pretraining needs output (--output) and data.path (--data)")
@@ -191,24 +201,31 @@ def pretrain(cfg) -> dict:
     started = _connect(cfg)
     try:
         cfg = resolve(cfg, manifest, ray.cluster_resources().get("GPU", 0))
-        _save_or_check_config(cfg)
         consolidated, summary_url = data.join(cfg.output, CONSOLIDATED), data.join(cfg.output, SUMMARY_FILE)
-        if _exists(consolidated) and _exists(summary_url):  # written only after the last step
-            sys.stderr.write(f"canine pretrain: {cfg.output} holds this run, finished; nothing to do\n")
-            with fsspec.open(summary_url, "rt") as f:
-                return json.load(f)
-        p = cfg.parallel
-        sys.stderr.write(f"canine pretrain: {p.workers} {p.device} workers, ZeRO-{p.zero_stage}, {p.precision}, "
-                         f"{cfg.train.objective} objective, {cfg.train.max_steps} steps -> {cfg.output}\n")
-        with metrics.ProgressPrinter(cfg.output, cfg.train.max_steps, cfg.log.console_every):
-            result = _trainer(cfg).fit()
-        summary = summarize(cfg, metrics.read_metrics(cfg.output))
-        summary["checkpoint"] = result.checkpoint.path if result.checkpoint else None
-        if summary["finished"] and _exists(consolidated):
-            summary["consolidated"] = consolidated
-            summary["hf_export"] = export(cfg, consolidated)
-        contract.atomic_write(summary_url, json.dumps(summary, indent=1).encode("utf-8"))
-        return summary
+        # Before the lock creates the output: a run the cluster cannot place leaves nothing behind.
+        if not (_exists(consolidated) and _exists(summary_url)):
+            resources.await_resources(resources.needs(cfg), cfg.parallel.resource_wait_s)
+        with OutputLock(cfg.output, command=_lock_command(cfg)) as lock:
+            _save_or_check_config(cfg)
+            if _exists(consolidated) and _exists(summary_url):  # written only after the last step
+                sys.stderr.write(f"canine pretrain: {cfg.output} holds this run, finished; nothing to do\n")
+                with fsspec.open(summary_url, "rt") as f:
+                    return json.load(f)
+            p = cfg.parallel
+            sys.stderr.write(f"canine pretrain: {p.workers} {p.device} workers, ZeRO-{p.zero_stage}, {p.precision}, "
+                             f"{cfg.train.objective} objective, {cfg.train.max_steps} steps -> {cfg.output}\n")
+            with metrics.ProgressPrinter(cfg.train.max_steps) as progress:
+                result = _trainer(cfg, progress.sink).fit()
+            lock.check()  # another driver took the output over: write no summary or export over its run
+            summary = summarize(cfg, metrics.read_metrics(cfg.output))
+            # The URL, not Ray's path on the storage filesystem (which drops the s3:// of a store).
+            summary["checkpoint"] = (data.join(cfg.output, RAY_RUN_NAME, os.path.basename(result.checkpoint.path))
+                                     if result.checkpoint else None)
+            if summary["finished"] and _exists(consolidated):
+                summary["consolidated"] = consolidated
+                summary["hf_export"] = export(cfg, consolidated)
+            contract.atomic_write(summary_url, json.dumps(summary, indent=1).encode("utf-8"))
+            return summary
     finally:
         if started:
             ray.shutdown()
