@@ -48,8 +48,6 @@ def test_restore_checks_shapes_before_deepspeed_loads(tmp_path):
         json.dump({"w": [3, 3]}, f)
     with pytest.raises(ValueError, match=r"w: \[3, 3\] in the checkpoint, the model has \[4, 4\]"):
         checkpoint.restore(None, directory, {"w": [4, 4]}, rank=0, world=2, data_sha256="abc")
-    with pytest.raises(ValueError, match="written by 2 workers, this run has 3"):
-        checkpoint.restore(None, directory, {"w": [3, 3]}, rank=0, world=3, data_sha256="abc")
     with pytest.raises(ValueError, match="config_sha256 abc, --data has xyz"):
         checkpoint.restore(None, directory, {"w": [3, 3]}, rank=0, world=2, data_sha256="xyz")
 

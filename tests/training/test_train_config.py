@@ -124,3 +124,23 @@ def test_a_config_error_found_against_the_data_leaves_no_output(contract_shards,
     assert cli.main(["pretrain", "--data", contract_shards, "--output", str(output), "--seq-len", "128"]) == 2
     assert "data.seq_len 128 is shorter" in capsys.readouterr().err
     assert not output.exists()
+
+
+def test_a_resumed_run_keeps_its_workers_device_and_precision_whatever_the_cluster():
+    """The first start resolves 'auto' / 0 from the cluster; a rerun takes them from the run's saved
+    config, so a cluster that lost its GPUs (or grew) changes nothing silently (issue 11)."""
+    from training.train import data
+    from training.train.run import resolve
+
+    manifest = data.Manifest("mem://d", {}, 256, "abc", "mem://d/_tokenizer.json")
+    first = resolve(config.load_config("tiny", {"parallel.workers": 0}), manifest, cluster_gpus=4)
+    assert (first.parallel.workers, first.parallel.device, first.parallel.precision, first.data.streams) == \
+        (4, "cuda", "bf16", 4)
+    saved = config.to_dict(first)
+    again = resolve(config.load_config("tiny", {"parallel.workers": 0}), manifest, cluster_gpus=0, saved=saved)
+    assert (again.parallel.workers, again.parallel.device, again.parallel.precision, again.data.streams) == \
+        (4, "cuda", "bf16", 4)  # not 2 CPU workers: the placement check then says what is missing
+    elastic = resolve(config.load_config("tiny", {"parallel.workers": 2}), manifest, cluster_gpus=2, saved=saved)
+    assert (elastic.parallel.workers, elastic.data.streams) == (2, 4)  # asked for: the same data order
+    assert config.resume_conflicts(saved, config.to_dict(elastic)) == []
+    assert config.resume_conflicts(saved, config.to_dict(config.load_config("tiny", {"parallel.device": "cpu"})))

@@ -56,24 +56,41 @@ def test_read_unit_matches_a_plain_read_across_row_groups(contract_shards):
 
 
 def test_a_resumed_stream_continues_where_the_plan_left_off(contract_shards):
-    """Rows [p, end) read from a resume position equal the tail of the uninterrupted stream,
-    and the workers' streams never share an example within an epoch."""
+    """Rows from a resume position equal the tail of the uninterrupted stream, and the workers'
+    streams never share an example within an epoch."""
     shards = data.read_manifest(contract_shards).splits["train"]
+    plan = data.epoch_plan(shards, 64, seed=3, epoch=1, streams=2, global_batch=16)
     seen = []
     for rank in range(2):
-        plan = data.epoch_plan(shards, 64, seed=3, epoch=1, world=2, rank=rank, rows_per_step=8)
-        end = plan.steps * 8
-        full = data.read_segments(data.segments(plan.units, shards, 0, end, 3, 1))
-        tail = data.read_segments(data.segments(plan.units, shards, 40, end, 3, 1))
-        assert tail.equals(full.slice(40))
+        full = data.read_segments(data.rank_segments(plan, shards, 0, plan.steps, rank, 2, 3))
+        tail = data.read_segments(data.rank_segments(plan, shards, 5, plan.steps, rank, 2, 3))
+        assert full.num_rows == 8 * plan.steps and tail.equals(full.slice(40))
         seen += full.column("example_id").to_pylist()
     assert len(seen) == len(set(seen))
 
 
+@pytest.mark.parametrize("streams", [1, 2, 4])
+def test_the_global_batches_do_not_depend_on_the_worker_count(contract_shards, streams):
+    """Elastic determinism: with the streams fixed, any worker count splits the same global
+    batches, in the same order, into its workers' blocks."""
+    shards = data.read_manifest(contract_shards).splits["train"]
+    plan = data.epoch_plan(shards, 64, seed=3, epoch=0, streams=streams, global_batch=16)
+    ids = lambda segs: data.read_segments(segs).column("example_id").to_pylist()  # noqa: E731
+    one = [ids(data.rank_segments(plan, shards, s, s + 1, 0, 1, 3)) for s in range(plan.steps)]
+    assert all(len(batch) == 16 for batch in one) and len({i for b in one for i in b}) == 16 * plan.steps
+    for world in (2, 4, 8):
+        for s in (0, plan.steps - 1):
+            blocks = [ids(data.rank_segments(plan, shards, s, s + 1, r, world, 3)) for r in range(world)]
+            assert [i for b in blocks for i in b] == one[s], (world, s)
+    if streams == 2:  # a worker of a run with as many workers as streams reads one stream: few segments
+        segs = data.rank_segments(plan, shards, 0, plan.steps, 1, 2, 3)
+        assert len(segs) == len({(g["url"], g["start"]) for g in segs})
+
+
 def test_too_little_data_for_one_step_is_a_clear_error(contract_shards):
     shards = data.read_manifest(contract_shards).splits["train"]
-    with pytest.raises(ValueError, match="cannot give each of 2 workers 4096 rows"):
-        data.epoch_plan(shards, 64, 0, 0, 2, 0, rows_per_step=4096)
+    with pytest.raises(ValueError, match="cannot give each of 2 data streams 2048 rows"):
+        data.epoch_plan(shards, 64, 0, 0, 2, global_batch=4096)
 
 
 def test_missing_contract_column_names_the_file(contract_shards, tmp_path):
@@ -124,7 +141,7 @@ def test_ray_data_stream_resumes_exactly(contract_shards, ray_local, tmp_path):
     manifest = data.read_manifest(data_dir)
     kwargs = dict(num_hash_buckets=2048, seq_len=256)
     full = stream.TrainStream(manifest, cfg, rank=1, world=2, **kwargs)
-    per_epoch = data.epoch_plan(manifest.splits["train"], 64, 0, 0, 2, 1, cfg.rows_per_step()).steps * 2
+    per_epoch = data.epoch_plan(manifest.splits["train"], 64, 0, 0, 2, 16).steps * 2
     batches = [full.next() for _ in range(per_epoch + 4)]  # 2 micro batches per step
     assert full.position == {"epoch": 1, "rows": 16}
 
@@ -136,8 +153,8 @@ def test_ray_data_stream_resumes_exactly(contract_shards, ray_local, tmp_path):
     full.close()
     resumed.close()
 
-    plan = data.epoch_plan(manifest.splits["train"], 64, 0, 0, 2, 1, cfg.rows_per_step())
-    rows = data.read_segments(data.segments(plan.units, manifest.splits["train"], 0, 4, 0, 0))
+    plan = data.epoch_plan(manifest.splits["train"], 64, 0, 0, 2, 16)
+    rows = data.read_segments(data.rank_segments(plan, manifest.splits["train"], 0, 1, 1, 2, 0)).slice(0, 4)
     direct = build_batch_numpy(rows, 256, "char", seed=stream.build_seed(0, 0), num_hash_buckets=2048)
     assert all(np.array_equal(batches[0][k].numpy(), direct[k]) for k in direct)
     assert full.wait_s > 0

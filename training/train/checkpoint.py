@@ -6,9 +6,19 @@ A checkpoint directory (one per reported step, merged by Ray Train from every ra
     shapes.json                  parameter name -> shape, checked before DeepSpeed loads anything
     rng/rank{r}.pt               each rank's torch / CUDA / numpy / python RNG state (dropout)
 
+    universal/stepNNNNNNNN/...   the same state in DeepSpeed's universal form, made once, at the
+                                 first resume on another worker count (below)
+
 Resuming from an object store, each rank downloads only the files it loads (`rank_files`), not
 the whole folder as Ray's Checkpoint.as_directory does (once per node): under ZeRO most of a
 checkpoint is the other ranks' optimizer partitions.
+
+Resuming on another worker count (elastic): ZeRO's files hold each rank's slice of the flattened
+optimizer state, so they only load into the same count. DeepSpeed's universal checkpointing
+(deepspeed/checkpoint/ds_to_universal.py; its load_universal config) turns them into one file per
+parameter and state, which any count loads. Rank 0 converts the checkpoint it resumes from once
+and stores the result beside it (`make_universal`); every rank then loads that. Without ZeRO in
+fp32 the optimizer state is not partitioned and loads into any count as it is.
 
 Nothing is unpickled beyond plain data. Our own files are JSON or tensors-only, read with
 `torch.load(weights_only=True)`; DeepSpeed's loader asks torch for `weights_only=False`, so its
@@ -36,6 +46,8 @@ DS_DIR = "deepspeed"
 STATE_FILE = "train_state.json"
 SHAPES_FILE = "shapes.json"
 RNG_DIR = "rng"
+UNIVERSAL_DIR = "universal"
+UNIVERSAL_DONE = "COMPLETE"  # written last into UNIVERSAL_DIR: the conversion is whole
 
 
 def tag(step: int) -> str:
@@ -104,10 +116,12 @@ def save(engine, directory: str, state: dict, shapes: dict, rank: int) -> None:
 _PARTITION = re.compile(r"zero_pp_rank_(\d+)_")
 
 
-def loaded_by(relpath: str, rank: int) -> bool:
+def loaded_by(relpath: str, rank: int, universal: bool = False) -> bool:
     """Whether `rank` reads this file of a checkpoint (a path relative to it) in `restore`."""
     if relpath in (STATE_FILE, SHAPES_FILE):
         return True
+    if universal:  # every rank reads every parameter's full state and keeps its slice
+        return relpath.startswith(UNIVERSAL_DIR + "/")
     if relpath.startswith(RNG_DIR + "/"):
         return relpath == f"{RNG_DIR}/rank{rank}.pt"
     # DS_DIR/TAG/*.pt; not DS_DIR/latest nor DeepSpeed's zero_to_fp32.py (restore names the tag)
@@ -119,9 +133,9 @@ def loaded_by(relpath: str, rank: int) -> bool:
 
 
 @contextlib.contextmanager
-def rank_files(ckpt, rank: int):
-    """A local directory holding the files of a Ray Train checkpoint that `rank` loads: the
-    checkpoint itself when it is on a local disk, else a temporary copy of just those files."""
+def _local_copy(ckpt, wanted):
+    """A local directory holding the files of a Ray Train checkpoint for which `wanted(relpath)`
+    holds: the checkpoint itself when it is on a local disk, else a temporary copy of those."""
     import pyarrow.fs as pafs
 
     if isinstance(ckpt.filesystem, pafs.LocalFileSystem):
@@ -132,11 +146,67 @@ def rank_files(ckpt, rank: int):
     with tempfile.TemporaryDirectory(prefix="canine-restore-") as local:
         for info in infos:
             relpath = info.path[len(root) + 1:]  # the selector lists paths under root
-            if info.type == pafs.FileType.File and loaded_by(relpath, rank):
+            if info.type == pafs.FileType.File and wanted(relpath):
                 os.makedirs(os.path.dirname(os.path.join(local, relpath)), exist_ok=True)
                 pafs.copy_files(info.path, os.path.join(local, relpath), source_filesystem=ckpt.filesystem,
                                 destination_filesystem=pafs.LocalFileSystem())
         yield local
+
+
+def rank_files(ckpt, rank: int, universal: bool = False):
+    """A local directory holding the files of a checkpoint that `rank` loads (see `loaded_by`)."""
+    return _local_copy(ckpt, lambda relpath: loaded_by(relpath, rank, universal))
+
+
+def saved_state(ckpt) -> dict:
+    """train_state.json of a Ray Train checkpoint, wherever it is stored."""
+    with ckpt.filesystem.open_input_stream(f"{ckpt.path.rstrip('/')}/{STATE_FILE}") as f:
+        return json.loads(f.read())
+
+
+def resharded(cfg) -> bool:
+    """Whether a run's optimizer state is partitioned by rank: under ZeRO >= 1, and in bf16 (whose
+    optimizer, DeepSpeed's BF16_Optimizer, partitions like ZeRO-1 even at stage 0)."""
+    return cfg.parallel.zero_stage >= 1 or cfg.parallel.precision == "bf16"
+
+
+def _convert_to_universal(src: str, dst: str) -> None:
+    """DeepSpeed's ds_to_universal on one tag folder, in this process (one extract and one merge
+    worker: no process pool), its loads forced to weights_only like ours. --inject_missing_state:
+    our checkpoints lack the Megatron-style metadata it otherwise requires (a plain data-parallel
+    model has none to give)."""
+    import argparse
+
+    from deepspeed.checkpoint import ds_to_universal
+
+    args = argparse.Namespace(input_folder=src, output_folder=dst, num_extract_workers=1, num_merge_workers=1,
+                              keep_temp_folder=False, strict=True, inject_missing_state=True)
+    with _weights_only_loads(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        ds_to_universal.main(args)
+
+
+def make_universal(ckpt, rank: int) -> None:
+    """Rank 0 converts the checkpoint's DeepSpeed state to the universal form and stores it in the
+    checkpoint (once: a later elastic resume from it reuses the result); all ranks wait for it."""
+    import pyarrow.fs as pafs
+    import torch.distributed as dist
+
+    root = ckpt.path.rstrip("/")
+    done = f"{root}/{UNIVERSAL_DIR}/{UNIVERSAL_DONE}"
+    if rank == 0 and ckpt.filesystem.get_file_info(done).type == pafs.FileType.NotFound:
+        step_tag = tag(saved_state(ckpt)["step"])
+        with _local_copy(ckpt, lambda relpath: relpath.startswith(f"{DS_DIR}/{step_tag}/")) as local, \
+                tempfile.TemporaryDirectory(prefix="canine-universal-") as out:
+            _convert_to_universal(os.path.join(local, DS_DIR, step_tag), os.path.join(out, step_tag))
+            with open(os.path.join(out, UNIVERSAL_DONE), "w") as f:
+                f.write(f"{step_tag}\n")
+            # Files first, the marker last: a conversion cut short is redone, never half used.
+            ckpt.filesystem.create_dir(f"{root}/{UNIVERSAL_DIR}")
+            pafs.copy_files(os.path.join(out, step_tag), f"{root}/{UNIVERSAL_DIR}/{step_tag}",
+                            source_filesystem=pafs.LocalFileSystem(), destination_filesystem=ckpt.filesystem)
+            pafs.copy_files(os.path.join(out, UNIVERSAL_DONE), done, source_filesystem=pafs.LocalFileSystem(),
+                            destination_filesystem=ckpt.filesystem)
+    dist.barrier()
 
 
 def _deepspeed_globals() -> list:
@@ -178,6 +248,8 @@ def _unsafe_files(tag_dir: str) -> str:
     allowed = {f"{g.__module__}.{g.__qualname__}" for g in _deepspeed_globals()}
     found = []
     for name in sorted(os.listdir(tag_dir)):
+        if os.path.isdir(os.path.join(tag_dir, name)):  # a universal checkpoint's zero/ folder
+            continue
         try:
             bad = set(torch.serialization.get_unsafe_globals_in_checkpoint(os.path.join(tag_dir, name))) - allowed
         except ValueError:  # not torch.save's zip format
@@ -193,28 +265,30 @@ def read_state(directory: str) -> dict:
 
 
 def restore(engine, directory: str, shapes: dict, rank: int, world: int, data_sha256: str) -> dict:
-    """Load the checkpoint in `directory` into the engine and this process; returns the train state."""
+    """Load the checkpoint in `directory` into the engine and this process; returns the train
+    state. A checkpoint of another worker count loads from its universal form (`make_universal`,
+    and the engine built with load_universal) or, unpartitioned, as it is."""
     state = read_state(directory)
     with open(os.path.join(directory, SHAPES_FILE)) as f:
         check_shapes(json.load(f), shapes, f"checkpoint {directory}")
-    if state["world"] != world:
-        raise ValueError(f"checkpoint {directory} was written by {state['world']} workers, this run has {world}; "
-                         "ZeRO partitions the optimizer by worker, so resume with the same --workers")
     if state.get("data_sha256") and data_sha256 and state["data_sha256"] != data_sha256:
         raise ValueError(f"checkpoint {directory} was trained on data with config_sha256 {state['data_sha256']}, "
                          f"--data has {data_sha256}: the data position would not mean the same rows")
+    universal = bool(getattr(engine, "load_universal_checkpoint", lambda: False)())
+    load_dir = os.path.join(directory, UNIVERSAL_DIR if universal else DS_DIR)
     try:
         with _weights_only_loads():
-            path, _ = engine.load_checkpoint(os.path.join(directory, DS_DIR), tag=tag(state["step"]),
+            path, _ = engine.load_checkpoint(load_dir, tag=tag(state["step"]),
                                              load_optimizer_states=True, load_lr_scheduler_states=True)
     except pickle.UnpicklingError as e:
-        files_named = _unsafe_files(os.path.join(directory, DS_DIR, tag(state["step"])))
+        files_named = _unsafe_files(os.path.join(load_dir, tag(state["step"])))
         raise ValueError(f"checkpoint {directory}: refused to load {files_named}: they hold objects other than "
                          "tensors and DeepSpeed's own state (a tampered or foreign checkpoint); nothing in them "
                          "was run") from e
     if path is None:
-        raise FileNotFoundError(f"checkpoint {directory}: no DeepSpeed checkpoint {DS_DIR}/{tag(state['step'])}")
-    _set_rng_state(torch.load(os.path.join(directory, RNG_DIR, f"rank{rank}.pt"), weights_only=True))
+        raise FileNotFoundError(f"checkpoint {directory}: no DeepSpeed checkpoint {load_dir}/{tag(state['step'])}")
+    if state["world"] == world:  # a rank of another count has no saved generator state of its own
+        _set_rng_state(torch.load(os.path.join(directory, RNG_DIR, f"rank{rank}.pt"), weights_only=True))
     return state
 
 

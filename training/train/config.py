@@ -44,6 +44,11 @@ class DataConfig:
     prefetch_batches: int = 4  # micro batches Ray Data prepares ahead of the step
     cpus_per_task: float = 1.0  # CPU reserved by each Ray Data read/build task
     eval_examples: int = 1024  # validation examples per evaluation (the first ones of the split, fixed)
+    # Streams the epoch's units are dealt to; each global batch takes global_batch / streams rows
+    # from every stream, and each worker a contiguous block of the batch (data.py). The order of
+    # the examples therefore does not depend on the worker count, so a run can resume on another
+    # one (elastic). 0 = the worker count at the run's first start, then saved with the run.
+    streams: int = 0
 
 
 @dataclass
@@ -52,7 +57,7 @@ class TrainConfig:
     global_batch: int = 4096  # examples per optimizer step over all workers (paper: 4096)
     micro_batch: int = 32  # examples per worker per forward/backward; the rest is gradient accumulation
     max_steps: int = 124_000  # optimizer steps; also the length of the LR schedule (paper: 124k)
-    seed: int = 0  # model init, data order, dropout (per rank)
+    seed: int = 0  # model init, data order, dropout (drawn per micro batch of the global batch)
     eval_every: int = 1000  # steps between validation passes; 0 = only at the end
     # 0 = run to max_steps. Otherwise checkpoint and exit cleanly once this step is reached, so a
     # time-sliced or preemptible job (or the resume test) stops mid-schedule and resumes later.
@@ -73,7 +78,9 @@ class OptimConfig:
 
 @dataclass
 class ParallelConfig:
-    workers: int = 0  # Ray Train workers; 0 = one per GPU in the cluster (2 on a CPU-only cluster)
+    # Ray Train workers; 0 = the run's saved count when resuming, else one per GPU in the cluster
+    # (2 on a CPU-only cluster). Another count on resume continues the run elastically.
+    workers: int = 0
     device: str = "auto"  # "auto" (cuda if the cluster has GPUs), "cuda" or "cpu"
     zero_stage: int = 2  # DeepSpeed ZeRO stage 0-3
     precision: str = "auto"  # "auto" (bf16 on GPU, fp32 on CPU), "bf16" or "fp32"
@@ -129,9 +136,11 @@ class PretrainConfig:
 
 
 # Fields that may differ between a run and its resumption: they do not change which examples are
-# seen, in which order, nor the arithmetic of a step.
+# seen, in which order, nor the arithmetic of a step beyond float summation order. The worker count
+# is one: the example order is the data streams' (data.py) and the optimizer state is resharded
+# on resume (checkpoint.py), so a run continues elastically on another count.
 RESUMABLE_CHANGES = {
-    "output", "data.path", "data.chunk_rows", "data.prefetch_batches", "data.cpus_per_task",
+    "output", "data.path", "data.chunk_rows", "parallel.workers", "data.prefetch_batches", "data.cpus_per_task",
     "data.eval_examples", "train.eval_every", "train.stop_at_step", "parallel.max_failures",
     "parallel.ray_address", "parallel.resource_wait_s", "parallel.cpus_per_worker", "parallel.threads_per_worker",
     "parallel.compile", "checkpoint.every", "checkpoint.keep", "log.console_every", "log.tensorboard", "log.peak_tflops",
@@ -295,6 +304,10 @@ def validate(cfg: PretrainConfig) -> None:
         problems.append(
             f"train.global_batch {t.global_batch} is not a multiple of train.micro_batch {t.micro_batch} x "
             f"parallel.workers {p.workers}: gradient accumulation needs a whole number of micro batches")
+    streams = cfg.data.streams
+    if streams < 0 or (streams and t.global_batch % streams):
+        problems.append(f"data.streams must be >= 0 and divide train.global_batch {t.global_batch} (every stream "
+                        f"gives each global batch the same number of examples), got {streams}")
     if not 0.0 <= o.warmup_fraction < 1.0:
         problems.append(f"optim.warmup_fraction must be in [0, 1), got {o.warmup_fraction}")
     d, log = cfg.data, cfg.log

@@ -1,14 +1,20 @@
 """What each worker reads, in which order: the manifest, work units, the per-epoch plan, row reads.
 
-Everything here is deterministic and addressable, which is what exact resume needs:
+Everything here is deterministic and addressable, which is what exact and elastic resume need:
 - The train split is cut into units of at most `data.unit_rows` consecutive rows of one shard.
-- Epoch e: the units are shuffled with the seed (seed, e) and dealt to the workers, each unit to
-  the worker with the fewest rows so far (balanced; ties to the lowest rank). A worker's stream is
+- Epoch e: the units are shuffled with the seed (seed, e) and dealt to `data.streams` streams,
+  each unit to the stream with the fewest rows so far (balanced; ties to the lowest). A stream is
   its units in that order, the rows inside each unit permuted with the seed (seed, e, shard, start).
-- All workers take the same number of steps per epoch (the smallest stream decides); the few rows
+- Global batch s of the epoch is rows [s*q, (s+1)*q) of every stream, q = global_batch / streams,
+  laid out stream after stream; worker r of W trains on the contiguous block [r*b, (r+1)*b) of it,
+  b = global_batch / W. With W = streams (the default: streams = the worker count at a run's
+  first start) a worker reads exactly one stream; with another W the same examples make the same
+  global batches, only split otherwise: the order does not depend on the worker count, as in
+  MosaicML streaming's "elastic determinism" (its canonical nodes are our streams).
+- Every epoch has the same number of batches for all (the shortest stream decides); the few rows
   beyond it wait for the next epoch's deal.
-So a worker's data position is just (epoch, rows consumed in the epoch): nothing is replayed on
-resume, whole units are skipped and the first unit is sliced.
+So the data position is just (epoch, rows consumed per stream): nothing is replayed on resume,
+whole units are skipped and the first unit is sliced.
 
 Ray Train's own dataset splitting (`streaming_split`) is not used: its OutputSplitter "does not
 provide any ordering guarantees" (ray/data/_internal/execution/operators/output_splitter.py), and
@@ -120,34 +126,57 @@ def make_units(shards, unit_rows: int) -> list[Unit]:
             for i, s in enumerate(shards) for start in range(0, s.rows, unit_rows)]
 
 
-def deal_units(units: list[Unit], world: int, seed: int, epoch: int) -> list[list[Unit]]:
-    """Shuffle the units with (seed, epoch), then give each to the worker with the fewest rows."""
+def deal_units(units: list[Unit], streams: int, seed: int, epoch: int) -> list[list[Unit]]:
+    """Shuffle the units with (seed, epoch), then give each to the stream with the fewest rows."""
     order = np.random.default_rng([seed, epoch]).permutation(len(units))
-    ranks = [[] for _ in range(world)]
-    rows = [0] * world
+    dealt = [[] for _ in range(streams)]
+    rows = [0] * streams
     for i in order:
-        r = min(range(world), key=lambda k: (rows[k], k))
-        ranks[r].append(units[i])
+        r = min(range(streams), key=lambda k: (rows[k], k))
+        dealt[r].append(units[i])
         rows[r] += units[i].stop - units[i].start
-    return ranks
+    return dealt
 
 
 @dataclass(frozen=True)
 class EpochPlan:
     epoch: int
-    units: tuple  # this rank's units, in stream order
-    steps: int  # optimizer steps in this epoch (same on every rank)
+    streams: tuple  # per stream, its units in stream order
+    steps: int  # global batches in this epoch
+    stream_rows: int  # rows each stream gives one global batch (q)
 
 
-def epoch_plan(shards, unit_rows: int, seed: int, epoch: int, world: int, rank: int, rows_per_step: int) -> EpochPlan:
-    dealt = deal_units(make_units(shards, unit_rows), world, seed, epoch)
-    steps = min(sum(u.stop - u.start for u in mine) for mine in dealt) // rows_per_step
+def epoch_plan(shards, unit_rows: int, seed: int, epoch: int, streams: int, global_batch: int) -> EpochPlan:
+    dealt = deal_units(make_units(shards, unit_rows), streams, seed, epoch)
+    q = global_batch // streams
+    steps = min(sum(u.stop - u.start for u in units) for units in dealt) // q
     if steps == 0:
         total = sum(s.rows for s in shards)
         raise ValueError(
             f"the train split ({total} rows in {len(shards)} shards, units of {unit_rows} rows) cannot give each of "
-            f"{world} workers {rows_per_step} rows for one step; lower train.global_batch or data.unit_rows")
-    return EpochPlan(epoch, tuple(dealt[rank]), steps)
+            f"{streams} data streams {q} rows for one global batch; lower train.global_batch or data.unit_rows")
+    return EpochPlan(epoch, tuple(tuple(units) for units in dealt), steps, q)
+
+
+def rank_segments(p: EpochPlan, shards, first: int, last: int, rank: int, world: int, seed: int) -> list[dict]:
+    """What worker `rank` of `world` trains on in global batches [first, last) of the epoch: its
+    block of each batch (module docstring), as read instructions; neighbouring pieces of one unit
+    are merged, so a worker that reads one stream gets one segment per unit."""
+    q, streams = p.stream_rows, len(p.streams)
+    b = q * streams // world
+    out = []
+    for step in range(first, last):
+        lo, hi = rank * b, (rank + 1) * b  # within the batch, laid out stream after stream
+        for c in range(lo // q, min(streams, -(-hi // q))):
+            a, z = max(lo, c * q) - c * q, min(hi, (c + 1) * q) - c * q
+            for seg in segments(p.streams[c], shards, step * q + a, step * q + z, seed, p.epoch):
+                last_seg = out[-1] if out else None
+                if (last_seg and last_seg["url"] == seg["url"] and last_seg["start"] == seg["start"]
+                        and last_seg["take"][1] == seg["take"][0]):
+                    last_seg["take"][1] = seg["take"][1]
+                else:
+                    out.append(seg)
+    return out
 
 
 def unit_seed(seed: int, epoch: int, unit: Unit) -> list[int]:

@@ -96,14 +96,17 @@ def _prepare_zero3(model: torch.nn.Module) -> None:
                 deepspeed.zero.register_external_parameter(module, p)
 
 
-def wrap(model: torch.nn.Module, cfg: PretrainConfig, world: int, on_gpu: bool):
-    """`deepspeed.initialize` with our optimizer and schedule; returns the engine."""
+def wrap(model: torch.nn.Module, cfg: PretrainConfig, world: int, on_gpu: bool, load_universal: bool = False):
+    """`deepspeed.initialize` with our optimizer and schedule; returns the engine. load_universal:
+    the engine will load a DeepSpeed universal checkpoint (an elastic resume, checkpoint.py)."""
     import deepspeed
 
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)  # one INFO line per rank per call otherwise
     optimizer = optim.build_optimizer(model, cfg.optim)
     scheduler = optim.build_scheduler(optimizer, cfg.optim, cfg.train.max_steps)
     config = deepspeed_config(cfg, world, on_gpu)
+    if load_universal:
+        config["checkpoint"] = {"load_universal": True}
     if cfg.parallel.zero_stage == 0 and precision(cfg, on_gpu) == "fp32":
         _clip_and_record_norm(optimizer, config["gradient_clipping"])
         config["gradient_clipping"] = 0.0  # done by the hook above

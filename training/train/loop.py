@@ -76,12 +76,20 @@ class _Profiler:
             self.prof = None
 
 
-def _train_step(engine, train, accum: int, device) -> torch.Tensor:
+def dropout_seed(seed: int, step: int, micro: int) -> int:
+    """The generator seed of micro batch `micro` (its index in the global batch) of optimizer step
+    `step`: dropout depends on which examples a forward sees, not on which worker runs it, so a
+    run resumed on another worker count draws the same masks (elastic determinism)."""
+    return int(np.random.SeedSequence([seed, step, micro]).generate_state(1, np.uint64)[0] >> 1)
+
+
+def _train_step(engine, train, accum: int, device, seed: int, step: int, rank: int) -> torch.Tensor:
     """Forward/backward over `accum` micro batches (DeepSpeed updates at the last one); returns
     this worker's sums of [loss, correct, count, characters, examples]."""
     sums = torch.zeros(5, dtype=torch.float64, device=device)
-    for _ in range(accum):
+    for i in range(accum):
         batch = {k: v.to(device, non_blocking=True) for k, v in train.next().items()}
+        torch.manual_seed(dropout_seed(seed, step, rank * accum + i))  # this worker's block: micro batches rank*accum+i
         out = engine(batch)
         engine.backward(out.loss)
         engine.step()  # DeepSpeed only updates at the accumulation boundary
@@ -148,15 +156,22 @@ def train_loop_per_worker(loop_config: dict) -> None:
     model = CaninePretrainingModel(model_cfg, cfg.train.objective)
     shapes = checkpoint.model_shapes(model)
     flops_per_example = model.num_flops_per_example(seq_len)
-    engine = wrap(model, cfg, world, on_gpu)
+    restored = ray.train.get_checkpoint()
+    # Written by another worker count: an elastic resume, through the universal form if the
+    # optimizer state is partitioned (checkpoint.py).
+    universal = (restored is not None and checkpoint.saved_state(restored)["world"] != world
+                 and checkpoint.resharded(cfg))
+    engine = wrap(model, cfg, world, on_gpu, load_universal=universal)
     device = engine.device
-    _seed_all(cfg.train.seed * 1_000_003 + rank + 1)  # dropout differs per rank
+    _seed_all(cfg.train.seed * 1_000_003 + rank + 1)  # anything else drawing randomness differs per rank
 
     state = {"step": 0, "epoch": 0, "rows": 0, "world": world, "data_sha256": manifest.config_sha256}
-    restored = ray.train.get_checkpoint()
     if restored is not None:
-        with checkpoint.rank_files(restored, rank) as directory:
+        if universal:
+            checkpoint.make_universal(restored, rank)
+        with checkpoint.rank_files(restored, rank, universal) as directory:
             state = checkpoint.restore(engine, directory, shapes, rank, world, manifest.config_sha256)
+        state["world"] = world  # the next checkpoint is this count's
     train = stream.TrainStream(manifest, cfg, rank, world, {"epoch": state["epoch"], "rows": state["rows"]},
                                num_hash_buckets=model_cfg.num_hash_buckets, seq_len=seq_len, device=str(device))
     eval_data = None
@@ -174,7 +189,7 @@ def train_loop_per_worker(loop_config: dict) -> None:
             profiler.before(state["step"])
         start, wait_before = time.perf_counter(), train.wait_s
         lr = float(engine.get_lr()[0])  # the rate this update uses (the schedule steps after it)
-        sums = _train_step(engine, train, accum, device)
+        sums = _train_step(engine, train, accum, device, t.seed, state["step"], rank)
         state["step"] += 1
         state["epoch"], state["rows"] = train.position["epoch"], train.position["rows"]
         _maybe_inject_fault(cfg, state["step"], rank)

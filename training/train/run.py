@@ -63,12 +63,19 @@ def _connect(cfg) -> bool:
     return True
 
 
-def resolve(cfg, manifest: data.Manifest, cluster_gpus: float):
-    """Fill in what 'auto' / 0 leave open, from the data and the cluster; then validate again."""
-    p = cfg.parallel
-    device = p.device if p.device != "auto" else ("cuda" if cluster_gpus > 0 else "cpu")
-    workers = p.workers or (int(cluster_gpus) if device == "cuda" else 2)
-    precision = p.precision if p.precision != "auto" else ("bf16" if device == "cuda" else "fp32")
+def resolve(cfg, manifest: data.Manifest, cluster_gpus: float, saved: dict | None = None):
+    """Fill in what 'auto' / 0 leave open; then validate again. A run's first start takes them
+    from the data and the cluster; a resumption (`saved`: the run's config.yaml) from the run, so
+    a resized cluster never changes them silently. Another worker count on resume must be asked
+    for (--workers M) and continues elastically; another device or precision is refused
+    (_save_or_check_config) and a saved GPU run on a cluster without GPUs fails the placement
+    check, never falling back to CPU."""
+    p, sp = cfg.parallel, (saved or {}).get("parallel", {})
+    device = p.device if p.device != "auto" else sp.get("device") or ("cuda" if cluster_gpus > 0 else "cpu")
+    workers = p.workers or sp.get("workers") or (int(cluster_gpus) if device == "cuda" else 2)
+    precision = (p.precision if p.precision != "auto" else
+                 sp.get("precision") or ("bf16" if device == "cuda" else "fp32"))
+    streams = cfg.data.streams or (saved or {}).get("data", {}).get("streams") or workers
     seq_len = cfg.data.seq_len or manifest.seq_len
     if not seq_len:
         raise ValueError(f"{manifest.url}: the manifest does not record config.seq_len; set data.seq_len (--seq-len)")
@@ -80,20 +87,29 @@ def resolve(cfg, manifest: data.Manifest, cluster_gpus: float):
         overrides["num_subword_vocab"] = data.vocab_size(manifest.tokenizer_url)
     cfg = dataclasses.replace(
         cfg, model=dataclasses.replace(cfg.model, overrides=overrides),
-        data=dataclasses.replace(cfg.data, seq_len=seq_len),
+        data=dataclasses.replace(cfg.data, seq_len=seq_len, streams=streams),
         parallel=dataclasses.replace(p, device=device, workers=workers, precision=precision))
     config_mod.validate(cfg)
     return cfg
 
 
+def _saved_config(output: str) -> dict | None:
+    """The config.yaml of the run in `output`, if there is one."""
+    fs, path = fsspec.core.url_to_fs(data.join(output, CONFIG_FILE))
+    if not fs.exists(path):
+        return None
+    with fs.open(path, "rt", encoding="utf-8") as f:
+        return yaml.safe_load(f) or {}
+
+
 def _save_or_check_config(cfg) -> None:
     """Save the resolved config with the run; a resumption must not change the trajectory."""
     url = data.join(cfg.output, CONFIG_FILE)
-    fs, path = fsspec.core.url_to_fs(url)
     current = config_mod.to_dict(cfg)
-    if fs.exists(path):
-        with fs.open(path, "rt", encoding="utf-8") as f:
-            saved = yaml.safe_load(f) or {}
+    saved = _saved_config(cfg.output)
+    if saved is not None:
+        # Runs saved before data.streams existed dealt their units to their worker count.
+        saved.setdefault("data", {}).setdefault("streams", saved.get("parallel", {}).get("workers"))
         conflicts = config_mod.resume_conflicts(saved, current)
         if conflicts:
             raise ValueError(f"{url}: this output holds a run with another config; resuming it with these changes "
@@ -200,7 +216,7 @@ def pretrain(cfg) -> dict:
     manifest = data.read_manifest(cfg.data.path)
     started = _connect(cfg)
     try:
-        cfg = resolve(cfg, manifest, ray.cluster_resources().get("GPU", 0))
+        cfg = resolve(cfg, manifest, ray.cluster_resources().get("GPU", 0), _saved_config(cfg.output))
         consolidated, summary_url = data.join(cfg.output, CONSOLIDATED), data.join(cfg.output, SUMMARY_FILE)
         # Before the lock creates the output: a run the cluster cannot place leaves nothing behind.
         if not (_exists(consolidated) and _exists(summary_url)):

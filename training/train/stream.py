@@ -35,15 +35,17 @@ def build_seed(seed: int, epoch: int | None) -> int:
     return zlib.crc32(json.dumps([seed, "eval" if epoch is None else epoch]).encode())
 
 
-def chunk_descriptors(units, shards, lo: int, hi: int, chunk_rows: int, seed: int, epoch: int | None) -> list[str]:
-    """Rows [lo, hi) of a worker's stream in chunks that start at multiples of `chunk_rows`
-    (counted from the epoch start, so a resumed stream chunks like an uninterrupted one)."""
+def chunk_descriptors(p: plan.EpochPlan, shards, first: int, rank: int, world: int, steps_per_chunk: int,
+                      seed: int) -> list[str]:
+    """Worker `rank`'s rows of global batches [first, p.steps) of an epoch, in chunks of
+    `steps_per_chunk` batches that start at multiples of it (counted from the epoch start, so a
+    resumed stream chunks like an uninterrupted one)."""
     out = []
-    start = lo
-    while start < hi:
-        stop = min(hi, (start // chunk_rows + 1) * chunk_rows)
-        out.append(json.dumps({"segments": plan.segments(units, shards, start, stop, seed, epoch),
-                               "build_seed": build_seed(seed, epoch)}))
+    start = first
+    while start < p.steps:
+        stop = min(p.steps, (start // steps_per_chunk + 1) * steps_per_chunk)
+        out.append(json.dumps({"segments": plan.rank_segments(p, shards, start, stop, rank, world, seed),
+                               "build_seed": build_seed(seed, p.epoch)}))
         start = stop
     return out
 
@@ -67,39 +69,46 @@ def batches(descriptors: list[str], *, micro_batch: int, prefetch: int, cpus_per
 class TrainStream:
     """A worker's endless stream of training micro batches, epoch after epoch, with its position.
 
-    position = {"epoch": e, "rows": rows of epoch e already consumed}; it only moves when a batch
-    is taken, so saving it after a step and restoring it resumes at the next unseen row.
+    position = {"epoch": e, "rows": rows of each data stream consumed in epoch e} (data.py), the
+    same on every worker and for any worker count; it moves by a whole global batch when the
+    worker has taken its block of one, so saving it after a step and restoring it resumes at the
+    next unseen batch.
     """
 
     def __init__(self, manifest: plan.Manifest, cfg, rank: int, world: int, position: dict | None = None,
                  num_hash_buckets: int = 0, seq_len: int = 0, device: str = "cpu"):
         self.shards = manifest.splits["train"]
         self.cfg, self.rank, self.world = cfg, rank, world
-        self.rows_per_step = cfg.rows_per_step()
+        self.streams = cfg.data.streams or world
+        self.rows_per_step = cfg.train.global_batch // world  # this worker's block of a global batch
         self.position = dict(position or {"epoch": 0, "rows": 0})
         self.build_kwargs = {"seq_len": seq_len, "objective": cfg.train.objective, "num_hash_buckets": num_hash_buckets}
         self.device = device
         self.wait_s = 0.0  # time spent blocked on the input pipeline (data_wait_fraction)
         self._iter = None
-        self._end = 0
+        self._plan = None
+        self._step = 0  # global batches of the epoch this worker has fully taken
+        self._taken = 0  # rows of the current batch taken so far
 
     def _start_epoch(self):
         d, t = self.cfg.data, self.cfg.train
-        p = plan.epoch_plan(self.shards, d.unit_rows, t.seed, self.position["epoch"], self.world, self.rank,
-                            self.rows_per_step)
-        self._end = p.steps * self.rows_per_step
-        if self.position["rows"] >= self._end:  # saved exactly at the end of an epoch
+        p = plan.epoch_plan(self.shards, d.unit_rows, t.seed, self.position["epoch"], self.streams, t.global_batch)
+        step, rest = divmod(self.position["rows"], p.stream_rows)
+        if rest:
+            raise ValueError(f"data position {self.position} is not at a global batch boundary of {p.stream_rows} "
+                             f"rows per stream (data.streams {self.streams}, train.global_batch {t.global_batch})")
+        if step >= p.steps:  # saved exactly at the end of an epoch
             self.position = {"epoch": self.position["epoch"] + 1, "rows": 0}
             return self._start_epoch()
         self.close()  # the last epoch's iterator, if any, stops its executor before the next starts
-        chunk = -(-d.chunk_rows // t.micro_batch) * t.micro_batch  # a multiple of the micro batch
-        descriptors = chunk_descriptors(p.units, self.shards, self.position["rows"], self._end, chunk, t.seed,
-                                        self.position["epoch"])
+        self._plan, self._step, self._taken = p, step, 0
+        per_chunk = max(1, round(d.chunk_rows / self.rows_per_step))  # global batches per Ray Data task
+        descriptors = chunk_descriptors(p, self.shards, step, self.rank, self.world, per_chunk, t.seed)
         self._iter = batches(descriptors, micro_batch=t.micro_batch, prefetch=d.prefetch_batches,
                              cpus_per_task=d.cpus_per_task, build_kwargs=self.build_kwargs, device=self.device)
 
     def next(self) -> dict:
-        if self._iter is None or self.position["rows"] >= self._end:
+        if self._iter is None or self._step >= self._plan.steps:
             self._start_epoch()
         t0 = time.perf_counter()
         batch = next(self._iter)
@@ -107,8 +116,11 @@ class TrainStream:
         n = len(batch["input_ids"])
         if n != self.cfg.train.micro_batch:
             raise RuntimeError(f"input pipeline gave {n} rows, expected a micro batch of {self.cfg.train.micro_batch} "
-                               f"(epoch {self.position['epoch']}, row {self.position['rows']})")
-        self.position["rows"] += n
+                               f"(epoch {self.position['epoch']}, global batch {self._step})")
+        self._taken += n
+        if self._taken == self.rows_per_step:  # this worker's block of the batch is complete
+            self._step, self._taken = self._step + 1, 0
+            self.position = {"epoch": self._plan.epoch, "rows": self._step * self._plan.stream_rows}
         return batch
 
     def close(self) -> None:
