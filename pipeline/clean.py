@@ -1,43 +1,60 @@
 """Wikitext -> plain text, NFC, special-codepoint escape, and one outcome per page.
 
-Rules (issue 2, "Cleaning"); the choices follow mBERT's data, which CANINE pretrained on
-(paper §4.1): WikiExtractor-style text without templates and tables.
+Rules (issue 2, "Cleaning", and issue 12); the choices follow mBERT's data, which CANINE
+pretrained on (paper §4.1): WikiExtractor-style text without templates and tables.
 - Namespace 0 only; redirects (the dump's <redirect/> or `#REDIRECT [[...]]`, also the
   localized keywords below) are dropped. Disambiguation pages are ns-0 articles and are kept:
   their "X may refer to: ..." lists are real prose in the language, and telling them apart
   needs per-wiki template names that the cleaner would have to guess.
-- Templates are dropped, infoboxes included (their content is template parameters, mostly
-  key/value data, not prose), except the few that only wrap running text: {{lang|xx|text}},
-  {{lang-xx|text}}, {{nowrap|text}} keep their text, else sentences lose words.
-  Tables are dropped: cell fragments are not sentences.
+- Broken markup never takes text with it: bold/italic, headings and tables are found line by
+  line first, as MediaWiki does (pipeline/sections.py), so an unclosed construct ends at its
+  line, its table or its section. Every heading is kept, or dropped on purpose and counted.
+- Tables (wiki and HTML), infoboxes, galleries and images with their captions are dropped and
+  counted; `PreprocessConfig.keep_tables` keeps the cells' text instead, a row a line, cells
+  joined by " | ".
+- End matter (References, Notes, See also, External links, ... in each language,
+  pipeline/endmatter.py) is dropped with its subsections and counted, unless
+  `PreprocessConfig.keep_end_matter`.
+- Templates are dropped, except those that put words into the sentence: conversions, language,
+  transliteration and pronunciation, dates, formatting wrappers, quotations render as their words
+  (pipeline/templates.py); an unknown template inside a sentence keeps its one plain parameter.
 - Links keep their display text; File/Image/Category links and interlanguage links
   (`[[fr:Paris]]`) are dropped; `[[:Category:X]]` is an inline link and kept.
 - External links keep their label; bare or unlabeled URLs are dropped.
 - `<ref>`, `<references/>`, `<gallery>`, `<math>`, code blocks and the like are dropped;
   other tags (`<b>`, `<span>`, `<blockquote>`, ...) keep their text.
 - Lists keep item text without bullets. Headings keep their text on a line of its own; a
-  heading with no text under it (e.g. "References" once the refs are gone) is dropped.
+  heading with no text under it (e.g. a section that only held a table) is dropped and counted.
 - Paragraphs and line breaks become single newlines; HTML entities are decoded.
 - After that: NFC, then characters that alias a special codepoint (U+0000, U+E000..U+E0FF,
   pipeline/contract.py) become U+FFFD and are counted.
 - A lone surrogate left by an entity (`&#xD800;` in the wikitext decodes to U+D800) makes the
   page parse_errors, like one in a row's text (pipeline/sources.py): UTF-8 cannot encode it.
+What a kept page loses is counted per reason (contract.CONSTRUCT_DROPS) in
+`CleanResult.dropped`; the job sums the counts per language into the manifest.
 
-Speed: parsing is nearly all the cost. Refs and comments are cut by regex before parsing,
-non-articles and redirects are never parsed, and the text is read off mwparserfromhell's
-token list rather than its node tree (pipeline/render.py, where the rules' code lives). On
-40 MB made from the sample (10,720 pages, one process): the articles' parse, walk and regex
-passes took 6.8 s through the node tree; `clean_page` over all pages now takes 2.6 s, against
-8.7-9.1 s for `parse(text).strip_code()` alone.
+Speed: parsing is nearly all the cost. Comments, refs and dropped extension tags are cut by
+regex before parsing; dropped tables and end-matter sections, non-articles and redirects are
+never parsed; bold/italic runs are removed before parsing (sections.py), which spares
+mwparserfromhell's tokenizer its costliest backtracking; the text is read off its token list
+rather than its node tree (pipeline/render.py). On the real pages of tests/data/wiki
+(benchmarks/text_quality.py, MB of wikitext per CPU second): 7.4, against 0.76 for
+`parse(text).strip_code()` alone and 6.8 for wikiextractor; the previous cleaner (before
+issue 12) did 4.1-4.2 where this one did 6.1-6.6 in the same runs, and 7.3-10.6 where this
+one did 8.6-11.0 on the bundled sample. The whole job: benchmarks/preprocess.py.
 """
 
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from pipeline.config import PreprocessConfig
 from pipeline.contract import ALIASED_RANGE, REPLACEMENT_CHARACTER
-from pipeline.render import render
+from pipeline.endmatter import is_end_matter
+from pipeline.render import CELL, DROP_TAGS, TAG_REASONS, render
+from pipeline.sections import split_sections, split_tables, strip_quotes
 from pipeline.sources import RawPage, lone_surrogate
+from pipeline.templates import FALLBACK_OPEN
 
 # `#REDIRECT [[Target]]` and the localized keywords of the sample's and other large wikis.
 _REDIRECT_RE = re.compile(
@@ -46,21 +63,33 @@ _REDIRECT_RE = re.compile(
     r"リダイレクト|넘겨주기|تحويل|تغییر_مسیر|הפניה|अनुप्रेषित)\s*:?\s*\[\[([^\]|#]*)",
     re.IGNORECASE,
 )
-# Markup that survives parsing when the wikitext is malformed (unclosed `{{`, stray `'''`),
-# and behaviour switches such as __NOTOC__ (localized ones are upper case in every script).
+# Markup that survives parsing when the wikitext is malformed (an unclosed `{{` with its name,
+# a stray `[[`), and behaviour switches such as __NOTOC__ (localized ones are upper case in every script).
 # Every pattern below starts each branch with a literal, so `re` skips ahead to those characters
 # instead of trying every branch at every position, and none matches what it would replace by
 # itself (a lone space or line break): 1.2 s -> 0.57 s for the five passes on 40 MB.
 _LEFTOVER_RE = re.compile(
-    r"\{\{|\}\}|\[\[|\]\]|\{\||\|\}|''+|__[^\W_a-z]+(?:_[^\W_a-z]+)*__|"
-    r"<(?i:/?(?:ref|references|nowiki|br|span|div|small|big|sup|sub|center|font|gallery|math|blockquote)\b[^<>\n]*>)"
+    r"\{\{[^{}|\n]{0,80}\||\{\{|\}\}|\[\[|\]\]|\{\||\|\}|''+|__[^\W_a-z]+(?:_[^\W_a-z]+)*__|"
+    r"<(?i:/?(?:ref|references|nowiki|br|span|div|small|big|sup|sub|center|font|gallery|math|blockquote|"
+    r"onlyinclude|noinclude|includeonly|poem|table|tr|td|th|caption|p|b|i|u|s|em|strong|code|abbr|cite|ul|ol|li|"
+    r"dl|dt|dd|hr|tt|var|del|ins|mark|q|bdi|bdo)\b[^<>\n]*>)"
 )
-# Dropped constructs that are cheap to find by regex are cut before parsing: <ref>s (with their
-# cite templates) and comments are a large share of real wikitext, and tokenizing them is most
-# of mwparserfromhell's time (parse time on the sample halves). A ref's body may not contain
-# another <ref, so an unclosed <ref> never swallows text up to a later </ref>.
-_PRESTRIP_RE = re.compile(
-    r"<!--.*?-->|<ref(?:\s[^>]*)?/>|<ref(?:\s[^>]*)?(?<!/)>(?:(?!<ref[\s>/]).)*?</ref\s*>|<references(?:\s[^>]*)?/>",
+# Dropped constructs that are cheap to find by regex are cut before parsing: comments, <ref>s
+# (with their cite templates) and extension tags whose content is dropped are a large share of
+# real wikitext, and tokenizing them is most of mwparserfromhell's time (parse time on the
+# sample halves). A ref's body may not contain another <ref, so an unclosed <ref> never
+# swallows text up to a later </ref>, and an unclosed comment ends with its line (on the wiki
+# it hides the rest of the page). Other unclosed tags are left to the parser, which ends them
+# with their section.
+_COMMENT_RE = re.compile(r"<!--(?:.*?-->|[^\n]*)", re.S)
+_REF_RE = re.compile(
+    r"<ref(?:\s[^>]*)?/>|<ref(?:\s[^>]*)?(?<!/)>(?:(?!<ref[\s>/]).)*?</ref\s*>|<references(?:\s[^>]*)?/>", re.S | re.I
+)
+# Their body may not hold the same tag or a heading line: an unclosed one is not paired with a
+# later one's close; it ends with its paragraph (a gallery's or a formula's lines stay together).
+_DROP_TAG_RE = re.compile(
+    r"<(" + "|".join(sorted(DROP_TAGS - {"ref", "references", "table"})) + r")(?:\s[^>]*)?"
+    r"(?:/>|(?<!/)>(?:(?:(?!<\1[\s>/]|\n=).)*?</\1\s*>|(?:(?!\n[ \t]*\n|\n=).)*))",
     re.S | re.I,
 )
 _EMPTY_PARENS_RE = re.compile(r"(?: \(|\()\s*[,;:]*\s*\)|（\s*[,;:，；：]*\s*）")  # left by a dropped template
@@ -68,10 +97,27 @@ _SPACES_RE = re.compile(r" [ \t]+|\t[ \t]*")  # runs of spaces and tabs -> one s
 # "the Hokkien {{...}}, which": no space before a , or . that ends a clause (".NET" keeps it)
 _SPACE_BEFORE_RE = re.compile(r"  *(?=[,.](?:\s|$))")
 _LINE_BREAKS_RE = re.compile(r" \n[ \n]*|\n[ \n]+")  # blank lines and spaces around line breaks
+# An unknown template's text (pipeline/templates.py) is kept only inside a sentence: not on a
+# line of its own (hatnotes, navigation), not right after a clause's punctuation (a footnote).
+_FALLBACK_LINE_RE = re.compile(r"(?m)^[ \t]*(?:\x01[^\x02\n]*\x02[ \t,;.·]*)+$")
+_FALLBACK_AFTER_PUNCT_RE = re.compile(r"(?<=[.,;:!?])\x01[^\x02\n]*\x02")
+_FALLBACK_MARKS_RE = re.compile("[\x01\x02]")
+# Kept tables: CELL starts each cell's text; the cells of a row are joined by " | " (a leading
+# "+" is a caption, which mwparserfromhell reads as a cell).
+_CELL_EDGE_RE = re.compile(r"(?m)^[ \t\x03]*\x03[ \t]*\+?[ \t]*|[ \t\x03]*\x03[ \t\x03]*$")
+_CELL_RE = re.compile(r"[ \t]*\x03[ \t\x03]*")
+# Cell attributes a template was to complete (`| colspan="5" {{CMain}}`) stay text: dropped.
+_CELL_ATTR_RE = re.compile(
+    r"\b(?:colspan|rowspan|style|class|align|valign|bgcolor|width|height|scope)[ \t]*=[ \t]*"
+    r"(?:\"[^\"\n]*\"|'[^'\n]*'|[^\s|\x03]+)"
+)
 _ALIASED_RE = re.compile(
     "[" + re.escape(chr(0)) + re.escape(chr(ALIASED_RANGE[0])) + "-" + re.escape(chr(ALIASED_RANGE[1])) + "]"
 )
 _REPLACEMENT = chr(REPLACEMENT_CHARACTER)
+_MARKUP_RE = re.compile(r"[\[\]{}<>&'_~:|]|https?:|//")  # what a heading title without markup cannot hold
+_DEFAULTS = PreprocessConfig()
+_SECTION_BREAK = "\n\x04\n"  # between the sections' texts while they are finished together (XML 1.0 forbids U+0004)
 
 
 @dataclass
@@ -80,10 +126,12 @@ class CleanResult:
     text: str | None  # cleaned NFC text when kept, else None
     replaced: int  # aliased characters replaced by U+FFFD (kept pages only)
     reason: str  # why a page was not kept ("" when kept), written to rejects/
+    dropped: dict = field(default_factory=dict)  # {contract.CONSTRUCT_DROPS reason: count} (kept pages only)
 
 
-def clean_page(page: RawPage) -> CleanResult:
-    """The page's outcome; never raises on a bad page (it becomes parse_errors with a reason)."""
+def clean_page(page: RawPage, cfg: PreprocessConfig = _DEFAULTS) -> CleanResult:
+    """The page's outcome; never raises on a bad page (it becomes parse_errors with a reason).
+    `cfg.keep_tables` and `cfg.keep_end_matter` choose what is kept."""
     if page.error is not None:
         return CleanResult("parse_errors", None, 0, f"parse error: {page.error}")
     if page.ns != 0:
@@ -92,8 +140,9 @@ def clean_page(page: RawPage) -> CleanResult:
     target = redirect_target(page.text) if wikitext else None
     if page.redirect or target is not None:
         return CleanResult("redirects", None, 0, f"redirect to {target if target else '(unknown)'}")
+    dropped = {}
     try:
-        text = wikitext_to_text(page.text) if wikitext else page.text
+        text = clean_wikitext(page.text, page.lang, cfg, dropped) if wikitext else page.text
     except Exception as err:  # mwparserfromhell's ParserError, RecursionError on absurd nesting
         return CleanResult("parse_errors", None, 0, f"parse error: {type(err).__name__}: {err}")
     # Only a character reference makes a surrogate here (XML refuses one), so the scan is skipped
@@ -103,7 +152,7 @@ def clean_page(page: RawPage) -> CleanResult:
     text, replaced = escape_aliased(unicodedata.normalize("NFC", text))
     if not text.strip():
         return CleanResult("empty", None, 0, "empty after cleaning")
-    return CleanResult("kept", text, replaced, "")
+    return CleanResult("kept", text, replaced, "", dropped)
 
 
 def redirect_target(wikitext: str) -> str | None:
@@ -117,9 +166,102 @@ def escape_aliased(text: str) -> tuple[str, int]:
     return _ALIASED_RE.subn(_REPLACEMENT, text)
 
 
-def wikitext_to_text(wikitext: str) -> str:
+def wikitext_to_text(wikitext: str, lang: str = "en", cfg: PreprocessConfig = _DEFAULTS) -> str:
     """Plain text of a page's wikitext by the rules in the module docstring (not NFC'd)."""
-    text = render(_PRESTRIP_RE.sub("", wikitext))
-    text = _EMPTY_PARENS_RE.sub("", _LEFTOVER_RE.sub("", text))
+    return clean_wikitext(wikitext, lang, cfg, {})
+
+
+def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dict) -> str:
+    """`wikitext_to_text`, adding what it drops to `dropped` ({reason: count})."""
+    sections = []  # (level, title, text); level 0 is the lead
+    end_matter = 0  # level of the end-matter section being skipped, 0 if none
+    for level, title, body in split_sections(strip_quotes(_prestrip(wikitext, dropped))):
+        if level:
+            if end_matter and level > end_matter:  # a subsection of end matter
+                _count(dropped, "end_matter")
+                continue
+            end_matter = 0
+            title = _render_title(title, lang, dropped)
+            if not cfg.keep_end_matter and is_end_matter(title, lang):
+                _count(dropped, "end_matter")
+                end_matter = level
+                continue
+        sections.append((level, title, _render_body(body, lang, cfg.keep_tables, dropped)))
+    # One _finish for the whole page: its regex passes cost as much per call as per character.
+    texts = _finish(_SECTION_BREAK.join(text for _, _, text in sections), cfg.keep_tables).split("\x04")
+    return _join([(level, title, text.strip()) for (level, title, _), text in zip(sections, texts)], dropped)
+
+
+def _prestrip(wikitext: str, dropped: dict) -> str:
+    if "<!--" in wikitext:
+        wikitext = _COMMENT_RE.sub("", wikitext)
+    if "<" not in wikitext:
+        return wikitext
+    wikitext, n = _REF_RE.subn("", wikitext)
+    if n:
+        _count(dropped, "references", n)
+    return _DROP_TAG_RE.sub(lambda m: _count(dropped, TAG_REASONS.get(m.group(1).lower(), "")), wikitext)
+
+
+def _render_title(title: str, lang: str, dropped: dict) -> str:
+    if _MARKUP_RE.search(title) is None:  # most titles are plain words: no parse
+        return " ".join(title.split())
+    return _finish(render(title, lang, False, dropped), False).replace("\n", " ")
+
+
+def _render_body(body: str, lang: str, keep_tables: bool, dropped: dict) -> str:
+    pieces = split_tables(body)
+    if len(pieces) == 1 and not pieces[0][0]:
+        return render(body, lang, keep_tables, dropped)
+    out = []
+    for is_table, wikitext in pieces:
+        if is_table and not keep_tables:
+            _count(dropped, "tables")
+            out.append("\n")  # the text on either side stays apart
+        else:
+            out.append(render(wikitext, lang, keep_tables, dropped))
+    return "".join(out)
+
+
+def _finish(text: str, keep_tables: bool) -> str:
+    """Leftover markup, kept fallback text outside sentences, table cells, spaces and lines."""
+    text = _LEFTOVER_RE.sub("", text)
+    if FALLBACK_OPEN in text:
+        text = _FALLBACK_LINE_RE.sub("", text)
+        text = _FALLBACK_MARKS_RE.sub("", _FALLBACK_AFTER_PUNCT_RE.sub("", text))
+    if keep_tables and CELL in text:
+        text = _CELL_RE.sub(" | ", _CELL_EDGE_RE.sub("", _CELL_ATTR_RE.sub("", text)))
+    if ")" in text or "）" in text:
+        text = _EMPTY_PARENS_RE.sub("", text)
     text = _SPACE_BEFORE_RE.sub("", _SPACES_RE.sub(" ", text))
     return _LINE_BREAKS_RE.sub("\n", text).strip()
+
+
+def _join(sections: list, dropped: dict) -> str:
+    """The sections' text; a heading with no text under it before the next heading of its level
+    or higher, or with no text in its title, is dropped and counted."""
+    lines, pending = [], []  # pending: (level, index in lines) of headings with no text under them yet
+    for level, title, text in sections:
+        if level:
+            while pending and pending[-1][0] >= level:
+                lines[pending.pop()[1]] = ""
+                _count(dropped, "empty_sections")
+            if title:
+                pending.append((level, len(lines)))
+                lines.append(title)
+            else:
+                _count(dropped, "empty_sections")
+        if text:
+            lines.append(text)
+            pending.clear()
+    for _, index in pending:
+        lines[index] = ""
+        _count(dropped, "empty_sections")
+    return "\n".join(line for line in lines if line)
+
+
+def _count(dropped: dict, reason: str, n: int = 1) -> str:
+    if reason:
+        dropped[reason] = dropped.get(reason, 0) + n
+    return ""
+

@@ -32,6 +32,11 @@ class PreprocessConfig:
     # enough that the one part-filled example a group leaves is negligible, small enough for one worker.
     pack_group_codepoints: int = 16_000_000
     streams_per_item: int = 10  # multistream bz2: index streams (~100 pages each) per work item
+    # Cleaning (pipeline/clean.py, issue 12): tables and end-matter sections (References, See also,
+    # External links, ...) are dropped by default, as in mBERT's WikiExtractor text: table cells
+    # are fragments, end matter is citations and lists of titles.
+    keep_tables: bool = False  # keep table cells' text instead, a row a line, cells joined by " | "
+    keep_end_matter: bool = False  # keep end-matter sections (pipeline/endmatter.py) as prose
     input_fingerprints: tuple = ()  # ((url, size, content id), ...) filled in by output.prepare
 
     def fingerprint(self) -> dict:

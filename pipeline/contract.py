@@ -70,6 +70,13 @@ LANGUAGE_KEYS = ("pages_read",) + PAGE_OUTCOMES + (
     "sampling_weight",
     "replaced_characters",
 )
+# What kept pages lost in cleaning, per reason (pipeline/clean.py), as each language's
+# `dropped` in the manifest: constructs, not pages, so they are outside the identity above.
+# references: <ref> citations and reference lists; templates: templates dropped without words
+# (infoboxes apart); images: File/Image links with their captions; end_matter and
+# empty_sections: headings dropped, with what was under them.
+CONSTRUCT_DROPS = ("tables", "infoboxes", "galleries", "images", "references", "templates", "end_matter",
+                   "empty_sections")
 
 _i32 = pa.list_(pa.int32())
 SCHEMA = pa.schema(

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline import clean, contract, sources
+from pipeline.config import PreprocessConfig
 from pipeline.hashing import stable_int
 
 _BATCH = 512  # rows per Parquet row group while streaming an item to its cache file
@@ -31,19 +32,21 @@ class Cleaned(NamedTuple):
     reason: str
     text: str | None
     replaced: int
+    dropped: list  # counts in the order of contract.CONSTRUCT_DROPS (kept pages; zeros otherwise)
 
 
 SCHEMA = pa.schema(
     [("lang", pa.string()), ("page_id", pa.int64()), ("title", pa.string()), ("source", pa.string()),
-     ("outcome", pa.string()), ("reason", pa.string()), ("text", pa.string()), ("replaced", pa.int32())]
+     ("outcome", pa.string()), ("reason", pa.string()), ("text", pa.string()), ("replaced", pa.int32()),
+     ("dropped", pa.list_(pa.int32()))]
 )
 
 
-def clean_raw(page: sources.RawPage) -> Cleaned:
-    r = clean.clean_page(page)
+def clean_raw(page: sources.RawPage, cfg: PreprocessConfig = PreprocessConfig()) -> Cleaned:
+    r = clean.clean_page(page, cfg)
     # The source (path:line) goes into the cache and the rejects file: no credentials of its URL.
     return Cleaned(page.lang, page.page_id, page.title, contract.redact(page.source), r.outcome, r.reason, r.text,
-                   r.replaced)
+                   r.replaced, [r.dropped.get(reason, 0) for reason in contract.CONSTRUCT_DROPS])
 
 
 def cache_url(staging: str, item: sources.WorkItem) -> str:
@@ -61,7 +64,7 @@ def replay(url: str) -> Iterator[Cleaned]:
                 yield Cleaned(*row)
 
 
-def parse_and_store(item: sources.WorkItem, url: str) -> Iterator[Cleaned]:
+def parse_and_store(item: sources.WorkItem, url: str, cfg: PreprocessConfig = PreprocessConfig()) -> Iterator[Cleaned]:
     """Parse and clean the item, then store it whole (contract.atomic_write): a killed or failed
     item leaves no cache file, nor a temp one. The compressed rows are held in memory until
     then (a few MB for 10 streams of ~100 pages); on an object store that makes one PUT
@@ -70,7 +73,7 @@ def parse_and_store(item: sources.WorkItem, url: str) -> Iterator[Cleaned]:
     rows = []
     with pq.ParquetWriter(sink, SCHEMA, compression="zstd") as writer:
         for page in sources.read_pages(item):
-            rows.append(clean_raw(page))
+            rows.append(clean_raw(page, cfg))
             yield rows[-1]
             if len(rows) >= _BATCH:
                 writer.write_batch(_batch(rows))

@@ -4,8 +4,9 @@
 
 Steps (each a labelled composite, each testable with TestPipeline):
   ReadAndClean   work items (files or multistream ranges) -> Reshuffle -> streaming parse + clean
-                 (CleanPages): every page gets exactly one outcome, counted per language; each
-                 finished item is cached in staging so a killed run resumes (pipeline/itemcache.py)
+                 (CleanPages): every page gets exactly one outcome, counted per language, and what
+                 cleaning drops from kept pages is counted per reason; each finished item is cached
+                 in staging so a killed run resumes (pipeline/itemcache.py)
   AssignSplit    ~0.5% of pages, by a hash of (lang, page id), to validation
   TrainTokenizer WordPiece for CANINE-S on the pages with the smallest id hashes (or a given tokenizer.json)
   PackExamples   pages grouped by hash, sorted by id, packed to seq_len
@@ -45,16 +46,22 @@ class Page(NamedTuple):  # a kept page, the one type that flows between cleaning
 
 
 class _RouteFn(beam.DoFn):
-    """A cleaned page -> exactly one outcome record, plus the page itself or its reject."""
+    """A cleaned page -> exactly one outcome record, plus the page itself or its reject, and what
+    cleaning dropped from a kept page, by reason (datatrove's dropped_<reason> counters)."""
 
     def __init__(self):
         self.outcome_counters = {o: Metrics.counter(_NS, o) for o in contract.PAGE_OUTCOMES}
+        self.drop_counters = [Metrics.counter(_NS, f"dropped_{r}") for r in contract.CONSTRUCT_DROPS]
 
     def process(self, c: itemcache.Cleaned):
         self.outcome_counters[c.outcome].inc()
         yield pvalue.TaggedOutput("outcomes", (c.lang, c.outcome))
         if c.replaced:
             yield pvalue.TaggedOutput("replaced", (c.lang, c.replaced))
+        if any(c.dropped):
+            for counter, n in zip(self.drop_counters, c.dropped):
+                counter.inc(n)
+            yield pvalue.TaggedOutput("dropped", (c.lang, tuple(c.dropped)))
         if c.outcome == "kept":
             yield Page(c.lang, c.page_id, c.text)
         elif c.outcome in ("parse_errors", "empty"):
@@ -65,21 +72,27 @@ class _RouteFn(beam.DoFn):
 
 
 def _route(cleaned):
-    return cleaned | "Route" >> beam.ParDo(_RouteFn()).with_outputs("outcomes", "replaced", "rejects", main="kept")
+    return cleaned | "Route" >> beam.ParDo(_RouteFn()).with_outputs("outcomes", "replaced", "dropped", "rejects",
+                                                                    main="kept")
 
 
 class CleanPages(beam.PTransform):
-    """RawPage -> {kept: Page, outcomes: (lang, outcome), replaced: (lang, n), rejects: dict}."""
+    """RawPage -> {kept: Page, outcomes: (lang, outcome), replaced: (lang, n),
+    dropped: (lang, counts in the order of contract.CONSTRUCT_DROPS), rejects: dict}."""
+
+    def __init__(self, cfg: PreprocessConfig = PreprocessConfig()):
+        super().__init__()
+        self.cfg = cfg
 
     def expand(self, raw_pages):
-        return _route(raw_pages | "Clean" >> beam.Map(itemcache.clean_raw))
+        return _route(raw_pages | "Clean" >> beam.Map(itemcache.clean_raw, self.cfg))
 
 
 class _ItemFn(beam.DoFn):
     """One work item -> its cleaned pages, from the cache of an earlier run or parsed now."""
 
-    def __init__(self, staging):
-        self.staging = staging
+    def __init__(self, staging, cfg: PreprocessConfig):
+        self.staging, self.cfg = staging, cfg
         self.reused = Metrics.counter(_NS, "items_reused")
         self.parsed = Metrics.counter(_NS, "items_parsed")
 
@@ -90,7 +103,7 @@ class _ItemFn(beam.DoFn):
             self.reused.inc()
             yield from itemcache.replay(url)
             return
-        yield from itemcache.parse_and_store(item, url)
+        yield from itemcache.parse_and_store(item, url, self.cfg)
         self.parsed.inc()
         faults.point("item")
 
@@ -99,16 +112,16 @@ class ReadAndClean(beam.PTransform):
     """Work items -> the outputs of CleanPages. The Reshuffle spreads a single big multistream
     dump over workers; each finished item is cached in staging, so a killed run resumes."""
 
-    def __init__(self, items, staging):
+    def __init__(self, items, staging, cfg: PreprocessConfig):
         super().__init__()
-        self.items, self.staging = list(items), staging
+        self.items, self.staging, self.cfg = list(items), staging, cfg
 
     def expand(self, pbegin):
         cleaned = (
             pbegin
             | "WorkItems" >> beam.Create(self.items, reshuffle=False)
             | "Reshuffle" >> beam.Reshuffle()
-            | "ParseAndClean" >> beam.ParDo(_ItemFn(self.staging))
+            | "ParseAndClean" >> beam.ParDo(_ItemFn(self.staging, self.cfg))
         )
         return _route(cleaned)
 
@@ -228,6 +241,15 @@ def sizing(sizes: dict, alpha: float, shard_codepoints: int) -> dict:
     for (split, lang), (_, cps) in sorted(sizes.items()):
         expected[split] = expected.get(split, 0.0) + cps * (weights.get(lang, 1.0) if split == "train" else 1.0)
     return {"weights": weights, "shards": shard_counts(expected, shard_codepoints)}
+
+
+def _add_counts(rows):
+    """Element-wise sum of count tuples in the order of contract.CONSTRUCT_DROPS (zeros for none)."""
+    total = [0] * len(contract.CONSTRUCT_DROPS)
+    for row in rows:
+        for i, n in enumerate(row):
+            total[i] += n
+    return tuple(total)
 
 
 def _add_pairs(pairs):
@@ -356,13 +378,15 @@ class CollectStats(beam.PTransform):
         self.staging = staging
 
     def expand(self, parts):
-        outcomes, replaced, example_langs, weights = parts
+        outcomes, replaced, dropped, example_langs, weights = parts
         records = (
             (
                 outcomes | "CountOutcomes" >> beam.combiners.Count.PerElement()
                 | "OutcomeRec" >> beam.Map(lambda kv: ["outcome", kv[0][0], kv[0][1], kv[1]]),
                 replaced | "SumReplaced" >> beam.CombinePerKey(sum)
                 | "ReplacedRec" >> beam.Map(lambda kv: ["replaced", kv[0], kv[1]]),
+                dropped | "SumDropped" >> beam.CombinePerKey(_add_counts)
+                | "DroppedRec" >> beam.Map(lambda kv: ["dropped", kv[0], list(kv[1])]),
                 example_langs | "CountExamples" >> beam.combiners.Count.PerElement()
                 | "ExampleRec" >> beam.Map(lambda kv: ["examples", kv[0], kv[1]]),
                 weights | "WeightRecs" >> beam.FlatMap(lambda w: [["weight", lang, v] for lang, v in w.items()]),
@@ -379,7 +403,7 @@ class CollectStats(beam.PTransform):
 
 def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | None):
     """Add the whole job to pipeline `p`; everything is written below `staging`."""
-    cleaned = p | "ReadAndClean" >> ReadAndClean(items, staging)
+    cleaned = p | "ReadAndClean" >> ReadAndClean(items, staging, cfg)
     split_pages = cleaned.kept | "AssignSplit" >> AssignSplit(cfg.validation_fraction)
     tokenizer = split_pages | "TrainTokenizer" >> TrainTokenizer(cfg, tokenizer_json)
     _ = tokenizer | "SaveTokenizer" >> beam.Map(_save_text, f"{staging}/{contract.TOKENIZER}")
@@ -395,5 +419,6 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
     _ = cleaned.rejects | "WriteRejects" >> WriteRejects(staging)
     example_langs = sampled | "ExampleLang" >> beam.Map(lambda x: x[1])
     weights = plan | "Weights" >> beam.Map(lambda s: s["weights"])
-    _ = (cleaned.outcomes, cleaned.replaced, example_langs, weights) | "CollectStats" >> CollectStats(staging)
+    stats = (cleaned.outcomes, cleaned.replaced, cleaned.dropped, example_langs, weights)
+    _ = stats | "CollectStats" >> CollectStats(staging)
 

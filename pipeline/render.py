@@ -5,10 +5,15 @@ tokens into a node tree. On the bundled sample the builder is ~5x the tokenizer'
 (measured on 40 MB: tokenize 0.8 s, build 4.3 s, walk the tree 0.4 s), and almost every
 node it builds is then dropped (templates, refs, tables). `TokenRenderer` reads the token
 list directly: it keeps the text of what the rules keep and steps over the rest. Its
-output equals the tree walk (`TreeRenderer`, the reference, tests/pipeline/test_clean.py
-checks both on every sample page); anything it does not model exactly (a link title or tag
-name that is not plain text, a stray token the builder would reject) sends the whole page
-to the tree walk instead (`render`).
+output and its drop counts equal the tree walk's (`TreeRenderer`, the reference,
+tests/pipeline/test_clean.py checks both on every sample page and on the real pages);
+anything it does not model exactly (a link title or tag name that is not plain text, a
+stray token the builder would reject) sends the whole piece to the tree walk instead
+(`render`).
+
+What is rendered is one piece of a page: a heading's title, or the text between the
+headings and tables that pipeline/sections.py found, so headings never reach the walkers
+(one nested in a tag is rendered on a line of its own).
 """
 
 import re
@@ -17,27 +22,39 @@ import unicodedata
 from mwparserfromhell.nodes import ExternalLink, Heading, HTMLEntity, Tag, Template, Text, Wikilink
 from mwparserfromhell.parser import Parser, tokens as tk
 
+from pipeline import templates
+from pipeline.templates import FALLBACK, FALLBACK_CHARS, FALLBACK_CLOSE, FALLBACK_OPEN
+
 # Tags whose content is not prose: citations, media, formulas, code, machine-readable data.
+# (Wiki tables are cut out line by line before parsing, pipeline/sections.py; `table` here is
+# an HTML table, or a wiki table inside a template's parameter.)
 DROP_TAGS = frozenset(
     "ref references table gallery imagemap math chem ce hiero score timeline graph mapframe maplink "
     "inputbox categorytree templatedata templatestyles section syntaxhighlight source pre style "
     "script includeonly".split()
 )
+TAG_REASONS = {"ref": "references", "table": "tables", "gallery": "galleries", "imagemap": "images"}  # counted drops
 # Block-level tags: their content stands on its own lines.
-BREAK_TAGS = frozenset("br p div li dt dd tr blockquote hr ul ol dl center poem caption".split())
-_TEXT_TEMPLATES = frozenset({"nowrap", "nobr", "nobreak"})  # plus lang / lang-xx, see text_param
+BREAK_TAGS = frozenset("br p div li dt dd tr blockquote hr ul ol dl center poem caption table".split())
+CELL = "\x03"  # before each kept table cell's text (XML 1.0 forbids U+0003: no page holds it); see clean.py
+_CELL_TAGS = frozenset({"td", "th"})
 
 # Namespace names of File (6) and Category (14) links, with their aliases, on the larger
 # wikis (Special:NamespaceInfo of each); compared case-folded and NFC.
-_HIDDEN_NAMESPACES = frozenset(
+_FILE_NAMESPACES = frozenset(
     unicodedata.normalize("NFC", name).casefold()
     for name in (
-        "File Image Media Category "  # en and every wiki's canonical names
-        "Datei Bild Kategorie Fichier Catégorie Archivo Imagen Categoría Immagine Categoria "
-        "Ficheiro Arquivo Imagem Bestand Afbeelding Categorie Plik Grafika Kategoria Fil Kategori "
-        "Dosya Berkas Tập_tin Hình Thể_loại Файл Изображение Категория Зображення Категорія "
-        "文件 檔案 档案 图像 圖像 分类 分類 ファイル 画像 カテゴリ 파일 그림 분류 "
-        "ملف صورة تصنيف پرونده رده קובץ תמונה קטגוריה चित्र फ़ाइल श्रेणी ไฟล์ หมวดหมู่"
+        "File Image Media "  # en and every wiki's canonical names
+        "Datei Bild Fichier Archivo Imagen Immagine Ficheiro Arquivo Imagem Bestand Afbeelding Plik Grafika Fil "
+        "Dosya Berkas Tập_tin Hình Файл Изображение Зображення 文件 檔案 档案 图像 圖像 ファイル 画像 파일 그림 "
+        "ملف صورة پرونده קובץ תמונה चित्र फ़ाइल ไฟล์"
+    ).split()
+)
+_CATEGORY_NAMESPACES = frozenset(
+    unicodedata.normalize("NFC", name).casefold()
+    for name in (
+        "Category Kategorie Catégorie Categoría Categoria Categorie Kategoria Kategori Thể_loại Категория "
+        "Категорія 分类 分類 カテゴリ 분류 تصنيف رده קטגוריה श्रेणी หมวดหมู่"
     ).split()
 )
 _MEDIA_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".svg", ".tif", ".tiff", ".webp", ".ogg", ".oga", ".ogv", ".webm", ".mp3", ".wav", ".pdf", ".djvu")
@@ -47,41 +64,48 @@ _LANG_PREFIX_RE = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]+)*|simple")
 _INLINE_INTERWIKI = frozenset({"mw", "voy", "doi", "wmf", "oldwikisource"})
 
 
-def is_hidden_link(title: str) -> bool:
-    """File, Category and interlanguage links render outside the text: drop them."""
+def hidden_link(title: str) -> str | None:
+    """None for a link shown in the text; File links (with their captions) render outside the
+    text: "images", a counted drop; Category and interlanguage links are page metadata: ""."""
     if ":" not in title:
-        return False
+        return None
     title = title.strip()
     if title.startswith(":"):
-        return False
+        return None
     prefix, _, rest = title.partition(":")
     prefix = prefix.strip()
     if _LANG_PREFIX_RE.fullmatch(prefix) and prefix not in _INLINE_INTERWIKI:
-        return True
+        return ""
     name = unicodedata.normalize("NFC", prefix.replace(" ", "_")).casefold()
-    return name in _HIDDEN_NAMESPACES or rest.strip().lower().endswith(_MEDIA_EXTENSIONS)
+    if name in _FILE_NAMESPACES:
+        return "images"
+    if name in _CATEGORY_NAMESPACES:
+        return ""
+    return "images" if rest.strip().lower().endswith(_MEDIA_EXTENSIONS) else None
 
 
-def text_param(name: str, positional: int) -> int | None:
-    """Templates are dropped, but those that only wrap running text keep one positional
-    parameter: {{lang|xx|text}} its last, {{lang-xx|text}} / {{nowrap|text}} their first.
-    Returns its index among `positional` parameters, or None to drop the template."""
-    name = name.strip().lower()
-    if not positional:
-        return None
-    if name == "lang":
-        return positional - 1
-    return 0 if name.startswith("lang-") or name in _TEXT_TEMPLATES else None
-
-
-def render(wikitext: str) -> str:
-    """Text of (pre-stripped) wikitext by the rules above, headings without text dropped."""
+def render(wikitext: str, lang: str = "en", keep_tables: bool = False, drops: dict | None = None) -> str:
+    """Text of one (pre-stripped) piece of wikitext by the rules above; counted drops are added
+    to `drops`."""
     parser = Parser()
     tokens = parser._tokenizer.tokenize(wikitext, 0, False)
+    walker = TokenRenderer(tokens, lang, keep_tables)
     try:
-        return TokenRenderer(tokens).top()
+        text = walker.top()
     except (_Fallback, IndexError, RecursionError):  # the builder's own error, if any, is the page's
-        return TreeRenderer().render(parser._builder.build(tokens))  # what parse() does, tokens reused
+        walker = TreeRenderer(lang, keep_tables)
+        text = walker.render(parser._builder.build(tokens))  # what parse() does, tokens reused
+    if drops is not None:
+        for reason, n in walker.drops.items():
+            drops[reason] = drops.get(reason, 0) + n
+    return text
+
+
+def _fallback_text(text: str) -> str | None:
+    """A template not in pipeline/templates.py keeps its one plain parameter, marked so that
+    pipeline/clean.py can drop it again where it is not inside a sentence."""
+    text = text.strip()
+    return FALLBACK_OPEN + text + FALLBACK_CLOSE if text and len(text) <= FALLBACK_CHARS and "\n" not in text else None
 
 
 # --- tree walk (the reference) ----------------------------------------------------------------
@@ -90,38 +114,37 @@ class TreeRenderer:
     the rules above instead of its defaults, which keep ref text, table cells and file-link
     captions)."""
 
-    def __init__(self):
+    def __init__(self, lang: str = "en", keep_tables: bool = False):
         self.out: list[str] = []
+        self.lang, self.keep_tables = lang, keep_tables
+        self.drops: dict[str, int] = {}
+
+    def count(self, reason: str) -> None:
+        if reason:
+            self.drops[reason] = self.drops.get(reason, 0) + 1
 
     def render(self, code) -> str:
-        out = self.out
-        pending = []  # (level, index in out) of headings with no text under them yet
-        for node in code.nodes:
-            if type(node) is Heading:
-                while pending and pending[-1][0] >= node.level:  # an empty section: drop its heading
-                    out[pending.pop()[1]] = ""
-                pending.append((node.level, len(out) + 1))
-                out += ["\n", "".join(TreeRenderer().walk(node.title).out).strip(), "\n"]
-                continue
-            before = len(out)
-            self.node(node)
-            if pending and any(piece.strip() for piece in out[before:]):
-                pending.clear()
-        for _, index in pending:
-            out[index] = ""
-        return "".join(out)
+        return "".join(self.walk(code).out)
 
     def walk(self, code) -> "TreeRenderer":
         for node in code.nodes:
             self.node(node)
         return self
 
+    def text_of(self, code) -> str:
+        outer, self.out = self.out, []
+        text = "".join(self.walk(code).out)
+        self.out = outer
+        return text
+
     def node(self, node) -> None:
         kind = type(node)
         if kind is Text:
             self.out.append(node.value)
         elif kind is Wikilink:
-            if is_hidden_link(str(node.title)):
+            hidden = hidden_link(str(node.title))
+            if hidden is not None:
+                self.count(hidden)
                 return
             start = len(self.out)
             self.walk(node.title if node.text is None else node.text)
@@ -129,7 +152,12 @@ class TreeRenderer:
                 self.out[start] = self.out[start].lstrip(":")
         elif kind is Tag:
             name = str(node.tag).strip().lower()
-            if name in DROP_TAGS:
+            if name in DROP_TAGS and not (name == "table" and self.keep_tables):
+                self.count(TAG_REASONS.get(name, ""))
+                return
+            if name in _CELL_TAGS and self.keep_tables:  # a row's cells stay on its line
+                cell = "" if node.contents is None else self.text_of(node.contents)
+                self.out.append(CELL + cell.replace("\n", " "))
                 return
             brk = name in BREAK_TAGS
             if brk:
@@ -144,19 +172,33 @@ class TreeRenderer:
             if node.brackets and node.title is not None:
                 self.walk(node.title)
         elif kind is Template:
-            positional = [p for p in node.params if not p.showkey]
-            keep = text_param(str(node.name), len(positional))
-            if keep is not None:
-                self.walk(positional[keep].value)
-        elif kind is Heading:  # nested inside a tag: no empty-section logic there
+            self.template(node)
+        elif kind is Heading:  # nested inside a tag (a heading line never reaches the walkers)
             self.out.append("\n")
             self.walk(node.title).out.append("\n")
         # Argument, Comment: dropped.
 
+    def template(self, node) -> None:
+        spec = templates.lookup(str(node.name), self.lang)
+        if type(spec) is str:
+            self.count(spec)
+        elif spec is FALLBACK:
+            params = node.params
+            kept = None
+            if len(params) == 1 and not params[0].showkey and all(type(n) is Text for n in params[0].value.nodes):
+                kept = _fallback_text(str(params[0].value))
+            if kept is None:
+                self.count("templates")
+            else:
+                self.out.append(kept)
+        else:
+            params = [(str(p.name).strip() if p.showkey else None, self.text_of(p.value).strip()) for p in node.params]
+            self.out.append(templates.call(spec, params))
+
 
 # --- token walk (the fast path) ---------------------------------------------------------------
 class _Fallback(Exception):
-    """Something TokenRenderer does not model exactly: render this page with the tree."""
+    """Something TokenRenderer does not model exactly: render this piece with the tree."""
 
 
 _OPEN = frozenset({tk.TemplateOpen, tk.ArgumentOpen, tk.WikilinkOpen, tk.ExternalLinkOpen, tk.HeadingStart,
@@ -171,8 +213,14 @@ class TokenRenderer:
     nodes they would build (the builder relies on it), so a construct ends where the count
     of open minus close tokens returns to zero."""
 
-    def __init__(self, tokens):
+    def __init__(self, tokens, lang: str = "en", keep_tables: bool = False):
         self.t = tokens
+        self.lang, self.keep_tables = lang, keep_tables
+        self.drops: dict[str, int] = {}
+
+    def count(self, reason: str) -> None:
+        if reason:
+            self.drops[reason] = self.drops.get(reason, 0) + 1
 
     def end_of(self, i: int) -> int:
         """Index after the construct that starts at i."""
@@ -203,14 +251,14 @@ class TokenRenderer:
             else:
                 i = self.end_of(i)
 
-    def has_equals(self, i: int, j: int) -> bool:
-        """Whether the template parameter in tokens i..j is named (`key=value`, showkey)."""
+    def equals_at(self, i: int, j: int) -> int | None:
+        """Where the `=` of a named template parameter in tokens i..j is (`key=value`), if any."""
         t = self.t
         while i < j:
             if type(t[i]) is tk.TemplateParamEquals:
-                return True
+                return i
             i = self.end_of(i)
-        return False
+        return None
 
     def plain(self, i: int, j: int) -> str:
         """The text of tokens i..j, which must all be Text (else the tree walk decides)."""
@@ -221,32 +269,17 @@ class TokenRenderer:
 
     def top(self) -> str:
         out: list[str] = []
-        pending = []  # as TreeRenderer.render
-        t, i, n = self.t, 0, len(self.t)
-        while i < n:
-            tok = t[i]
-            if type(tok) is tk.HeadingStart:
-                level = tok["level"]
-                while pending and pending[-1][0] >= level:
-                    out[pending.pop()[1]] = ""
-                pending.append((level, len(out) + 1))
-                end = self.end_of(i)
-                title: list[str] = []
-                self.walk(i + 1, end - 1, title)
-                out += ["\n", "".join(title).strip(), "\n"]
-                i = end
-                continue
-            before = len(out)
-            i = self.node(i, out)
-            if pending and any(piece.strip() for piece in out[before:]):
-                pending.clear()
-        for _, index in pending:
-            out[index] = ""
+        self.walk(0, len(self.t), out)
         return "".join(out)
 
     def walk(self, i: int, j: int, out: list) -> None:
         while i < j:
             i = self.node(i, out)
+
+    def text_of(self, i: int, j: int) -> str:
+        out: list[str] = []
+        self.walk(i, j, out)
+        return "".join(out)
 
     def node(self, i: int, out: list) -> int:
         """Render the construct at i into out; return the index after it."""
@@ -261,8 +294,9 @@ class TokenRenderer:
             end = sep[-1] + 1
             if len(sep) > 2:
                 raise _Fallback  # the builder would nest a second separator into the text
-            title = self.plain(i + 1, sep[0])
-            if is_hidden_link(title):
+            hidden = hidden_link(self.plain(i + 1, sep[0]))
+            if hidden is not None:
+                self.count(hidden)
                 return end
             if len(sep) == 2:
                 self.walk(sep[0] + 1, sep[1], out)
@@ -273,30 +307,25 @@ class TokenRenderer:
                     out[start] = out[start].lstrip(":")
             return end
         if kind is tk.TemplateOpen:
-            sep = self.parts(i + 1, (tk.TemplateParamSeparator,))
-            end = sep[-1] + 1
-            name = self.name_of(i + 1, sep[0])
-            if name is None:  # not one of the text templates, whatever the rest of its name
-                return end
-            positional = [(a + 1, b) for a, b in zip(sep, sep[1:]) if not self.has_equals(a + 1, b)]
-            keep = text_param(name, len(positional))
-            if keep is not None:
-                self.walk(*positional[keep], out)
-            return end
+            return self.template(i, out)
         if kind is tk.TagOpenOpen:
             marks = self.parts(i + 1, (tk.TagAttrStart, tk.TagCloseOpen, tk.TagOpenClose))
             name = self.plain(i + 1, marks[0]).strip().lower()
             end = marks[-1] + 1
-            if name in DROP_TAGS:
+            if name in DROP_TAGS and not (name == "table" and self.keep_tables):
+                self.count(TAG_REASONS.get(name, ""))
+                return end
+            opened = [m for m in marks if type(t[m]) is tk.TagCloseOpen]
+            closed = [m for m in marks if type(t[m]) is tk.TagOpenClose]
+            if opened and (len(opened) != 1 or len(closed) != 1):
+                raise _Fallback
+            if name in _CELL_TAGS and self.keep_tables:  # a row's cells stay on its line
+                out.append(CELL + (self.text_of(opened[0] + 1, closed[0]) if opened else "").replace("\n", " "))
                 return end
             brk = name in BREAK_TAGS
             if brk:
                 out.append("\n")
-            opened = [m for m in marks if type(t[m]) is tk.TagCloseOpen]
             if opened:
-                closed = [m for m in marks if type(t[m]) is tk.TagOpenClose]
-                if len(opened) != 1 or len(closed) != 1:
-                    raise _Fallback
                 self.walk(opened[0] + 1, closed[0], out)
             if brk:
                 out.append("\n")
@@ -315,7 +344,7 @@ class TokenRenderer:
             elif len(sep) > 2:
                 raise _Fallback
             return sep[-1] + 1
-        if kind is tk.HeadingStart:  # nested inside a tag: no empty-section logic there
+        if kind is tk.HeadingStart:  # nested inside a tag (a heading line never reaches the walkers)
             end = self.end_of(i)
             out.append("\n")
             self.walk(i + 1, end - 1, out)
@@ -325,17 +354,41 @@ class TokenRenderer:
             return self.end_of(i)
         raise _Fallback  # a token the builder does not expect here: its error decides
 
-    def name_of(self, i: int, j: int) -> str | None:
-        """A template's name if it may be a text template, None if it surely is not. A name
-        with markup in it (a nested template, an entity) is compared as its source text by
-        the tree walk, which never equals a text template's name but may start with lang-."""
+    def template(self, i: int, out: list) -> int:
+        t = self.t
+        sep = self.parts(i + 1, (tk.TemplateParamSeparator,))
+        end = sep[-1] + 1
+        spec = templates.lookup(self.name_of(i + 1, sep[0]), self.lang)
+        if type(spec) is str:
+            self.count(spec)
+        elif spec is FALLBACK:
+            kept = None
+            if len(sep) == 2 and all(type(t[k]) is _TEXT for k in range(sep[0] + 1, sep[1])):
+                kept = _fallback_text("".join(t[k]["text"] for k in range(sep[0] + 1, sep[1])))
+            if kept is None:
+                self.count("templates")
+            else:
+                out.append(kept)
+        else:
+            params = []
+            for a, b in zip(sep, sep[1:]):
+                eq = self.equals_at(a + 1, b)
+                if eq is None:
+                    params.append((None, self.text_of(a + 1, b).strip()))
+                else:
+                    params.append((self.plain(a + 1, eq).strip(), self.text_of(eq + 1, b).strip()))
+            out.append(templates.call(spec, params))
+        return end
+
+    def name_of(self, i: int, j: int) -> str:
+        """A template's name. A name with markup in it (a nested template, an entity) is compared
+        as its source text by the tree walk: only a parser function's (`{{#if:{{{1}}}|..}}`,
+        dropped whatever follows the `#`) is decided here."""
         t = self.t
         k = i
         while k < j and type(t[k]) is _TEXT:
             k += 1
         head = "".join(t[m]["text"] for m in range(i, k))
-        if k == j:
+        if k == j or head.lstrip()[:1] == "#":
             return head
-        if head.lstrip().lower().startswith("lang-") or not head.strip():
-            raise _Fallback
-        return None
+        raise _Fallback

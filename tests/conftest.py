@@ -12,6 +12,7 @@ tests/ is not a package); each returns the plain function below:
 Session data:
     sample_xml      {lang: Path} of the bundled dumps
     sample_pages    {lang: [RawPage]} read with pipeline.sources.read_pages
+    real_pages      {file name: [RawPage]} of the real Wikipedia excerpts in tests/data/wiki (its README)
     input_variants  {kind: path} of the English sample as every kind: xml, xml_bz2, xml_gz,
                     multistream (its index beside it), jsonl, jsonl_gz, parquet (cleaned text)
     bad_inputs      {name: path}: truncated_bz2, corrupt_gz, malformed_xml, truncated_xml,
@@ -40,6 +41,7 @@ from pipeline.clean import clean_page
 from pipeline.sources import WorkItem, read_pages
 
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "pipeline" / "sample"
+REAL_DIR = Path(__file__).resolve().parent / "data" / "wiki"
 _PAGE_RE = re.compile(r"  <page>\n.*?</page>\n", re.S)
 
 
@@ -128,6 +130,11 @@ def sample_xml() -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def sample_pages(sample_xml) -> dict:
     return {lang: list(read_pages(WorkItem(str(p), "xml", lang=lang))) for lang, p in sample_xml.items()}
+
+
+@pytest.fixture(scope="session")
+def real_pages() -> dict:
+    return {p.name: list(read_pages(WorkItem(str(p), "xml"))) for p in sorted(REAL_DIR.glob("*.xml.bz2"))}
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ import pytest
 
 from pipeline import contract
 from pipeline.clean import clean_page, escape_aliased, redirect_target, wikitext_to_text
+from pipeline.config import PreprocessConfig
 from pipeline.sources import RawPage
 
 
@@ -19,9 +20,9 @@ def page(text, ns=0, redirect=False, error=None, markup="wikitext"):
 
 RULES = {
     "template and infobox dropped": ("{{Infobox city\n| name = [[X]]\n| pop = 5\n}}\nX is a city.", "X is a city."),
-    "inline template leaves no gap": ("The Hokkien {{IPA|tê}}, a word.", "The Hokkien, a word."),
+    "inline template leaves no gap": ("The Hokkien {{efn|a note}}, a word.", "The Hokkien, a word."),
     "lang templates keep their text": ("from {{lang|nan|tê}} and {{lang-ga|An tSiúir}} {{nowrap|5 km}}", "from tê and An tSiúir 5 km"),
-    "empty parentheses of a dropped template": ("Paris ({{IPA|paʁi}}) is big.", "Paris is big."),
+    "empty parentheses of a dropped template": ("Paris ({{Audio|Paris.ogg}}) is big.", "Paris is big."),
     "links keep display text": ("a [[river]], the [[River Suir|Suir]] and [[apple]]s", "a river, the Suir and apples"),
     "file and image links dropped": ("A[[File:A.jpg|thumb|a [[b]] caption]]B[[Image:c.png]]C[[Datei:d.jpg|mini]]D", "ABCD"),
     "category and interlanguage dropped": ("Text.\n[[Category:Foo|sort]]\n[[Kategorie:Bar]]\n[[fr:Paris]]\n[[zh-yue:X]]", "Text."),
@@ -43,6 +44,7 @@ RULES = {
     "nowiki content is literal but unbracketed": ("<nowiki>[[raw]] ''x''</nowiki>", "raw x"),
     "leftovers of malformed markup": ("unclosed {{tmpl and [[link and '''bold", "unclosed tmpl and link and bold"),
     "dotted words keep their space": ("the .NET runtime", "the .NET runtime"),
+    "an unclosed template's name is not text": ("a {{tmpl|b c", "a b c"),
 }
 
 
@@ -50,6 +52,85 @@ RULES = {
 def test_wikitext_rule(name):
     wikitext, expected = RULES[name]
     assert wikitext_to_text(wikitext) == expected
+
+
+# --- broken markup ends at its line, table or section (issue 12, rule 1) --------------------
+AFTER = "\n== Economy ==\nThe economy grew.\n== Next ==\nMore text."
+BROKEN = {
+    "unbalanced bold": "Intro '''bold to the end",
+    "unbalanced italic in a link": "Intro ''[[Italy|it]] and more",
+    "bold left open in table cells": "Intro.\n{|\n|align=right| '''{{bartable|62||2}}\n|-\n| '''Total''' || '''{{bartable|100}}'''\n|}",
+    "unclosed table": "Intro.\n{| class=x\n| a || b\n|-\n| c",
+    "table with a broken cell": "Intro.\n{|\n| [[link | {{tmpl|\n|}",
+    "unclosed template": "Intro {{Infobox x\n| name = y",
+    "unclosed div": "Intro <div style='x'>",
+    "unclosed ref": "Intro<ref>a note",
+    "unclosed comment": "Intro <!-- a comment",
+    "unclosed link": "Intro [[link",
+    "unclosed math": "Intro <math>x^2",
+    "unclosed gallery": "Intro <gallery>\nFile:a.jpg|cap",
+}
+
+
+@pytest.mark.parametrize("name", BROKEN)
+def test_text_after_broken_markup_survives(name):
+    text = wikitext_to_text(BROKEN[name] + AFTER)
+    assert text.startswith("Intro") and text.endswith("\nEconomy\nThe economy grew.\nNext\nMore text."), text
+    assert not [m for m in LEFTOVERS if m in text], text
+
+
+def test_a_heading_inside_a_broken_construct_is_still_a_heading():
+    assert wikitext_to_text("''open\n== A ==\ntext ''x''.") == "open\nA\ntext x."
+    assert wikitext_to_text("{|\n| cell\n== A ==\ntext") == "A\ntext"  # the unclosed table ends at the heading
+
+
+# --- what is dropped, counted per reason (issue 12, rule 2) ----------------------------------
+PAGE = """{{Infobox settlement|name=X|pop=5}}
+'''X''' is a town<ref>{{cite web|url=u}}</ref> of {{convert|5|km2|sqmi}}.{{citation needed}}
+[[File:X.jpg|thumb|A caption with [[a link]]]]
+== Places ==
+The old town is small.
+{| class="wikitable"
+! Name !! Size
+|-
+| Old town || 2
+|}
+<gallery>
+File:A.jpg|One
+</gallery>
+<table><tr><td>html</td></tr></table>
+== Only a table ==
+{|
+| a
+|}
+== History ==
+Old [[Category:Towns]] times.
+== See also ==
+* [[Y]]
+"""
+
+
+def test_drops_are_counted_per_reason():
+    result = clean_page(page(PAGE))
+    assert result.text == "X is a town of 5 square kilometres.\nPlaces\nThe old town is small.\nHistory\nOld times."
+    assert result.dropped == {"infoboxes": 1, "references": 1, "templates": 1, "images": 1, "tables": 3,
+                              "galleries": 1, "empty_sections": 1, "end_matter": 1}
+    assert set(result.dropped) <= set(contract.CONSTRUCT_DROPS)
+
+
+def test_keep_tables_linearizes_cells_a_row_a_line():
+    result = clean_page(page(PAGE), PreprocessConfig(keep_tables=True))
+    assert result.text == ("X is a town of 5 square kilometres.\nPlaces\nThe old town is small.\nName | Size\nOld town | 2\nhtml\n"
+                           "Only a table\na\nHistory\nOld times.")
+    assert "tables" not in result.dropped and result.dropped["end_matter"] == 1
+    caption = wikitext_to_text('{| class="w"\n|+ Caption\n|-\n| style="x" | 1 || [[a|one]]\n| colspan="2" {{tpl}}\n|}',
+                               cfg=PreprocessConfig(keep_tables=True))
+    assert caption == "Caption\n1 | one"
+
+
+def test_pages_that_lose_everything_are_empty_with_nothing_counted():
+    result = clean_page(page("{{Infobox x}}\n{|\n| a\n|}\n== References ==\n{{reflist}}"))
+    assert (result.outcome, result.text, result.dropped) == ("empty", None, {})
 
 
 # --- NFC and the special-codepoint escape --------------------------------------------------
@@ -187,35 +268,63 @@ TRICKY = [
     "<gallery>\nFile:a.jpg|x\n</gallery> <poem>a\nb</poem> <center>c</center>",
     "{{Infobox|a=[[b|c]]|d={{e|f}}|g=<ref>h</ref>}}text",
     "<span {{attr}} title=\"[[x]]\">s</span> <td>cell</td>",
+    "{{convert|5|to|10|km|abbr=on}} {{IPAc-en|US|ə|ˈ|p|ɒ|l|oʊ}} {{Nihongo|[[Aikido]]|合気道|Aikidō}} {{1=x}}",
+    "{{unknown|plain}} {{unknown|[[marked]]}} {{unknown|a|b}} {{unknown|k=v}} {{#if:{{{1|}}}|a|b}} {{formatnum:1234}}",
+    "{{quote|text=A [[quoted]] line.|author=X}} {{lang|1=de|2=Wort}} {{Infobox person|name=X}} {{cite web|url=u}}",
+    "<table><tr><td>a</td><td>b [[c]]</td></tr></table> [[File:x.png|a caption]] <gallery>a.jpg</gallery>",
 ]
 FRAGMENTS = TRICKY + ["x", " ", "\n", "|", "=", "}}", "]]", "{{", "[[", "'''", "==", "<ref>", "</div>", "é", ":"]
 
 
-def _walks(text):
+def walks(text, lang="en", keep_tables=False):
+    """(the token walk's (text, drops), or None where it defers to the tree; the tree walk's
+    (text, drops), or the builder's error)."""
     import mwparserfromhell
     from mwparserfromhell.parser import Parser
 
     from pipeline.render import TokenRenderer, TreeRenderer, _Fallback
 
     try:
-        tree = TreeRenderer().render(mwparserfromhell.parse(text))
+        tree_walk = TreeRenderer(lang, keep_tables)
+        tree = (tree_walk.render(mwparserfromhell.parse(text)), tree_walk.drops)
     except Exception as err:  # the builder's error: the token walk must not return text then
         tree = err
     try:
-        return TokenRenderer(Parser()._tokenizer.tokenize(text, 0, False)).top(), tree
+        token_walk = TokenRenderer(Parser()._tokenizer.tokenize(text, 0, False), lang, keep_tables)
+        return (token_walk.top(), token_walk.drops), tree
     except (_Fallback, IndexError, RecursionError):
         return None, tree
 
 
-def test_token_walk_equals_tree_walk_on_the_sample(sample_pages):
-    from pipeline.clean import _PRESTRIP_RE
+def page_pieces(wikitext):
+    """What the cleaner hands the walkers: heading titles, and the text between headings and tables."""
+    from pipeline.clean import _prestrip
+    from pipeline.sections import split_sections, split_tables, strip_quotes
 
+    for level, title, body in split_sections(strip_quotes(_prestrip(wikitext, {}))):
+        if level:
+            yield title
+        yield from (piece for _, piece in split_tables(body))
+
+
+def assert_walks_agree(pages):
+    for p in pages:
+        if p.ns == 0 and p.text and not p.redirect:
+            for piece in page_pieces(p.text):
+                for keep_tables in (False, True):
+                    fast, tree = walks(piece, p.lang, keep_tables)
+                    assert fast is not None, (p.lang, p.title, piece[:200])  # the fast path takes every page
+                    assert fast == tree, (p.lang, p.title, piece[:200])
+
+
+def test_token_walk_equals_tree_walk_on_the_sample(sample_pages):
     for pages in sample_pages.values():
-        for p in pages:
-            if p.ns == 0 and p.text and not p.redirect:
-                fast, tree = _walks(_PRESTRIP_RE.sub("", p.text))
-                assert fast is not None, (p.lang, p.title)  # the fast path takes every sample page
-                assert fast == tree, (p.lang, p.title)
+        assert_walks_agree(pages)
+
+
+def test_token_walk_equals_tree_walk_on_real_pages(real_pages):
+    for pages in real_pages.values():
+        assert_walks_agree(pages)
 
 
 def test_token_walk_equals_tree_walk_on_tricky_and_random_markup():
@@ -223,10 +332,11 @@ def test_token_walk_equals_tree_walk_on_tricky_and_random_markup():
     cases = TRICKY + ["".join(rng.choice(FRAGMENTS) for _ in range(rng.randrange(1, 8))) for _ in range(400)]
     fast_path = 0
     for text in cases:
-        fast, tree = _walks(text)
-        if fast is not None:
-            fast_path += 1
-            assert fast == tree, text
+        for keep_tables in (False, True):
+            fast, tree = walks(text, keep_tables=keep_tables)
+            if fast is not None:
+                fast_path += 1
+                assert fast == tree, text
     # Only markup the token walk leaves to the tree falls back: a link title with an entity in it
     # (TRICKY[1]) and marked-up template names (TRICKY[3]), which ~20% of the random cases include.
-    assert fast_path > 0.7 * len(cases)
+    assert fast_path > 0.7 * 2 * len(cases)

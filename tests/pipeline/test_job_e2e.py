@@ -110,6 +110,11 @@ def test_accounting_identity_and_drop_reasons(sample_run):
     total = {k: sum(c[k] for c in langs.values()) for k in contract.LANGUAGE_KEYS}
     assert total["redirects"] > 0 and total["non_article"] > 0 and total["parse_errors"] > 0
     assert total["replaced_characters"] >= 1  # the sample's U+E003 was escaped
+    # what cleaning dropped from kept pages, per reason: every sample language has infoboxes, tables
+    # and See also / External links sections in its own words
+    for lang, c in langs.items():
+        assert set(c["dropped"]) == set(contract.CONSTRUCT_DROPS), lang
+        assert min(c["dropped"][r] for r in ("tables", "images", "references", "end_matter")) > 0, (lang, c["dropped"])
     rejects = [json.loads(l) for f in manifest["rejects"] for l in (out / f).read_text().splitlines()]
     assert len([r for r in rejects if r["outcome"] == "parse_errors"]) == total["parse_errors"]
     assert all(r["reason"] for r in rejects)

@@ -47,6 +47,20 @@ def test_clean_pages_gives_every_page_one_outcome_and_keeps_rejects():
         assert_that(out.replaced, equal_to([("en", 1)]), label="Replaced")
 
 
+def test_clean_pages_counts_what_kept_pages_lost_and_follows_the_config():
+    from pipeline import contract
+
+    pages = [raw(1, "Text.{{Infobox x}}\n{|\n| a\n|}\n== See also ==\n* [[Y]]"), raw(2, "{{Infobox only}}"), raw(3, "Plain.")]
+    lost = tuple(int(r in ("infoboxes", "tables", "end_matter")) for r in contract.CONSTRUCT_DROPS)
+    with TestPipeline(options=_opts()) as p:
+        out = p | beam.Create(pages) | job.CleanPages()
+        assert_that(out.dropped, equal_to([("en", lost)]), label="Dropped")  # kept pages only
+        assert_that(out.kept | beam.Map(lambda p: p.text), equal_to(["Text.", "Plain."]), label="Kept")
+    with TestPipeline(options=_opts()) as p:
+        out = p | beam.Create(pages[:1]) | job.CleanPages(PreprocessConfig(keep_tables=True, keep_end_matter=True))
+        assert_that(out.kept | beam.Map(lambda p: p.text), equal_to(["Text.\na\nSee also\nY"]), label="KeptAll")
+
+
 def test_assign_split_is_a_pure_function_of_lang_and_page_id():
     pages = [job.Page("en", i, "x") for i in range(2000)]
     splits = [job.split_of(p, 0.05) for p in pages]
