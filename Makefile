@@ -1,6 +1,8 @@
 # Set-up order matters on a machine without a GPU: torch first from the pinned CPU wheel,
 # then deepspeed built against it (--no-build-isolation, or its build pulls a CUDA torch),
-# then the project. A stamp file makes the set-up run once.
+# then the project with every role's extras (pyproject.toml: the base install is preprocessing
+# only; [train] adds torch, DeepSpeed, Ray; [hf] the export; [test] all of them and the test
+# tools). A stamp file makes the set-up run once.
 PYTHON ?= python3.11
 # Extra pip arguments for the torch install. On this project's machines a CPU wheel of
 # torch 2.13.0 is found locally; elsewhere, point pip at PyTorch's CPU wheel index, e.g.
@@ -23,7 +25,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q torch==2.13.0 $(TORCH_PIP_ARGS)
 	$(PY) -m pip install -q ninja==1.13.2 numpy==2.4.6
 	$(PY) -m pip install -q --no-build-isolation deepspeed==0.19.8
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[train,hf,test]'
 	touch $(STAMP)
 
 smoke: $(STAMP)

@@ -5,17 +5,23 @@
     canine validate out/shards
     canine pretrain --data out/shards --output runs/tiny --config tiny
     canine submit --address http://127.0.0.1:8265 -- pretrain --data ... --output ...
+    canine export runs/tiny --to exports/canine-tiny
     canine smoke
+    canine --version
 
 Each sub-command module defines `add_arguments(parser)` and `main(args) -> int`; modules are
 imported only when their command runs, so `canine --help` stays fast (Beam, Ray and torch
-each take seconds to import).
+each take seconds to import). Every flag has help text and shows its default (HelpFormatter);
+tests/jobs/test_cli.py walks every sub-command's flags to keep it so.
 """
 
 import argparse
+import difflib
 import importlib
 import logging
 import sys
+
+from jobs import quiet
 
 # name -> (module, one-line help)
 COMMANDS = {
@@ -25,8 +31,32 @@ COMMANDS = {
     "pretrain": ("jobs.pretrain", "Ray Train + DeepSpeed pretraining on shards"),
     "submit": ("jobs.submit", "submit a canine job to a Ray cluster (Ray Jobs API)"),
     "report": ("jobs.report", "plot and summarize a finished run"),
+    "export": ("jobs.export", "write a run's weights as a Hugging Face CanineModel directory"),
     "smoke": ("jobs.smoke", "preprocess the bundled sample, pretrain, evaluate, export"),
 }
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """argparse's "(default: X)" after each flag's help, unless the help already names its
+    default (flags whose default comes from elsewhere: the run config, the environment) or
+    there is none to show (a positional argument, an on/off switch)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        none = action.default is None or action.default is False or action.default == argparse.SUPPRESS
+        if "default" in text or none or not action.option_strings:
+            return text
+        return text + " (default: %(default)s)"
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("canine-pretrain")
+    except PackageNotFoundError:  # a checkout that was never installed
+        return "unknown (not installed)"
 
 
 def _module(name):
@@ -34,13 +64,20 @@ def _module(name):
 
 
 def build_parser(command=None):
-    parser = argparse.ArgumentParser(prog="canine", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="canine", description=__doc__.split("\n")[0], formatter_class=HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"canine {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (_, help_text) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_text, description=help_text)
+        p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter)
         if name == command:  # only the command that runs pays for its imports
             _module(name).add_arguments(p)
     return parser
+
+
+def unknown_command(word: str) -> str:
+    close = difflib.get_close_matches(word, COMMANDS, n=1)
+    hint = f"did you mean '{close[0]}'?" if close else f"the commands are {', '.join(COMMANDS)}"
+    return f"canine: unknown command '{word}'; {hint} (canine --help)"
 
 
 def main(argv=None):
@@ -48,8 +85,18 @@ def main(argv=None):
     command = argv[0] if argv and argv[0] in COMMANDS else None
     parser = build_parser(command)
     if command is None:
+        if argv and not argv[0].startswith("-"):
+            print(unknown_command(argv[0]), file=sys.stderr)
+            return 2
+        if not argv or argv[0] in ("-h", "--help"):
+            parser.print_help()
+            return 0
+        try:
+            parser.parse_args(argv)  # --version, or argparse's own error for an unknown flag
+        except SystemExit as e:
+            return e.code or 0
         parser.print_help()
-        return 0 if not argv or argv[0] in ("-h", "--help") else 2
+        return 2
     # Everything after a bare `--` passes through untouched (Beam pipeline options for
     # `preprocess`, the job's own command line for `submit`).
     passthrough = []
@@ -59,6 +106,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     args.passthrough = passthrough
     _redact_logs()
+    quiet.install()
     return int(_module(command).main(args) or 0)
 
 

@@ -7,7 +7,7 @@ from pipeline import contract
 
 
 def add_arguments(p):
-    p.add_argument("directory", metavar="DIR")
+    p.add_argument("directory", metavar="DIR", help="a shard directory (fsspec URL), the output of canine preprocess")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
 
 

@@ -19,19 +19,26 @@ def add_arguments(p):
     p.add_argument("--dump", action="append", default=[], metavar="LANG:DATE",
                    help="a Wikimedia dump (en:20261101, ja:latest); repeatable; the output goes to OUTPUT/<langs>/<date>")
     p.add_argument("--mirror", help="dump mirror root (default: Wikimedia's own server)")
-    p.add_argument("--seq-len", type=int, default=contract.DEFAULT_SEQ_LEN, help="codepoints per example (default 2048)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seq-len", type=int, default=PreprocessConfig.seq_len, help="codepoints per example, CLS and SEPs included")
+    p.add_argument("--seed", type=int, default=PreprocessConfig.seed, help="root of every mask, sentence-order and sampling decision")
     tok = p.add_mutually_exclusive_group()
-    tok.add_argument("--vocab-size", type=int, default=32000, help="WordPiece vocabulary to train for CANINE-S")
-    tok.add_argument("--tokenizer", help="use this tokenizer.json instead of training one")
-    p.add_argument("--alpha", type=float, default=0.7, help="language smoothing exponent (share^alpha)")
-    p.add_argument("--validation-fraction", type=float, default=0.005)
-    p.add_argument("--lang", help="language of inputs that name none")
+    tok.add_argument("--vocab-size", type=int, default=PreprocessConfig.vocab_size, help="WordPiece vocabulary to train for CANINE-S")
+    tok.add_argument("--tokenizer", help="use this tokenizer.json instead of training one (default: train one)")
+    p.add_argument("--alpha", type=float, default=PreprocessConfig.alpha, help="language smoothing exponent (share^alpha)")
+    p.add_argument("--validation-fraction", type=float, default=PreprocessConfig.validation_fraction, help="share of pages held out, by a hash of the page id")
+    p.add_argument("--lang", help="language of inputs that name none (default: each input's own)")
     p.add_argument("--sentence-order", action="store_true", help="[CLS] A [SEP] B [SEP] pairs with SOP labels")
-    p.add_argument("--shard-codepoints", type=int, default=PreprocessConfig.shard_codepoints)
-    p.add_argument("--pack-group-codepoints", type=int, default=PreprocessConfig.pack_group_codepoints)
-    p.add_argument("--tokenizer-pages", type=int, default=PreprocessConfig.tokenizer_pages)
-    p.add_argument("--streams-per-item", type=int, default=PreprocessConfig.streams_per_item)
+    p.add_argument("--keep-tables", action="store_true", help="keep table cells' text, a row a line (default: drop tables)")
+    p.add_argument("--keep-end-matter", action="store_true",
+                   help="keep References, See also, External links, ... sections (default: drop them)")
+    p.add_argument("--shard-codepoints", type=int, default=PreprocessConfig.shard_codepoints,
+                   help="codepoints per output shard (the shard count follows from it)")
+    p.add_argument("--pack-group-codepoints", type=int, default=PreprocessConfig.pack_group_codepoints,
+                   help="codepoints of pages packed together in one group")
+    p.add_argument("--tokenizer-pages", type=int, default=PreprocessConfig.tokenizer_pages,
+                   help="pages the WordPiece vocabulary is trained on")
+    p.add_argument("--streams-per-item", type=int, default=PreprocessConfig.streams_per_item,
+                   help="bz2 streams of a multistream dump per work item (about 100 pages a stream)")
     p.add_argument("--workers", type=int, default=1, help="worker processes: the DirectRunner's, or the DaskRunner LocalCluster's")
     p.add_argument("--runner", default="DirectRunner", help="Beam runner: DirectRunner, DaskRunner, DataflowRunner, FlinkRunner (named, so Beam never falls back to Prism)")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON instead of a table")
@@ -86,7 +93,7 @@ def main(args) -> int:
         with OutputLock(cfg.output, command=contract.redact(shlex.join(["canine", "preprocess", *map(str, args.inputs)]))) as lock:
             try:
                 manifest = output.run(cfg, workers=args.workers, runner=args.runner, beam_args=args.passthrough,
-                                      before_publish=lock.check, plan=plan)
+                                      before_publish=lock.check, plan=plan, progress=True)
             except sources.InputError:
                 # Bad input found while reading: the staging of this config (and its cache of
                 # items) is useless once the input is fixed, since the fix changes the config.

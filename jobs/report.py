@@ -116,8 +116,8 @@ def format_summary(s: dict) -> str:
 
 
 def add_arguments(p):
-    p.add_argument("run_dir", metavar="RUN_DIR")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (fsspec URL), the --output of canine pretrain")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 def main(args) -> int:

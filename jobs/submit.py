@@ -217,7 +217,8 @@ def add_arguments(parser) -> None:
                         help="Ray dashboard URL, e.g. http://127.0.0.1:8265 (default: $RAY_API_SERVER_ADDRESS, $RAY_ADDRESS)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--working-dir", help="directory uploaded as the job's cwd (default: this project checkout)")
-    where.add_argument("--image", help="container image with the project installed (Ray runtime_env image_uri)")
+    where.add_argument("--image", help="container image with the project installed (Ray runtime_env image_uri; "
+                                       "default: the cluster's own)")
     where.add_argument("--installed", action="store_true", help="the cluster's python already has the project: upload nothing")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="job environment variable (repeatable); never a secret: the dashboard shows it")
@@ -225,7 +226,8 @@ def add_arguments(parser) -> None:
                         help="pass --env NAME although its name or value looks like a secret's (repeatable)")
     parser.add_argument("--allow-insecure-http", action="store_true",
                         help="send the token over http:// to a non-loopback address (readable by anyone on the path)")
-    parser.add_argument("--job-id", help="submission id to use (a retried submission with the same id is refused)")
+    parser.add_argument("--job-id", help="submission id to use (a retried submission with the same id is refused; "
+                                         "default: one Ray makes up)")
     parser.add_argument("--no-wait", action="store_true", help="print the job id and return without streaming logs")
     parser.add_argument("--follow", action="store_true", help="with `logs`: keep streaming until the job ends")
     parser.add_argument("action", nargs="*", metavar="status|logs|stop JOB_ID",

@@ -4,7 +4,7 @@ import sys
 
 
 def add_arguments(p):
-    p.add_argument("directory", metavar="DIR")
+    p.add_argument("directory", metavar="DIR", help="a shard directory (fsspec URL), the output of canine preprocess")
 
 
 def main(args) -> int:

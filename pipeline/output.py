@@ -155,14 +155,16 @@ def existing_output(cfg: PreprocessConfig) -> dict | None:
 
 
 def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", beam_args=(), before_publish=None,
-        plan: Plan | None = None) -> dict:
+        plan: Plan | None = None, progress: bool = False) -> dict:
     """Run the whole job and return the manifest (the existing one if the output is up to date).
     `plan` is `prepare(cfg)` if the caller made it already (before taking the output's lock).
     `before_publish()` runs after the pipeline, before anything is moved into place: a lock
-    holder's check that it still owns the output."""
+    holder's check that it still owns the output. `progress`: report on stderr while the job
+    runs (pipeline/progress.py), and name the Dataflow job's page."""
     import apache_beam as beam
 
     from pipeline import job
+    from pipeline.progress import ItemProgress
 
     started = time.time()
     plan = plan or prepare(cfg)
@@ -183,14 +185,30 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
         if name.rstrip("/").rsplit("/", 1)[-1] != "items":
             fs.rm(name, recursive=True)
     fs.makedirs(staging_path, exist_ok=True)
-    log.info("%d work items from %d input files", len(plan.items), len(cfg.input_fingerprints))
-    p = beam.Pipeline(options=runners.beam_options(workers, runner, beam_args))
+    options = runners.beam_options(workers, runner, beam_args)
+    p = beam.Pipeline(options=options)
     job.build(p, cfg, plan.items, staging, plan.tokenizer_json)
+    watch = None
+    if progress:
+        sizes = {url: size for url, size, _ in cfg.input_fingerprints}
+        watch = ItemProgress(plan.items, sizes, staging).start(len(cfg.input_fingerprints))
+    else:
+        log.info("%d work items from %d input files", len(plan.items), len(cfg.input_fingerprints))
+    finished = False
     try:
-        result = p.run()
+        result = p.run()  # the DirectRunner runs the job here; remote runners return once it is submitted
+        link = runners.job_link(result, options)
+        if link and watch is not None:
+            watch.note(f"Dataflow job {link}")
+        elif link:
+            log.info("Dataflow job %s", link)
         result.wait_until_finish()
+        finished = True
     except (RuntimeError, sources.InputError) as e:
         raise _input_error_in(e) or e
+    finally:
+        if watch is not None:
+            watch.stop(ok=finished)
     counters = _counters(result)
     if before_publish is not None:
         before_publish()
@@ -289,6 +307,7 @@ def languages_from_stats(records) -> dict:
     def entry(lang):
         return langs.setdefault(
             lang, {k: 0 for k in contract.LANGUAGE_KEYS if k != "sampling_weight"} | {"sampling_weight": 1.0}
+            | {"dropped": dict.fromkeys(contract.CONSTRUCT_DROPS, 0)}
         )
 
     for rec in records:
@@ -298,6 +317,9 @@ def languages_from_stats(records) -> dict:
             entry(lang)["pages_read"] += rec[3]
         elif kind == "replaced":
             entry(lang)["replaced_characters"] += rec[2]
+        elif kind == "dropped":
+            for reason, n in zip(contract.CONSTRUCT_DROPS, rec[2]):
+                entry(lang)["dropped"][reason] += n
         elif kind == "examples":
             entry(lang)["examples"] += rec[2]
         elif kind == "weight":

@@ -31,3 +31,16 @@ def beam_options(workers: int, runner: str, extra_args=()):
         dask_runner.runner_class()  # registers --dask_local_workers with Beam's option parser
         args.append(f"--dask_local_workers={workers}")
     return PipelineOptions(args)
+
+
+def job_link(result, options) -> str | None:
+    """The web page of a Dataflow job (its console), from the result `Pipeline.run()` returned;
+    None on other runners."""
+    from apache_beam.options.pipeline_options import GoogleCloudOptions, StandardOptions
+
+    runner = options.view_as(StandardOptions).runner or ""
+    job_id = getattr(result, "job_id", None)
+    if not runner.endswith("DataflowRunner") or not callable(job_id) or not job_id():
+        return None
+    gcp = options.view_as(GoogleCloudOptions)
+    return f"https://console.cloud.google.com/dataflow/jobs/{gcp.region}/{job_id()}?project={gcp.project}"

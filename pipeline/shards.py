@@ -15,7 +15,9 @@ PARQUET_OPTIONS = dict(compression="zstd", compression_level=3, row_group_size=1
 
 def _list_column(values, field: pa.Field) -> pa.Array:
     value_type = field.type.value_type
-    np_type = value_type.to_pandas_dtype()
+    # numpy's dtype of the Arrow type; DataType.to_pandas_dtype() would import pandas, which the
+    # preprocessing install does not have (tests/test_install_roles.py).
+    np_type = pa.array([], type=value_type).to_numpy().dtype
     arrays = [np.asarray(v, dtype=np_type) for v in values]
     offsets = np.zeros(len(arrays) + 1, dtype=np.int32)
     np.cumsum([len(a) for a in arrays], out=offsets[1:])

@@ -1,9 +1,16 @@
 """Hugging Face interoperability: `export_hf(model, path)` and `import_hf(path)`.
+(A whole run, with its model card: training/export.py.)
 
 `transformers` is imported inside the functions: it is an export / test extra
 (pyproject `[hf]`), not a requirement of training. Key layout: CANINE.md "Hugging Face export
 layout". Every conversion is a split, concatenation or reshape, so a round trip is exact.
 """
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
 
 import torch
 
@@ -111,15 +118,19 @@ def config_from_hf(hf_config) -> CanineConfig:
     return CanineConfig(**values)
 
 
-def export_hf(model, path) -> None:
-    """Write a directory that `transformers.CanineModel.from_pretrained(path)` loads.
+def export_hf(model, path, max_length: int | None = None, files: dict[str, bytes] | None = None) -> str:
+    """Write a directory that `transformers.AutoModel.from_pretrained(path)` (a CanineModel) and
+    `AutoTokenizer.from_pretrained(path)` (a CanineTokenizer) load; returns `path`.
 
     `model` is a CanineModel or anything holding one as `.encoder` (a pretraining model: its
     head is dropped, as the paper throws away CANINE-S's vocabulary). The GELU variant is
-    written to config.json as `hidden_act`.
+    written to config.json as `hidden_act`. `max_length` is the tokenizer's model_max_length
+    (default: the position table's size); `files` are written beside (a model card README.md).
+    `path` is a local directory or any fsspec URL; the export is published whole (`publish`).
     """
     from transformers import CanineConfig as HFConfig
     from transformers import CanineModel as HFModel
+    from transformers import CanineTokenizer
 
     encoder = getattr(model, "encoder", model)
     if not isinstance(encoder, CanineModel):
@@ -128,7 +139,107 @@ def export_hf(model, path) -> None:
     hf_model = HFModel(HFConfig(**hf_config_dict(encoder.config)))
     # strict: a key we forgot or invented fails here, not when someone loads the export.
     hf_model.load_state_dict({k: v.detach().to(torch.float32) for k, v in weights.items()}, strict=True)
-    hf_model.save_pretrained(str(path))
+    # CANINE's tokenizer has no vocabulary: its config alone (the special codepoints, the length).
+    tokenizer = CanineTokenizer(model_max_length=max_length or encoder.config.max_position_embeddings)
+
+    def write(directory: str) -> None:
+        with _progress_bars_off():
+            hf_model.save_pretrained(directory)
+        tokenizer.save_pretrained(directory)
+        for name, data in (files or {}).items():
+            with open(os.path.join(directory, name), "wb") as f:
+                f.write(data)
+
+    publish(write, str(path))
+    return str(path)
+
+
+# Written last into an export: its files and their sha256. On an object store, where a folder
+# cannot be renamed into place, an export without it is incomplete (or being replaced).
+EXPORT_MARKER = "canine_export.json"
+
+
+@contextlib.contextmanager
+def _progress_bars_off():
+    """transformers' "Writing model shards" bar would be a run's only third-party console line."""
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
+def _write_marker(directory: str) -> None:
+    from pipeline.contract import file_sha256
+
+    names = sorted(os.listdir(directory))
+    record = {"files": {n: file_sha256(os.path.join(directory, n)) for n in names if n != EXPORT_MARKER}}
+    with open(os.path.join(directory, EXPORT_MARKER), "w", encoding="utf-8") as f:
+        json.dump(record, f, indent=1)
+
+
+def publish(write, url: str) -> None:
+    """Make `write(local_directory)`'s files appear at `url` whole, replacing what was there.
+
+    On a local disk they are written into a hidden folder beside the target, which is then
+    renamed into place (an old export renamed aside first, then removed): readers see the old
+    export, then for the instant between two renames none, then the new one; never a mix, and a
+    failure leaves the old one in place. On an object store they are written locally, the old
+    marker is deleted, the files are uploaded (any file of the old export that the new one
+    lacks is deleted) and the marker is uploaded last. The target must be new, empty or an
+    earlier export (it is replaced whole)."""
+    import fsspec
+
+    from pipeline.contract import is_local
+
+    fs, path = fsspec.core.url_to_fs(url)
+    path = path.rstrip("/")
+    if fs.isfile(path):
+        raise ValueError(f"{url} is a file; an export is a directory")
+    if fs.isdir(path):  # replaced whole: only ever an earlier export (or nothing)
+        entries = fs.ls(path, detail=True)
+        names = {e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries}
+        if entries and (any(e["type"] == "directory" for e in entries) or not names & {EXPORT_MARKER, "config.json"}):
+            raise ValueError(f"{url} holds other things than a Hugging Face export; it would be replaced whole: "
+                             "export to a new or empty directory")
+    if is_local(fs):
+        parent, name = os.path.split(os.path.abspath(path))
+        os.makedirs(parent, exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=f".{name}.partial-", dir=parent)
+        old = None
+        try:
+            write(staging)
+            _write_marker(staging)
+            os.chmod(staging, 0o755)  # mkdtemp's 0700 would hide the export from other users
+            if os.path.exists(path):
+                old = tempfile.mkdtemp(prefix=f".{name}.old-", dir=parent)
+                os.rename(path, os.path.join(old, name))
+            os.rename(staging, path)
+        except BaseException:
+            if old and not os.path.exists(path):
+                os.rename(os.path.join(old, name), path)  # the old export back in place
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        if old:
+            shutil.rmtree(old, ignore_errors=True)
+        return
+    with tempfile.TemporaryDirectory(prefix="canine-export-") as local:
+        write(local)
+        _write_marker(local)
+        marker = f"{path}/{EXPORT_MARKER}"
+        if fs.exists(marker):
+            fs.rm_file(marker)
+        names = set(os.listdir(local))
+        if fs.isdir(path):
+            for old in fs.ls(path, detail=False):
+                if old.rstrip("/").rsplit("/", 1)[-1] not in names and fs.isfile(old):
+                    fs.rm_file(old)
+        for name in sorted(names - {EXPORT_MARKER}) + [EXPORT_MARKER]:
+            fs.put_file(os.path.join(local, name), f"{path}/{name}")
 
 
 def import_hf(path, **overrides) -> CanineModel:

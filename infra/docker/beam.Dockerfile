@@ -4,11 +4,16 @@
 #
 # Build (from the repository root; tests/infra/test_manifests.py reads the tag from this line):
 #   docker build -f infra/docker/beam.Dockerfile -t ghcr.io/canine-pretrain/canine-beam:0.1.0 .
+# The tag is the project version and is pushed once (infra/docker/release.sh refuses a tag the
+# registry already has): a changed image gets a new version, never the old tag.
 #
 # Based on Apache Beam's own SDK image of the pinned version: its /opt/apache/beam/boot entry
-# point is what Dataflow and the Flink worker pool (--worker_pool) start.
+# point is what Dataflow and the Flink worker pool (--worker_pool) start. To pin its digest as
+# well, pass it: --build-arg BEAM_IMAGE=apache/beam_python3.11_sdk:2.77.0@sha256:<digest>
+# (`docker buildx imagetools inspect apache/beam_python3.11_sdk:2.77.0` prints it).
 ARG BEAM_VERSION=2.77.0
-FROM apache/beam_python3.11_sdk:${BEAM_VERSION}
+ARG BEAM_IMAGE=apache/beam_python3.11_sdk:${BEAM_VERSION}
+FROM ${BEAM_IMAGE}
 
 ARG BEAM_VERSION
 # Flink 1.20, the long-term-support release of Flink 1.x, one of the versions Beam 2.77 publishes
@@ -21,15 +26,15 @@ ENV PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 ADD https://repo1.maven.org/maven2/org/apache/beam/beam-runners-flink-${FLINK_VERSION}-job-server/${BEAM_VERSION}/beam-runners-flink-${FLINK_VERSION}-job-server-${BEAM_VERSION}.jar \
     /opt/beam/jars/
 
-# CPU torch first (the project depends on it; PyPI's default Linux wheel would pull CUDA), then
-# DeepSpeed against it, then the project: the Makefile's order.
-RUN pip install --index-url https://download.pytorch.org/whl/cpu torch==2.13.0 \
- && pip install ninja==1.13.2 numpy==2.4.6 \
- && pip install --no-build-isolation deepspeed==0.19.8
-
+# The preprocessing install only (pyproject.toml's base dependencies): every Dataflow worker
+# pulls this image, and none of it needs torch, DeepSpeed or Ray (tests/test_install_roles.py
+# runs preprocess, inspect and validate with them unimportable). The check below fails the build
+# if one of them came in after all.
 WORKDIR /opt/canine
 COPY . /opt/canine
 RUN pip install /opt/canine \
- && python -c "import apache_beam, apache_beam.io.gcp.gcsio, s3fs, gcsfs, jobs.cli, pipeline.contract; assert apache_beam.__version__ == '${BEAM_VERSION}', apache_beam.__version__"
+ && python -c "import apache_beam, apache_beam.io.gcp.gcsio, s3fs, gcsfs, jobs.cli, pipeline.contract; assert apache_beam.__version__ == '${BEAM_VERSION}', apache_beam.__version__" \
+ && python -c "import importlib.util as u; extra = [m for m in ('torch', 'deepspeed', 'ray') if u.find_spec(m)]; assert not extra, extra" \
+ && canine --version
 # The base image's ENTRYPOINT (/opt/apache/beam/boot) stays: Dataflow and the worker pool rely on it;
 # the CronJob sets its own command.

@@ -3,11 +3,15 @@
 #
 # Build (from the repository root; tests/infra/test_manifests.py reads the tag from this line):
 #   docker build -f infra/docker/gpu.Dockerfile -t ghcr.io/canine-pretrain/canine-gpu:0.1.0 .
+# The tag is the project version and is pushed once (infra/docker/release.sh refuses a tag the
+# registry already has): a changed image gets a new version, never the old tag.
 #
 # The head uses the same image although it has no GPU: KubeRay needs one Ray and Python version
 # across the cluster, and one image is one thing to rebuild. The devel flavour of CUDA carries
 # nvcc, which DeepSpeed needs to JIT-build its CUDA ops should a config ever ask for one (our
 # optimizers are torch ones, training/train/optim.py, so none is built by default).
+# An exact CUDA / cuDNN / Ubuntu version; to pin its digest as well, pass
+# --build-arg CUDA_IMAGE=nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04@sha256:<digest>.
 ARG CUDA_IMAGE=nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04
 FROM ${CUDA_IMAGE}
 
@@ -29,7 +33,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends python3.11 python3.11-venv python3.11-dev \
  && rm -rf /var/lib/apt/lists/* \
  && python3.11 -m venv /opt/venv \
- && pip install --upgrade pip
+ && pip install pip==26.3
 
 # Same order as the Makefile's set-up: torch first (here the CUDA build), then DeepSpeed built
 # against it without build isolation (or its build pulls another torch), then the project.
@@ -41,8 +45,8 @@ WORKDIR /opt/canine
 COPY . /opt/canine
 # Not editable: the job's code is what was built into the image. infra/ stays in /opt/canine for
 # the scheduled job's script and the DeepSpeed configs.
-RUN pip install '/opt/canine[hf]' \
- && python -c "import jobs.cli, training, pipeline.contract, ray, deepspeed, s3fs, gcsfs; print('canine', ray.__version__, deepspeed.__version__)"
+RUN pip install '/opt/canine[train,hf]' \
+ && python -c "import jobs.cli, training, pipeline.contract, ray, deepspeed, s3fs, gcsfs, transformers; print('canine', ray.__version__, deepspeed.__version__)"
 
 # The CLI is the entry point; KubeRay overrides the command with `ray start ...` for cluster pods.
 CMD ["canine", "--help"]

@@ -19,7 +19,10 @@ from jobs import cli
 ROOT = Path(__file__).resolve().parents[2]
 INFRA = ROOT / "infra"
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-PINS = dict(re.match(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==(.+)", d).groups() for d in PYPROJECT["project"]["dependencies"])
+# Every pinned requirement, the base install's and the extras' (not the extras' references to each other).
+PINS = dict(re.match(r"([A-Za-z0-9_.-]+)(?:\[[^\]]*\])?==(.+)", d).groups()
+            for d in PYPROJECT["project"]["dependencies"] + sum(PYPROJECT["project"]["optional-dependencies"].values(), [])
+            if "==" in d)
 SECRETS = {"canine-ray-token", "canine-gcp-credentials"}
 
 
@@ -109,16 +112,100 @@ def test_dockerfiles_install_the_pinned_stack():
     gpu = (INFRA / "docker" / "gpu.Dockerfile").read_text()
     beam = (INFRA / "docker" / "beam.Dockerfile").read_text()
     makefile = (ROOT / "Makefile").read_text()
+    for pkg in ("torch", "deepspeed"):  # the training image: the Makefile's order and pins
+        assert f"{pkg}=={PINS[pkg]}" in gpu, pkg
+    for pin in re.findall(r"(ninja==\S+|numpy==\S+)", makefile):
+        assert pin in gpu
+    assert "pip install '/opt/canine[train,hf]'" in gpu
+    # The Beam image, on every Dataflow worker: the preprocessing install only.
+    installs = [line for line in beam.splitlines() if "pip install" in line and not line.lstrip().startswith("#")]
+    assert installs == ["RUN pip install /opt/canine \\"], installs
+    assert not re.search(r"\b(torch|deepspeed|ray)==", beam)
     for text in (gpu, beam):
-        for pkg in ("torch", "deepspeed"):
-            assert f"{pkg}=={PINS[pkg]}" in text, pkg
-        for pin in re.findall(r"(ninja==\S+|numpy==\S+)", makefile):
-            assert pin in text
         assert "COPY . /opt/canine" in text and "WORKDIR /opt/canine" in text
     py = re.search(r">=(\d+\.\d+)", PYPROJECT["project"]["requires-python"]).group(1)
     assert f"python{py}" in gpu and f"beam_python{py}_sdk" in beam
     assert re.search(rf"ARG BEAM_VERSION={re.escape(PINS['apache-beam'])}\n", beam)
     assert _one("RayCluster")["spec"]["rayVersion"] == PINS["ray"]
+
+
+def _from_images(dockerfile: Path) -> list[str]:
+    """The images a Dockerfile starts from, with its ARG defaults filled in."""
+    args, images = {}, []
+    for line in dockerfile.read_text().splitlines():
+        if m := re.match(r"ARG (\w+)=(\S+)", line):
+            args[m.group(1)] = re.sub(r"\$\{(\w+)\}", lambda v: args[v.group(1)], m.group(2))
+        elif m := re.match(r"FROM (\S+)", line):
+            images.append(re.sub(r"\$\{(\w+)\}", lambda v: args[v.group(1)], m.group(1)))
+    return images
+
+
+def _pinned(image: str) -> bool:
+    """By digest, or by a tag that is an exact version (x.y.z), never `latest` or a bare name."""
+    if "@sha256:" in image:
+        return True
+    tag = image.rsplit(":", 1)[-1] if ":" in image.rsplit("/", 1)[-1] else ""
+    return bool(re.search(r"\d+\.\d+\.\d+", tag)) and "latest" not in tag
+
+
+def test_every_image_is_pinned_by_digest_or_exact_version():
+    used = [i for d in sorted((INFRA / "docker").glob("*.Dockerfile")) for i in _from_images(d)]
+    assert used == [f"apache/beam_python3.11_sdk:{PINS['apache-beam']}", "nvidia/cuda:12.8.1-cudnn-devel-ubuntu22.04"]
+    used += [c["image"] for docs in _manifests().values() for d in docs for c in _containers(d)]
+    used += [f.split("=", 1)[1] for f in _flags("dataflow.flags") if f.startswith("--sdk_container_image=")]
+    for image in used:
+        assert _pinned(image), image
+    assert not _pinned("apache/beam_python3.11_sdk") and not _pinned("ghcr.io/x/y:latest") and not _pinned("x:12")
+
+
+def test_cluster_prerequisites_are_documented_with_exact_versions():
+    doc = (ROOT / "docs" / "cluster.md").read_text()
+    section = doc.split("## Prerequisites on the cluster\n", 1)[1].split("\n## ", 1)[0]
+    assert doc.index("## Prerequisites on the cluster") < doc.index("## The Ray cluster")
+    assert re.search(r"helm install kuberay-operator kuberay/kuberay-operator --version \d+\.\d+\.\d+", section)
+    assert re.search(r"nvdp/nvidia-device-plugin .*--version \d+\.\d+\.\d+", section)
+    assert "nvidia.com/gpu" in section and "infra/docker/release.sh" in section
+
+
+DOCKER_STANDIN = """#!/usr/bin/env bash
+printf '%s\\n' "$*" >> "$CALLS"
+if [ "$1 $2" = "manifest inspect" ]; then exit "${EXISTS:-1}"; fi
+"""
+
+
+def test_release_pushes_each_version_once(tmp_path):
+    """infra/docker/release.sh with a recording stand-in for docker, in a copy of the repository."""
+    repo = tmp_path / "repo"
+    (repo / "infra" / "docker").mkdir(parents=True)
+    for rel in ("pyproject.toml", "infra/docker/gpu.Dockerfile", "infra/docker/beam.Dockerfile", "infra/docker/release.sh"):
+        (repo / rel).write_bytes((ROOT / rel).read_bytes())
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "commit.gpgsign=false"]
+    for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "release"]):
+        subprocess.run(git + cmd, cwd=repo, check=True, capture_output=True)
+    standin, calls = tmp_path / "docker", tmp_path / "calls"
+    standin.write_text(DOCKER_STANDIN)
+    standin.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "DOCKER": str(standin), "CALLS": str(calls)}
+
+    def release(**extra):
+        return subprocess.run(["bash", str(repo / "infra" / "docker" / "release.sh")], cwd=tmp_path,
+                              env={**env, **extra}, capture_output=True, text=True, timeout=60)
+
+    built = _built_images()
+    r = release(EXISTS="0")  # the registry has the tag already
+    assert r.returncode == 2 and "is already in the registry; a tag is never reused" in r.stderr
+    assert all(c.startswith("manifest inspect") for c in calls.read_text().splitlines())
+    calls.unlink()
+    r = release()
+    assert r.returncode == 0, r.stderr
+    lines = calls.read_text().splitlines()
+    assert [c.split()[0] for c in lines] == ["manifest", "manifest", "build", "push", "build", "push"]
+    assert lines[3] == f"push {built['gpu']}" and lines[5] == f"push {built['beam']}"
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    assert f"org.opencontainers.image.revision={commit}" in lines[2]
+    (repo / "pyproject.toml").write_text((repo / "pyproject.toml").read_text() + "\n# an uncommitted change\n")
+    r = release()
+    assert r.returncode == 2 and "uncommitted changes" in r.stderr
 
 
 # --- secrets and exposure --------------------------------------------------------------------------

@@ -1,4 +1,8 @@
-"""`canine smoke` end to end, shortened: real Beam, real local Ray cluster, real DeepSpeed."""
+"""`canine smoke` end to end, shortened: real Beam, real local Ray cluster, real DeepSpeed. Its
+console (every byte written to file descriptors 1 and 2, by this process and the ones it starts)
+is the project's own lines only, each one accounted for."""
+
+import re
 
 import pytest
 
@@ -7,13 +11,37 @@ from pipeline import contract
 
 pytestmark = pytest.mark.slow
 
+STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
+# stdout: the stages and the summary, in this order, one line each (blank lines between stages)
+STDOUT = [r"\[1/3\] preprocessing the bundled sample .*", r"    \d+ train / \d+ validation examples from .*",
+          r"\[2/3\] pretraining tiny CANINE-C .*", r"\[3/3\] summary", r"run  +.*", r"data  +.*", r"loss  +.*",
+          r"validation  +loss .*", r"throughput  +.* characters/s.*", r"curve  +.*/curves\.png",
+          r"tensorboard  +tensorboard --logdir .*/tensorboard", r"hf export  +.*/hf .*", r"smoke run finished in \d+ s"]
+# stderr: the preprocessing progress (first and last line; one more every 30 s of reading), then
+# pretraining's own lines: what it starts, a line per console step, where it exported
+PROGRESS = rf"{STAMP} preprocess: .*"
+PRETRAIN = [r"canine pretrain: 2 cpu workers, ZeRO-2, fp32, char objective, 8 steps -> .*"] + [
+    rf"{STAMP}  step {s}/8  loss .* steps/s .*" for s in (1, 2, 4, 6, 8)] + [
+    r"canine pretrain: Hugging Face CanineModel exported to .*/train/hf"]
 
-def test_smoke_writes_shards_run_curve_and_export(tmp_path, capsys):
+
+def test_smoke_writes_shards_run_curve_and_export_and_prints_only_its_own_lines(tmp_path, capfd):
     assert cli.main(["smoke", "--output", str(tmp_path), "--steps", "8", "--seq-len", "256"]) == 0
-    out = capsys.readouterr().out
-    for what in ("[1/3]", "[2/3]", "[3/3]", "validation", "characters/s", "smoke run finished"):
-        assert what in out
+    out, err = capfd.readouterr()
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert len(lines) == len(STDOUT), out
+    for pattern, line in zip(STDOUT, lines):
+        assert re.fullmatch(pattern, line), (pattern, line)
+    lines = err.splitlines()
+    progress = [line for line in lines if re.fullmatch(PROGRESS, line)]
+    assert 2 <= len(progress) and "work items" in progress[0] and "done in" in progress[-1], err
+    rest = lines[len(progress):]
+    assert lines[: len(progress)] == progress and len(rest) == len(PRETRAIN), err
+    for pattern, line in zip(PRETRAIN, rest):
+        assert re.fullmatch(pattern, line), (pattern, line)
+
     assert (tmp_path / "shards" / contract.MANIFEST).exists()
     run = tmp_path / "train"
     assert (run / "curves.png").read_bytes()[:4] == b"\x89PNG"
-    assert (run / "hf" / "config.json").exists() and any((run / "tensorboard").iterdir())
+    assert (run / "hf" / "config.json").exists() and (run / "hf" / "README.md").exists()
+    assert any((run / "tensorboard").iterdir())

@@ -1,0 +1,32 @@
+"""`canine export RUN [--to DIR]`: a run's weights as a Hugging Face CanineModel directory.
+
+    canine export runs/tiny                                   # -> runs/tiny/hf
+    canine export gs://bucket/runs/base --to /data/canine-c-base
+    python -c "from transformers import AutoModel, AutoTokenizer; AutoModel.from_pretrained('runs/tiny/hf')"
+
+RUN and DIR are local paths or any fsspec URL (s3://, gs://). The directory holds the model
+(config.json, model.safetensors), the tokenizer config CANINE's tokenizer needs, and a model card
+(README.md: the run's config, the data manifest's hash, steps, final losses, evaluations); it is
+published whole (training/hf.py `publish`). Needs the `[hf]` extra. Exit codes: 0 written,
+2 refused (no such run, not finished, the extra missing, no Hugging Face equivalent).
+"""
+
+import sys
+
+
+def add_arguments(p):
+    p.add_argument("run", metavar="RUN", help="a run directory (fsspec URL), the --output of canine pretrain")
+    p.add_argument("--to", metavar="DIR", help="where the export goes (default: RUN/hf)")
+
+
+def main(args) -> int:
+    from pipeline.contract import redact
+    from training.export import ExportError, export_run
+
+    try:
+        target = export_run(args.run, to=args.to)
+    except (ExportError, FileNotFoundError) as e:
+        print(f"canine export: {redact(str(e))}", file=sys.stderr)
+        return 2
+    print(f"canine export: Hugging Face CanineModel of {redact(args.run)} written to {redact(target)}")
+    return 0

@@ -1,0 +1,229 @@
+"""What a preprocessing run shows while it works: work items done of total, pages and MB per
+second, an ETA, then the shards being written; a bar on a terminal, timestamped lines otherwise.
+
+    canine preprocess pipeline/sample/*.xml --output out/shards --workers 2
+    preprocess [##########----------] items 21/40 (52%)  1.3k pages/s  4.1 MB/s  ETA 0:37     (a terminal)
+    2026-11-23 09:41:33 preprocess: items 21/40 (52%)  1.3k pages/s  4.1 MB/s  ETA 0:37      (a log, CI=true)
+
+The launcher cannot look inside the runner's workers (DirectRunner subprocesses, Dask workers,
+Dataflow VMs), but on every runner each finished work item leaves its cache file in
+STAGING/items/ (pipeline/itemcache.py, written whole) and each shard its file in
+STAGING/<split>/part-i-of-n.parquet. A thread of the launcher lists those: every second on a
+local disk, every 10 s on an object store (one LIST request each, plus one footer read per
+newly finished item for its page count). MB are input bytes (compressed, as the dump is stored);
+items cached by an earlier, killed run count as done but not towards the rates. The ETA is for
+the reading, the bulk of a run (benchmarks/preprocess.py); packing and writing follow, shown as
+shards written of total.
+"""
+
+import dataclasses
+import logging
+import os
+import re
+import sys
+import threading
+import time
+
+import fsspec
+import pyarrow.parquet as pq
+
+from pipeline import contract, itemcache
+
+_SHARD = re.compile(r"part-\d{5}-of-(\d{5})\.parquet$")
+PLAIN_EVERY_S = 30.0  # a timestamped line at most this often (a log is read, not watched)
+BAR_WIDTH = 20
+
+
+def timestamp(wall: float | None = None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() if wall is None else wall))
+
+
+def duration(seconds: float) -> str:
+    """0:37, 12:05, 3:02:10: short enough for a progress line, unambiguous."""
+    s = int(round(max(0.0, seconds)))
+    h, m = divmod(s // 60, 60)
+    return f"{h}:{m:02d}:{s % 60:02d}" if h else f"{m}:{s % 60:02d}"
+
+
+def is_terminal(stream) -> bool:
+    """A bar only for a person at a terminal: not in a log, a pipe or CI (CI=true)."""
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) and not os.environ.get("CI") and os.environ.get("TERM") != "dumb"
+
+
+def _rate(n: float, unit: str) -> str:
+    return f"{n / 1e3:.1f}k {unit}" if n >= 1e3 else f"{n:.1f} {unit}"
+
+
+def _mb_rate(bytes_per_s: float) -> str:
+    mb = bytes_per_s / 1e6
+    return f"{mb:.1f} MB/s" if mb >= 1 else f"{mb:.2f} MB/s"
+
+
+class _ClearLine:
+    """A logging filter that clears the bar's line before a log record is written under it."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def filter(self, record) -> bool:
+        self.stream.write("\r\033[K")
+        return True
+
+
+@dataclasses.dataclass
+class Snapshot:
+    items_done: int
+    items_total: int
+    pages: int  # pages of the items read by this run (not the reused ones)
+    read_bytes: int  # input bytes of the items read by this run
+    left_bytes: int  # input bytes of the items not done yet
+    elapsed_s: float
+    shards_done: int = 0
+    shards_total: int = 0  # 0 until the first shard shows its name (part-i-of-N)
+
+    def eta_s(self) -> float | None:
+        if not self.read_bytes or not self.elapsed_s:
+            return None
+        return self.left_bytes / (self.read_bytes / self.elapsed_s)
+
+    def describe(self) -> str:
+        if self.items_done == self.items_total:
+            if not self.shards_total:
+                return f"items {self.items_total}/{self.items_total} read; packing examples"
+            return f"items {self.items_total}/{self.items_total} read; shards {self.shards_done}/{self.shards_total} written"
+        parts = [f"items {self.items_done}/{self.items_total} ({self.items_done / max(1, self.items_total):.0%})"]
+        if self.read_bytes and self.elapsed_s > 0:
+            parts += [_rate(self.pages / self.elapsed_s, "pages/s"), _mb_rate(self.read_bytes / self.elapsed_s)]
+        eta = self.eta_s()
+        if eta is not None and self.items_done < self.items_total:
+            parts.append(f"ETA {duration(eta)}")
+        return "  ".join(parts)
+
+    def bar(self) -> str:
+        done, total = (self.shards_done, self.shards_total) if self.items_done == self.items_total and self.shards_total \
+            else (self.items_done, self.items_total)
+        filled = int(BAR_WIDTH * done / max(1, total))
+        return f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}]"
+
+
+class ItemProgress:
+    """Watches a run's staging folder from a thread and reports on `stream` (stderr)."""
+
+    def __init__(self, items, input_sizes: dict, staging: str, stream=None, clock=time.monotonic):
+        self.stream = stream or sys.stderr
+        self.terminal = is_terminal(self.stream)
+        self.clock = clock
+        self.fs, root = fsspec.core.url_to_fs(staging)
+        self.root = root.rstrip("/")
+        self.local = contract.is_local(self.fs)
+        self.interval_s = 1.0 if self.local else 10.0
+        self.sizes = {}  # cache file name -> input bytes of its item
+        for item in items:
+            end = item.end if item.end is not None else input_sizes.get(item.path, item.start)
+            self.sizes[itemcache.cache_url("", item).rsplit("/", 1)[-1]] = max(0, end - item.start)
+        self.total_bytes = sum(self.sizes.values())
+        self.done, self.reused = set(), set()
+        self.pages = self.read_bytes = 0
+        self.shards_done = self.shards_total = 0
+        self.started = None
+        self._last_line = -float("inf")
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="canine-preprocess-progress", daemon=True)
+
+    # --- reading the staging folder ---
+
+    def _names(self, folder: str) -> list[str]:
+        try:
+            return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(f"{self.root}/{folder}", detail=False)]
+        except FileNotFoundError:
+            return []
+
+    def _pages(self, name: str) -> int:
+        try:
+            with self.fs.open(f"{self.root}/items/{name}", "rb") as f:
+                return pq.ParquetFile(f).metadata.num_rows
+        except (OSError, ValueError):  # an object store may list a name a moment before it reads
+            return 0
+
+    def poll(self) -> Snapshot:
+        new = [n for n in self._names("items") if n in self.sizes and n not in self.done]
+        for name in new:
+            self.done.add(name)
+            if self.started is None:
+                self.reused.add(name)  # there before this run started: an earlier run's work
+            else:
+                self.pages += self._pages(name)
+                self.read_bytes += self.sizes[name]
+        if len(self.done) == len(self.sizes):  # reading is over: packing, then the shards
+            totals, self.shards_done = {}, 0
+            for split in contract.SPLITS:
+                for m in filter(None, map(_SHARD.search, self._names(split))):
+                    totals[split] = int(m.group(1))  # the N of part-i-of-N, the same in a split
+                    self.shards_done += 1
+            self.shards_total = sum(totals.values())
+        elapsed = 0.0 if self.started is None else self.clock() - self.started
+        left = self.total_bytes - sum(self.sizes[n] for n in self.done)
+        return Snapshot(len(self.done), len(self.sizes), self.pages, self.read_bytes, left, elapsed,
+                        self.shards_done, self.shards_total)
+
+    # --- reporting ---
+
+    def note(self, text: str) -> None:
+        """A line of its own (the Dataflow job's link), whatever the mode."""
+        if self.terminal:
+            self.stream.write("\r\033[K")
+        self.stream.write(f"{timestamp()} preprocess: {text}\n")
+        self.stream.flush()
+
+    def _show(self, snap: Snapshot) -> None:
+        if self.terminal:
+            self.stream.write(f"\r\033[Kpreprocess {snap.bar()} {snap.describe()}")
+            self.stream.flush()
+        elif self.clock() - self._last_line >= PLAIN_EVERY_S:
+            self._last_line = self.clock()
+            self.stream.write(f"{timestamp()} preprocess: {snap.describe()}\n")
+            self.stream.flush()
+
+    def _log_handlers(self) -> list:
+        return [h for h in logging.getLogger().handlers if getattr(h, "stream", None) is self.stream]
+
+    def start(self, input_files: int) -> "ItemProgress":
+        self.poll()  # what an earlier run left is counted before this one adds anything
+        self.started = self.clock()
+        reused = f"; {len(self.reused)} already done by an interrupted run" if self.reused else ""
+        self.note(f"{len(self.sizes)} work items from {input_files} input file{'s' * (input_files != 1)} "
+                  f"({self.total_bytes / 1e6:.1f} MB){reused}")
+        self._last_line = self.clock()
+        if self.terminal:
+            self._clear = _ClearLine(self.stream)
+            for handler in self._log_handlers():
+                handler.addFilter(self._clear)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self._show(self.poll())
+            except OSError as e:  # a store's hiccup costs one report, never the job
+                logging.getLogger(__name__).debug("progress: listing %s failed: %s", self.root, e)
+
+    def stop(self, ok: bool = True) -> None:
+        """Stop watching; on success one last line with the totals."""
+        if self.started is None:
+            return
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        if self.terminal:
+            for handler in self._log_handlers():
+                handler.removeFilter(self._clear)
+            self.stream.write("\r\033[K")  # the bar's line, cleared: the error or the totals follow
+            self.stream.flush()
+        if not ok:
+            return
+        snap = self.poll()
+        rate = _mb_rate(snap.read_bytes / snap.elapsed_s) if snap.elapsed_s else "-"
+        self.note(f"done in {duration(snap.elapsed_s)}: {snap.items_done - len(self.reused)} items read "
+                  f"({snap.pages} pages, {snap.read_bytes / 1e6:.1f} MB, {rate}), {snap.shards_total} shards written")

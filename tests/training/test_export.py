@@ -1,0 +1,150 @@
+"""`export_run` (training/export.py) and `canine export` (jobs/export.py): a finished run -> a
+directory AutoModel and AutoTokenizer load offline, with a model card; published whole, locally
+and on an object store; pretraining says where it exported, or why not."""
+
+import json
+import os
+
+import fsspec
+import pytest
+import torch
+import yaml
+
+from pipeline import contract
+from training.export import ExportError, export_run
+from training.heads import CaninePretrainingModel
+from training.hf import EXPORT_MARKER, to_hf_state_dict
+from training.train import config as config_mod
+from training.train.checkpoint import save_consolidated
+from training.train.loop import CONSOLIDATED
+
+SEQ_LEN = 256
+
+
+def write_run(root: str, data: str) -> CaninePretrainingModel:
+    """What a finished `canine pretrain` leaves that an export reads, for the tiny model."""
+    cfg = config_mod.load_config("tiny", {"output": root, "data.path": data, "data.seq_len": SEQ_LEN,
+                                          "train.max_steps": 4, "parallel.workers": 2, "parallel.device": "cpu",
+                                          "parallel.precision": "fp32"})
+    fs, path = fsspec.core.url_to_fs(root)
+    fs.makedirs(path, exist_ok=True)
+    fs.pipe_file(f"{path}/config.yaml", config_mod.to_yaml(cfg).encode())
+    records = [{"step": s, "loss": 8.0 - s, "accuracy": 0.01 * s} for s in range(1, 5)]
+    records[1].update(eval_loss=6.5, eval_accuracy=0.02)
+    records[3].update(eval_loss=5.25, eval_accuracy=0.0625)
+    fs.pipe_file(f"{path}/metrics.jsonl", "".join(json.dumps(r) + "\n" for r in records).encode())
+    torch.manual_seed(0)
+    model = CaninePretrainingModel(config_mod.model_config(cfg), "char")
+    save_consolidated(model.state_dict(), f"{root.rstrip('/')}/{CONSOLIDATED}")
+    return model
+
+
+@pytest.fixture()
+def shards(tmp_path):
+    manifest = {"schema_version": contract.SCHEMA_VERSION, "config_sha256": "c0ffee" * 10 + "abcd",
+                "splits": {"train": {"rows": 813}, "validation": {"rows": 32}}, "languages": {"en": {}, "ko": {}}}
+    (tmp_path / "shards").mkdir()
+    (tmp_path / "shards" / contract.MANIFEST).write_text(json.dumps(manifest))
+    return str(tmp_path / "shards")
+
+
+def _load_and_check(directory, model):
+    from transformers import AutoModel, AutoTokenizer, CanineModel, CanineTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    hf = AutoModel.from_pretrained(directory).eval()
+    assert isinstance(tokenizer, CanineTokenizer) and isinstance(hf, CanineModel)
+    assert tokenizer.model_max_length == SEQ_LEN
+    batch = tokenizer(["ab", "한국어 text"], padding=True, return_tensors="pt")
+    assert batch["input_ids"][0, :4].tolist() == [0xE000, ord("a"), ord("b"), 0xE001]  # CLS a b SEP
+    with torch.no_grad():
+        assert hf(**batch).last_hidden_state.shape[:2] == batch["input_ids"].shape
+    theirs = hf.state_dict()
+    for key, tensor in to_hf_state_dict(model.encoder).items():  # the run's weights (parity: test_hf.py)
+        assert torch.equal(theirs[key], tensor), key
+
+
+def test_a_run_exports_with_tokenizer_and_model_card(tmp_path, shards, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # everything from the directory, nothing from a hub
+    run = str(tmp_path / "run")
+    model = write_run(run, shards)
+    assert export_run(run) == f"{run}/hf"
+    _load_and_check(f"{run}/hf", model)
+    card = (tmp_path / "run" / "hf" / "README.md").read_text()
+    for expected in ("library_name: transformers", "- en", "config sha256 `" + "c0ffee" * 10 + "abcd`",
+                     "steps: 4 of 4", "| 2 | 6.5000 | 0.0200 |", "| 4 | 5.2500 | 0.0625 |", "preset: tiny",
+                     f"{SEQ_LEN} characters", "train 813 examples"):
+        assert expected in card, expected
+    marker = json.loads((tmp_path / "run" / "hf" / EXPORT_MARKER).read_text())
+    assert set(marker["files"]) >= {"config.json", "model.safetensors", "tokenizer_config.json", "README.md"}
+    # Again, over the first: replaced whole, nothing left beside it.
+    export_run(run, to=str(tmp_path / "run" / "hf"))
+    assert sorted(os.listdir(tmp_path / "run")) == ["config.yaml", "final", "hf", "metrics.jsonl"]
+
+
+def test_what_cannot_be_exported_says_why(tmp_path, shards):
+    with pytest.raises(ExportError, match="no config.yaml"):
+        export_run(str(tmp_path / "nothing"))
+    run = str(tmp_path / "run")
+    write_run(run, shards)
+    os.remove(f"{run}/{CONSOLIDATED}")
+    with pytest.raises(ExportError, match="no consolidated weights .* after the run's last step"):
+        export_run(run)
+    assert not os.path.exists(f"{run}/hf")
+
+
+def test_an_export_on_a_store_is_whole_once_its_marker_is_there(s3_store, tmp_path, shards, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    run, fs = s3_store.url("run"), s3_store.fs()
+    model = write_run(run, shards)
+    stale = f"{run}/hf/model-00001-of-00002.safetensors"  # a file of an earlier, sharded export
+    fs.pipe_file(stale.removeprefix("s3://"), b"old")
+    fs.pipe_file(f"{run.removeprefix('s3://')}/hf/config.json", b"{}")
+    target = export_run(run)
+    assert target == f"{run}/hf" and not fs.exists(stale.removeprefix("s3://"))
+    assert fs.exists(f"{target.removeprefix('s3://')}/{EXPORT_MARKER}")
+    fs.get(target.removeprefix("s3://") + "/", str(tmp_path / "hf") + "/", recursive=True)
+    _load_and_check(str(tmp_path / "hf"), model)
+    assert yaml.safe_load((tmp_path / "hf" / "README.md").read_text().split("---")[1])["language"] == ["en", "ko"]
+
+
+def test_pretraining_says_where_it_exported_or_why_not(tmp_path, shards, monkeypatch, capsys):
+    import sys
+
+    from training.train import run as run_mod
+
+    run = str(tmp_path / "run")
+    write_run(run, shards)
+    cfg = config_mod.from_dict(yaml.safe_load((tmp_path / "run" / "config.yaml").read_text()))
+    monkeypatch.setitem(sys.modules, "transformers", None)  # as without the [hf] extra
+    assert run_mod.export(cfg, f"{run}/{CONSOLIDATED}") is None
+    err = capsys.readouterr().err
+    assert "no Hugging Face export: transformers is not installed (pip install 'canine-pretrain[hf]')" in err
+    assert f"then: canine export {run}" in err and not os.path.exists(f"{run}/hf")
+    monkeypatch.delitem(sys.modules, "transformers")
+    assert run_mod.export(cfg, f"{run}/{CONSOLIDATED}") == f"{run}/hf"
+    assert f"Hugging Face CanineModel exported to {run}/hf" in capsys.readouterr().err
+
+
+def test_export_command_writes_where_told_and_refuses_clearly(tmp_path, capsys):
+    from jobs import cli
+
+    (tmp_path / "shards").mkdir()
+    run = str(tmp_path / "run")
+    write_run(run, str(tmp_path / "shards"))  # a run whose shards are gone: the card says so
+    assert cli.main(["export", run, "--to", str(tmp_path / "out")]) == 0
+    assert f"written to {tmp_path / 'out'}" in capsys.readouterr().out
+    assert (tmp_path / "out" / "model.safetensors").exists()
+    assert "_manifest.json not found" in (tmp_path / "out" / "README.md").read_text()
+    assert cli.main(["export", str(tmp_path / "nowhere")]) == 2
+    assert "canine export: " in capsys.readouterr().err
+
+
+def test_a_folder_that_is_not_an_export_is_never_replaced(tmp_path, shards):
+    run = str(tmp_path / "run")
+    write_run(run, shards)
+    (tmp_path / "home" / "work").mkdir(parents=True)
+    (tmp_path / "home" / "notes.txt").write_text("mine")
+    with pytest.raises(ExportError, match="holds other things than a Hugging Face export"):
+        export_run(run, to=str(tmp_path / "home"))
+    assert (tmp_path / "home" / "notes.txt").read_text() == "mine" and (tmp_path / "home" / "work").is_dir()

@@ -1,0 +1,174 @@
+"""A finished run -> a Hugging Face CANINE directory: weights, config, tokenizer config, model card.
+
+    canine export runs/tiny                                   # -> runs/tiny/hf
+    canine export gs://bucket/runs/base --to /data/canine-c-base
+    from training.export import export_run; export_run("runs/tiny")
+
+What it reads from the run (any fsspec URL): config.yaml (the resolved config), the consolidated
+fp32 weights (final/model_fp32.pt, written after the last step), metrics.jsonl (steps, losses,
+evaluations) and the shard manifest the config names (its hash, languages, examples). What it
+writes (training/hf.py `export_hf`, published whole): config.json + model.safetensors
+(`AutoModel` gives a `CanineModel`), tokenizer_config.json (`AutoTokenizer` gives a
+`CanineTokenizer`: CANINE has no vocabulary, only its special codepoints and a length), and
+README.md, the model card. `canine pretrain` calls it when a run finishes; `canine export` redoes
+it, e.g. once the `[hf]` extra is installed.
+"""
+
+import hashlib
+import json
+import statistics
+
+import fsspec
+import yaml
+
+from pipeline import contract
+
+HF_DIR = "hf"  # the default target: RUN/hf
+
+
+class ExportError(RuntimeError):
+    """Why a run cannot be exported, in one sentence."""
+
+
+def missing_extra() -> str | None:
+    """Why this install cannot export (None if it can)."""
+    try:
+        import safetensors  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as e:
+        return f"{e.name} is not installed (pip install 'canine-pretrain[hf]')"
+    return None
+
+
+def _join(base: str, *parts: str) -> str:
+    return "/".join([base.rstrip("/"), *parts])
+
+
+def _read(url: str) -> bytes | None:
+    fs, path = fsspec.core.url_to_fs(url)
+    if not fs.exists(path):
+        return None
+    with fs.open(path, "rb") as f:
+        return f.read()
+
+
+def read_run_config(run: str):
+    from training.train import config as config_mod
+
+    text = _read(_join(run, "config.yaml"))
+    if text is None:
+        raise ExportError(f"{contract.redact(run)} has no config.yaml: not the output of canine pretrain")
+    return config_mod.from_dict(yaml.safe_load(text), where=_join(run, "config.yaml"))
+
+
+def _manifest(data_path: str) -> tuple[dict | None, str | None, str]:
+    """(manifest, sha256 of its file, why it is missing) of the shards a run trained on."""
+    if not data_path:
+        return None, None, "the config names no data.path"
+    try:
+        raw = _read(_join(data_path, contract.MANIFEST))
+    except OSError as e:
+        return None, None, f"unreadable here ({type(e).__name__})"
+    if raw is None:
+        return None, None, f"{contract.MANIFEST} not found"
+    return json.loads(raw), hashlib.sha256(raw).hexdigest(), ""
+
+
+def model_card(cfg, encoder_config, records: list[dict], manifest: dict | None, manifest_sha: str | None,
+               manifest_missing: str = "") -> str:
+    """README.md of an export: what was trained, on what, for how long, and how well."""
+    from training.train import config as config_mod
+
+    objective = {"char": "CANINE-C (autoregressive character loss)", "subword": "CANINE-S (subword loss)"}
+    langs = sorted(manifest["languages"]) if manifest else []
+    front = {"library_name": "transformers", "pipeline_tag": "feature-extraction",
+             "tags": ["canine", "character-level", "tokenization-free", "canine-pretrain"]}
+    if langs:
+        front["language"] = langs
+    lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", "",
+             f"# CANINE encoder ({cfg.model.preset} preset), pretrained with canine-pretrain", "",
+             f"A `CanineModel` (Clark et al., TACL 2022) pretrained with the {objective[cfg.train.objective]} "
+             "objective. Only the encoder is here: the pretraining head is dropped, as the paper does "
+             "(§3.2). It reads Unicode codepoints, so the tokenizer has no vocabulary.", "",
+             "```python",
+             "from transformers import AutoModel, AutoTokenizer",
+             "tokenizer = AutoTokenizer.from_pretrained(PATH)  # this directory",
+             "model = AutoModel.from_pretrained(PATH)",
+             'batch = tokenizer(["Hello, world", "안녕하세요"], padding=True, return_tensors="pt")',
+             "characters = model(**batch).last_hidden_state  # (batch, characters, hidden_size)",
+             "```", "",
+             "## Model", "",
+             f"- hidden size {encoder_config.hidden_size}, {encoder_config.num_hidden_layers} deep layers, "
+             f"{encoder_config.num_attention_heads} heads, downsampling rate {encoder_config.downsampling_rate}, "
+             f"{encoder_config.num_hash_functions} hash functions x {encoder_config.num_hash_buckets} buckets",
+             f"- activation `{encoder_config.hidden_act}` (the GELU variant it was trained with)",
+             f"- trained on sequences of {cfg.data.seq_len} characters: the tokenizer's `model_max_length`; "
+             "positions past it were never trained", "",
+             "## Data", ""]
+    if manifest:
+        splits = ", ".join(f"{k} {v.get('rows', sum(s['rows'] for s in v.get('shards', [])))} examples"
+                           for k, v in manifest["splits"].items())
+        lines += [f"- shards: `{contract.redact(cfg.data.path)}` ({splits})",
+                  f"- manifest: `{contract.MANIFEST}` sha256 `{manifest_sha}`, config sha256 `{manifest['config_sha256']}`",
+                  f"- languages: {' '.join(langs)}"]
+    else:
+        lines.append(f"- shards: `{contract.redact(cfg.data.path)}` (manifest: {manifest_missing})")
+    lines += ["", "## Training", ""]
+    if records:
+        head, tail = records[: min(5, len(records))], records[-min(5, len(records)):]
+        lines += [f"- steps: {records[-1]['step']} of {cfg.train.max_steps}, global batch {cfg.train.global_batch}, "
+                  f"{cfg.optim.name} lr {cfg.optim.lr}, {cfg.parallel.workers} {cfg.parallel.device} workers, "
+                  f"DeepSpeed ZeRO-{cfg.parallel.zero_stage}, {cfg.parallel.precision}",
+                  f"- training loss: {statistics.fmean(r['loss'] for r in head):.4f} -> "
+                  f"{statistics.fmean(r['loss'] for r in tail):.4f} (mean of the first / last 5 steps); "
+                  f"last step {records[-1]['loss']:.4f}"]
+    else:
+        lines.append("- no metrics.jsonl found")
+    evals = [r for r in records if "eval_loss" in r]
+    lines += ["", "## Evaluation", ""]
+    if evals:
+        lines += ["Masked-prediction loss and accuracy on the held-out validation split:", "",
+                  "| step | loss | accuracy |", "| ---: | ---: | ---: |"]
+        lines += [f"| {r['step']} | {r['eval_loss']:.4f} | {r['eval_accuracy']:.4f} |" for r in evals]
+    else:
+        lines.append("No evaluation was recorded.")
+    config_text = contract.redact(config_mod.to_yaml(cfg)).strip()
+    lines += ["", "## Run configuration", "", "```yaml", config_text, "```", ""]
+    return "\n".join(lines)
+
+
+def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | None = None) -> str:
+    """Export the run at `run` to `to` (default RUN/hf); returns the target URL. `cfg` (the
+    resolved config) and `consolidated` (the weights' URL) default to what the run holds.
+    Raises ExportError when the extra is missing, the run is not finished or the model has no
+    Hugging Face equivalent."""
+    why = missing_extra()
+    if why:
+        raise ExportError(why)
+    from training.heads import CaninePretrainingModel
+    from training.hf import export_hf
+    from training.train import config as config_mod
+    from training.train.checkpoint import load_consolidated
+    from training.train.metrics import read_metrics
+
+    if cfg is None:
+        cfg = read_run_config(run)
+    if consolidated is None:
+        from training.train.loop import CONSOLIDATED
+
+        consolidated = _join(run, CONSOLIDATED)
+    fs, path = fsspec.core.url_to_fs(consolidated)
+    if not fs.exists(path):
+        raise ExportError(f"{contract.redact(run)} has no consolidated weights ({contract.redact(consolidated)}): "
+                          "they are written after the run's last step")
+    model = CaninePretrainingModel(config_mod.model_config(cfg), cfg.train.objective)
+    load_consolidated(model, consolidated)
+    records = read_metrics(run)
+    manifest, manifest_sha, missing = _manifest(cfg.data.path)
+    card = model_card(cfg, model.encoder.config, records, manifest, manifest_sha, missing)
+    target = to or _join(run, HF_DIR)
+    try:
+        export_hf(model, target, max_length=cfg.data.seq_len, files={"README.md": card.encode("utf-8")})
+    except ValueError as e:  # no HF equivalent (n-grams), or the target is a file
+        raise ExportError(str(e)) from e
+    return target
