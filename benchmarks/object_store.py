@@ -2,6 +2,12 @@
 
     python benchmarks/object_store.py                  # ~10 MB of wikitext, S3 (moto) and GCS (emulator)
     python benchmarks/object_store.py --repeat 20 --stores s3
+    python benchmarks/object_store.py --train-steps 0  # preprocessing only
+
+Training: the tiny model (2 CPU workers, ZeRO-2) on the local shards, its output (checkpoints,
+metrics, TensorBoard, summary, HF export) on local disk and on each store: the median steps/s
+once running, the wall time of a run stopped at half its steps, and of the same command again,
+which resumes from the store (restore, the remaining steps, the export).
 
 Starts each store's real protocol server as a process on 127.0.0.1 (tests/stores.py), then
 runs the same preprocessing job (inputs on local disk, DirectRunner) with its output on local
@@ -37,12 +43,43 @@ def preprocess_s(inputs, out: str, workers: int) -> float:
     return time.perf_counter() - t
 
 
+def train(data: str, out: str, steps: int) -> dict:
+    """A stopped-then-resumed tiny run; its steady steps/s and the two wall times."""
+    from training.train import config, metrics
+    from training.train.run import pretrain
+
+    settings = {"data.path": data, "output": out, "train.max_steps": steps, "checkpoint.every": steps // 2,
+                "train.eval_every": 0, "data.eval_examples": 32, "log.console_every": steps}
+    t = time.perf_counter()
+    pretrain(config.load_config("tiny", {**settings, "train.stop_at_step": steps // 2}))
+    first = time.perf_counter() - t
+    t = time.perf_counter()
+    pretrain(config.load_config("tiny", settings))  # the same command again: resumes
+    resumed = time.perf_counter() - t
+    step_s = sorted(r["step_s"] for r in metrics.read_metrics(out)[2:])
+    return {"steps_per_s": 1 / step_s[len(step_s) // 2], "first": first, "resumed": resumed}
+
+
+def _train_line(where: str, r: dict, base: dict | None) -> str:
+    ratio = "" if base is None else (f"   {r['steps_per_s'] / base['steps_per_s']:.2f} / {r['first'] / base['first']:.2f}"
+                                     f" / {r['resumed'] / base['resumed']:.2f}")
+    return (f"train -> {where:<18} {r['steps_per_s']:6.2f} steps/s  first half {r['first']:6.1f} s  "
+            f"resume + second half {r['resumed']:6.1f} s{ratio}")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--repeat", type=int, default=8, help="copies of the bundled sample (8: ~10 MB)")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--stores", default="s3,gs")
+    p.add_argument("--train-steps", type=int, default=40, help="tiny-model steps per training run (0: none)")
     args = p.parse_args(argv)
+    if args.train_steps:
+        import ray
+
+        ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1",
+                 log_to_driver=False)
+    trained = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         (tmp / "in").mkdir()
@@ -51,6 +88,8 @@ def main(argv=None):
         local = preprocess_s(inputs, str(tmp / "local"), args.workers)
         print(f"input {mb:.1f} MB of wikitext, {args.workers} worker(s)")
         print(f"preprocess -> local disk      {local:7.2f} s   1.00")
+        if args.train_steps:
+            trained["local"] = train(str(tmp / "local"), str(tmp / "run"), args.train_steps)
         for protocol in args.stores.split(","):
             proc, env = stores.start(protocol, tmp / f"{protocol}.log")
             os.environ.update(env)
@@ -59,9 +98,17 @@ def main(argv=None):
                 fsspec.filesystem(protocol, skip_instance_cache=True).mkdir(bucket)
                 took = preprocess_s(inputs, f"{protocol}://{bucket}/shards", args.workers)
                 print(f"preprocess -> {protocol}:// server   {took:7.2f} s   {took / local:.2f}")
+                if args.train_steps:
+                    trained[f"{protocol}:// server"] = train(str(tmp / "local"), f"{protocol}://{bucket}/run",
+                                                             args.train_steps)
             finally:
                 proc.terminate()
                 proc.wait()
+        if trained:
+            print(f"training: tiny model, 2 CPU workers, {args.train_steps} steps (checkpoint at half), data on "
+                  "local disk; ratios to local: steps/s / first half / resume")
+            for where, r in trained.items():
+                print(_train_line(where, r, None if where == "local" else trained["local"]))
 
 
 if __name__ == "__main__":

@@ -39,6 +39,8 @@ def test_needs_come_from_the_resolved_config():
     (GPU2, [{"CPU": 8.0, "GPU": 2.0}], "at most 0 CPU free"),
     (GPU2, [{"CPU": 64.0, "GPU": 1.0}, {"CPU": 64.0}], "room for 1 of 2"),
     (GPU2, [{"CPU": 64.0}], "room for 0 of 2"),
+    (Needs(2, {"CPU": 1.0}, 0.5, one_per_node=True), [{"CPU": 4.0}], "room for 1 of 2"),  # STRICT_SPREAD
+    (Needs(2, {"CPU": 1.0}, 0.5, one_per_node=True), [{"CPU": 2.0}, {"CPU": 2.0}], None),
 ])
 def test_shortfall(need, nodes, lack):
     got = shortfall(need, nodes)
@@ -92,6 +94,9 @@ def test_it_goes_ahead_when_a_node_arrives_or_other_jobs_free_resources():
     busy = FakeCluster([([{"CPU": 4.0}], {"CPU": 1.0}, False), ([{"CPU": 4.0}], {"CPU": 4.0}, False)])
     assert "waiting for other jobs to free resources (free now: 1 CPU, 0 GPU" in _await(busy)
     assert _await(FakeCluster([([{"CPU": 4.0}], {"CPU": 4.0}, False)])) == ""  # enough: no line, no wait
+    spread = Needs(2, {"CPU": 1.0}, 0.5, one_per_node=True)  # free resources are known per cluster only
+    resources.await_resources(spread, 30.0, probe=lambda: ([{"CPU": 2.0}, {"CPU": 2.0}], {"CPU": 4.0}, True),
+                              sleep=pytest.fail, out=io.StringIO())
 
 
 def test_a_local_cluster_has_no_autoscaler(ray_local):

@@ -19,6 +19,7 @@ import yaml
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 OBJECTIVES = ("char", "subword")  # CANINE-C, CANINE-S (paper §3.2)
 OPTIMIZERS = ("adamw", "lamb")
+PLACEMENTS = ("PACK", "SPREAD", "STRICT_SPREAD")
 
 
 @dataclass
@@ -85,6 +86,10 @@ class ParallelConfig:
     zero_stage: int = 2  # DeepSpeed ZeRO stage 0-3
     precision: str = "auto"  # "auto" (bf16 on GPU, fp32 on CPU), "bf16" or "fp32"
     cpus_per_worker: float = 1.0  # CPUs a training worker reserves (the rest feed Ray Data)
+    # How Ray places the workers (a placement group strategy): PACK fills nodes first (fast
+    # collectives inside a node); SPREAD spreads where it can; STRICT_SPREAD puts each worker on
+    # a node of its own (one worker per GPU node, or a test of training across nodes).
+    placement: str = "PACK"
     threads_per_worker: int = 0  # torch intra-op threads per worker; 0 = cpus_per_worker
     # torch.compile the model inside DeepSpeed (engine.compile, ZeRO 0-2): fewer, fused kernels on
     # GPUs, at a one-off compile cost per worker (measured figures: benchmarks/train_throughput.py).
@@ -142,7 +147,7 @@ class PretrainConfig:
 RESUMABLE_CHANGES = {
     "output", "data.path", "data.chunk_rows", "parallel.workers", "data.prefetch_batches", "data.cpus_per_task",
     "data.eval_examples", "train.eval_every", "train.stop_at_step", "parallel.max_failures",
-    "parallel.ray_address", "parallel.resource_wait_s", "parallel.cpus_per_worker", "parallel.threads_per_worker",
+    "parallel.ray_address", "parallel.resource_wait_s", "parallel.placement", "parallel.cpus_per_worker", "parallel.threads_per_worker",
     "parallel.compile", "checkpoint.every", "checkpoint.keep", "log.console_every", "log.tensorboard", "log.peak_tflops",
     "log.profile_steps",
 }
@@ -289,6 +294,8 @@ def validate(cfg: PretrainConfig) -> None:
         problems.append(f"parallel.zero_stage must be 0, 1, 2 or 3, got {p.zero_stage}")
     if p.device not in ("auto", "cpu", "cuda"):
         problems.append(f"parallel.device must be auto, cpu or cuda, got {p.device!r}")
+    if p.placement not in PLACEMENTS:
+        problems.append(f"parallel.placement must be one of {', '.join(PLACEMENTS)}, got {p.placement!r}")
     if p.precision not in ("auto", "bf16", "fp32"):
         problems.append(f"parallel.precision must be auto, bf16 or fp32, got {p.precision!r}")
     if p.device == "cpu" and p.precision == "bf16":

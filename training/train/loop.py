@@ -227,7 +227,10 @@ def train_loop_per_worker(loop_config: dict) -> None:
 
     train.close()
     if sent is not None:
-        ray.get(sent)  # once: the last lines reach the driver before this worker exits
+        try:
+            ray.get(sent)  # once: the last lines reach the driver before this worker exits
+        except ray.exceptions.RayActorError:  # the driver's node is gone: progress lines are not the run
+            pass
     if state["step"] >= t.max_steps:
         weights = checkpoint.gather_fp32(engine, shapes, rank)  # collective: every rank takes part
         if rank == 0:

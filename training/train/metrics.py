@@ -185,7 +185,12 @@ class ProgressPrinter:
     def __init__(self, max_steps: int, interval_s: float = 1.0):
         import ray
 
-        self.sink = ray.remote(num_cpus=0)(ProgressSink).remote()
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        # On the driver's own node: anywhere else it would die with that node, and with it the
+        # progress of a run that Ray Train restarts on the remaining nodes.
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        self.sink = ray.remote(num_cpus=0)(ProgressSink).options(scheduling_strategy=here).remote()
         self.max_steps, self.interval_s = max_steps, interval_s
         self.last_step = 0
         self._stop = threading.Event()

@@ -34,6 +34,7 @@ class Needs:
     workers: int  # training workers
     worker: dict  # one worker's resources: {"CPU": c} or {"CPU": c, "GPU": 1}
     data_cpus: float  # one input-pipeline task, which must fit beside the workers
+    one_per_node: bool = False  # parallel.placement STRICT_SPREAD
 
     def describe(self) -> str:
         each = ", ".join(f"{_amount(v)} {k}" for k, v in self.worker.items())
@@ -47,7 +48,7 @@ def needs(cfg) -> Needs:
     """The resources of a resolved config (workers and device known)."""
     p = cfg.parallel
     worker = {"CPU": float(p.cpus_per_worker), **({"GPU": 1.0} if p.device == "cuda" else {})}
-    return Needs(p.workers, worker, float(cfg.data.cpus_per_task))
+    return Needs(p.workers, worker, float(cfg.data.cpus_per_task), p.placement == "STRICT_SPREAD")
 
 
 def _amount(x: float) -> str:
@@ -61,12 +62,12 @@ def _copies(bundle: dict, node: dict) -> int:
 
 def shortfall(need: Needs, nodes: list[dict]) -> str | None:
     """What these nodes (each a dict of free resources) lack to hold the run; None if they hold it.
-    Workers go to the largest nodes first, as PACK places them; the input pipeline then needs one
-    node with `data_cpus` left."""
+    Workers go to the largest nodes first, as PACK places them (one a node under STRICT_SPREAD);
+    the input pipeline then needs one node with `data_cpus` left."""
     free = sorted((dict(n) for n in nodes), key=lambda n: (n.get("GPU", 0.0), n.get("CPU", 0.0)), reverse=True)
     placed = 0
     for node in free:
-        k = min(_copies(need.worker, node), need.workers - placed)
+        k = min(_copies(need.worker, node), need.workers - placed, 1 if need.one_per_node else need.workers)
         for key, v in need.worker.items():
             node[key] = node.get(key, 0.0) - k * v
         placed += k
@@ -116,7 +117,7 @@ def await_resources(need: Needs, wait_s: float, *, probe=probe, sleep=time.sleep
                                   f"{need.describe()}; the cluster has {describe_nodes(nodes)} ({lack}). Lower "
                                   "--workers, parallel.cpus_per_worker or data.cpus_per_task, or use a larger cluster")
         # Free resources are known for the whole cluster only: checked as if one node (an approximation).
-        busy = None if lack else shortfall(need, [available])
+        busy = None if lack else shortfall(dataclasses.replace(need, one_per_node=False), [available])
         if not lack and not busy:
             return
         waited = clock() - start

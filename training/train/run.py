@@ -188,6 +188,7 @@ def _trainer(cfg, progress=None):
         train_loop_config={"config": config_mod.to_dict(cfg), "progress": progress},
         torch_config=TorchConfig(backend="nccl" if gpu else "gloo"),
         scaling_config=ScalingConfig(num_workers=cfg.parallel.workers, use_gpu=gpu,
+                                     placement_strategy=cfg.parallel.placement,
                                      resources_per_worker={"CPU": cfg.parallel.cpus_per_worker,
                                                            **({"GPU": 1} if gpu else {})}),
         run_config=RunConfig(

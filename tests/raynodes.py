@@ -1,0 +1,109 @@
+"""Ray nodes for tests, as `ray start` makes them on a cluster: each node a `ray start --block`
+process in its own process group, on an address of its own in 127.0.0.0/8, with its own temp dir
+and free ports, so that several nodes on this machine share nothing but what they are given (the
+GCS address, an object store's URL). Killing a node's process group is a machine dying; `stop` is
+an orderly shutdown.
+
+Why not 127.0.0.1 (ray 2.60, ray/scripts/scripts.py `start`, _private/services.py): a node joining
+a head is refused unless RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=1, and with it set Ray replaces the
+addresses "127.0.0.1" / "localhost" it is given by the host's network address (resolve_ip_for_
+localhost), so the cluster's traffic would leave loopback. Other loopback addresses (127.0.0.2,
+...) are not rewritten. The nodes use token authentication, as Ray 2.60 clusters do by default."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from stores import free_port
+
+RAY = str(Path(sys.executable).parent / "ray")
+_PORT_FLAGS = ("node-manager-port", "object-manager-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+               "metrics-export-port", "runtime-env-agent-port")
+
+
+TOKEN = __import__("secrets").token_hex(24)  # this test session's clusters'
+
+
+def env(**extra) -> dict:
+    """The environment of a node or a client of the test clusters: their token, multi-node
+    clusters allowed (see above), nothing from the developer's own setup."""
+    out = {k: v for k, v in os.environ.items()
+           if not k.startswith("RAY_AUTH") and k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
+    out.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=TOKEN, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1",
+               RAY_USAGE_STATS_ENABLED="0", DS_ACCELERATOR="cpu", PYTHONUNBUFFERED="1",
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{out.get('PATH', '')}")
+    out.update(extra)
+    return out
+
+
+class Node:
+    """One `ray start --block` node. head: the GCS and dashboard ports are its own; otherwise it
+    joins `address` (host:port of a head's GCS)."""
+
+    def __init__(self, *, head: bool, num_cpus: int, ip: str, address: str = "", extra_flags=(),
+                 node_env: dict | None = None):
+        self.tmp = tempfile.mkdtemp(prefix="rn", dir="/tmp")  # short: Ray's socket paths must stay < 108 bytes
+        self.gcs_port = free_port() if head else None
+        flags = ["--head", f"--port={self.gcs_port}", "--ray-client-server-port=%d" % free_port()] if head else \
+            [f"--address={address}"]
+        ports = [f"--{k}={free_port()}" for k in _PORT_FLAGS]
+        lo = free_port() // 100 * 100  # a worker-port range of this node's own
+        self.ip = ip
+        cmd = [RAY, "start", "--block", f"--node-ip-address={ip}", f"--temp-dir={self.tmp}", f"--num-cpus={num_cpus}",
+               "--num-gpus=0", "--disable-usage-stats", *flags, *ports, f"--min-worker-port={lo}",
+               f"--max-worker-port={lo + 99}", *extra_flags]
+        self.log_path = os.path.join(self.tmp, "node.log")
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, env=node_env or env(), stdout=self._log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+    @property
+    def address(self) -> str:
+        return f"{self.ip}:{self.gcs_port}"
+
+    def log(self) -> str:
+        return Path(self.log_path).read_text()[-3000:]
+
+    def kill(self) -> None:
+        """The machine dies: every process of the node at once (SIGKILL to its group)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+
+    def stop(self) -> None:
+        """SIGTERM to `ray start --block` alone: it stops its children in order (~4 s idle). Killing
+        the whole group at once leaves it waiting on a dead GCS, so the group gets SIGKILL only
+        after, and only if the orderly stop is slow (a loaded machine): these nodes are disposable."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+        self._log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def alive_nodes(address: str) -> int:
+    """Alive nodes of the cluster at `address`, asked from its GCS by a short-lived driver."""
+    code = ("import ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
+            "print(sum(n['Alive'] for n in ray.nodes()))" % address)
+    r = subprocess.run([sys.executable, "-c", code], env=env(), capture_output=True, text=True, timeout=120)
+    return int(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 and r.stdout.strip() else 0
+
+
+def wait_for_nodes(address: str, count: int, timeout_s: float = 120.0, nodes=()) -> None:
+    """Block until the cluster at `address` has `count` alive nodes."""
+    deadline = time.monotonic() + timeout_s
+    while alive_nodes(address) != count:
+        for node in nodes:
+            assert node.proc.poll() is None, node.log()
+        assert time.monotonic() < deadline, f"not {count} alive Ray nodes at {address} within {timeout_s} s"
+        time.sleep(1.0)  # polling the cluster's state until it answers, not synchronizing

@@ -1,0 +1,84 @@
+"""Training across Ray nodes that share nothing but the S3 server: a head and a worker node
+started by `ray start` on 127.0.0.1 (tests/raynodes.py, each its own temp dir and ports), one
+training worker on each (parallel.placement STRICT_SPREAD), data and output on the store. The
+worker node dies mid-run (its whole process group SIGKILLed) and a new one joins; Ray Train
+restarts the workers from the last checkpoint on the store, and the run ends with the losses of
+an uninterrupted run."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import raynodes
+from training.train import config, metrics
+from training.train.run import pretrain
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = 12
+SETTINGS = {"train.max_steps": STEPS, "checkpoint.every": 4, "checkpoint.keep": 2, "train.eval_every": 0,
+            "data.eval_examples": 16, "log.console_every": 1}
+
+
+@pytest.fixture(scope="module")
+def cluster(s3_store):
+    """A head and a worker node of 2 CPUs each; yields the nodes (a list: the test replaces the
+    worker node it kills)."""
+    node_env = raynodes.env(**s3_store.env)  # the store's endpoint and dummy credentials, as a node's own
+    head = raynodes.Node(head=True, num_cpus=2, ip="127.0.0.2", node_env=node_env, extra_flags=["--include-dashboard=false"])
+    nodes = [head]
+    try:
+        nodes.append(raynodes.Node(head=False, num_cpus=2, ip="127.0.0.3", address=head.address, node_env=node_env))
+        raynodes.wait_for_nodes(head.address, 2, nodes=nodes)
+        yield nodes
+    finally:
+        for node in reversed(nodes):
+            node.stop()
+
+
+@pytest.fixture(scope="module")
+def data_on_s3(s3_store, contract_shards):
+    url = s3_store.url("multinode-shards")
+    s3_store.fs().put(contract_shards + "/", url.split("://", 1)[1], recursive=True)
+    return url
+
+
+def test_a_run_across_nodes_survives_the_loss_of_a_node(cluster, s3_store, data_on_s3, ray_local, tmp_path):
+    reference = str(tmp_path / "reference")  # uninterrupted, on the one-node local cluster
+    pretrain(config.load_config("tiny", {**SETTINGS, "data.path": data_on_s3, "output": reference}))
+    expected = metrics.read_metrics(reference)
+
+    head, output = cluster[0], s3_store.url("multinode-run")
+    cmd = [sys.executable, "-m", "jobs.cli", "pretrain", "--config", "tiny", "--data", data_on_s3, "--output", output,
+           "--ray-address", head.address, "--set", "parallel.placement=STRICT_SPREAD",
+           "--set", "parallel.max_failures=1", *(f"--set={k}={v}" for k, v in SETTINGS.items())]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=raynodes.env(**s3_store.env), stderr=subprocess.PIPE, text=True)
+    lines, killed_at = [], None
+    deadline = time.monotonic() + 480
+    for line in proc.stderr:
+        lines.append(line)
+        step = re.search(r"  step +(\d+)/", line)
+        if killed_at is None and step and int(step[1]) >= 6:  # past the step-4 checkpoint on the store
+            killed_at = int(step[1])
+            cluster[1].kill()  # the worker node's machine dies: raylet, workers, all at once
+            cluster[1] = raynodes.Node(head=False, num_cpus=2, ip="127.0.0.4", address=head.address,
+                                       node_env=raynodes.env(**s3_store.env))  # a replacement joins
+        assert time.monotonic() < deadline, "".join(lines[-40:])
+    assert proc.wait(timeout=60) == 0, "".join(lines[-60:])
+    assert killed_at is not None, "".join(lines)
+
+    records = metrics.read_metrics(output)
+    assert [r["step"] for r in records] == list(range(1, STEPS + 1))
+    for got, want in zip(records, expected):
+        assert abs(got["loss"] - want["loss"]) <= 1e-6 * abs(want["loss"]), (got["step"], got["loss"], want["loss"])
+    fs = s3_store.fs()
+    root = output.split("://", 1)[1]
+    assert fs.exists(f"{root}/final/model_fp32.pt") and fs.exists(f"{root}/summary.json")
+    # Steps trained again after the restart (from the step-4 checkpoint) are printed once.
+    shown = [int(m[1]) for line in lines if (m := re.search(r"  step +(\d+)/", line))]
+    assert shown == list(range(1, STEPS + 1)), shown
