@@ -52,13 +52,19 @@ def test_second_run_refuses_while_first_holds(output):
         pass
 
 
+def _holder(output: str) -> subprocess.Popen:
+    """A process of its own that holds the lock on `output` (it says "held" once it does)."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, output], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
 def test_a_dead_holders_lock_expires(tmp_path):
     """A real process takes the lock and is SIGKILLed on 'another host': the lock stays until its ttl has passed."""
     output = str(tmp_path / "out")
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, output], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    proc = _holder(output)
     try:
-        assert proc.stdout.readline().strip() == "held"
         with pytest.raises(LockHeld, match=f"pid {proc.pid}, command 'canine preprocess --dump en:20261101'"):
             OutputLock(output).acquire()
     finally:
@@ -166,10 +172,8 @@ def test_a_zombie_or_reused_pid_is_dead_and_a_live_one_is_not():
 
 def test_a_sigkilled_holder_still_a_zombie_does_not_block_the_rerun(tmp_path):
     output = str(tmp_path / "out")
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, output], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    proc = _holder(output)
     try:
-        assert proc.stdout.readline().strip() == "held"
         proc.kill()
         os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT)
         with OutputLock(output, command="rerun") as lock:  # at once: no 5-minute wait
