@@ -74,26 +74,28 @@ def main(argv=None):
     p.add_argument("--stores", default="s3,gs")
     p.add_argument("--train-steps", type=int, default=40, help="tiny-model steps per training run (0: none)")
     args = p.parse_args(argv)
-    if args.train_steps:
-        import ray
-
-        ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1",
-                 log_to_driver=False)
     trained = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         (tmp / "in").mkdir()
-        inputs = make_input(tmp / "in", args.repeat)
-        mb = sum(f.stat().st_size for f in inputs) / 1e6
-        local = preprocess_s(inputs, str(tmp / "local"), args.workers)
-        print(f"input {mb:.1f} MB of wikitext, {args.workers} worker(s)")
-        print(f"preprocess -> local disk      {local:7.2f} s   1.00")
-        if args.train_steps:
-            trained["local"] = train(str(tmp / "local"), str(tmp / "run"), args.train_steps)
-        for protocol in args.stores.split(","):
-            proc, env = stores.start(protocol, tmp / f"{protocol}.log")
+        servers = {}
+        for protocol in args.stores.split(","):  # first: a Ray cluster started below inherits their env
+            servers[protocol], env = stores.start(protocol, tmp / f"{protocol}.log")
             os.environ.update(env)
-            try:
+        try:
+            if args.train_steps:
+                import ray
+
+                ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1",
+                         log_to_driver=False)
+            inputs = make_input(tmp / "in", args.repeat)
+            mb = sum(f.stat().st_size for f in inputs) / 1e6
+            local = preprocess_s(inputs, str(tmp / "local"), args.workers)
+            print(f"input {mb:.1f} MB of wikitext, {args.workers} worker(s)")
+            print(f"preprocess -> local disk      {local:7.2f} s   1.00")
+            if args.train_steps:
+                trained["local"] = train(str(tmp / "local"), str(tmp / "run"), args.train_steps)
+            for protocol in servers:
                 bucket = f"bench-{protocol}-store"
                 fsspec.filesystem(protocol, skip_instance_cache=True).mkdir(bucket)
                 took = preprocess_s(inputs, f"{protocol}://{bucket}/shards", args.workers)
@@ -101,7 +103,8 @@ def main(argv=None):
                 if args.train_steps:
                     trained[f"{protocol}:// server"] = train(str(tmp / "local"), f"{protocol}://{bucket}/run",
                                                              args.train_steps)
-            finally:
+        finally:
+            for proc in servers.values():
                 proc.terminate()
                 proc.wait()
         if trained:
