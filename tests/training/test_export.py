@@ -95,7 +95,7 @@ def test_what_cannot_be_exported_says_why(tmp_path, shards):
 
 def test_an_export_on_a_store_is_whole_once_its_marker_is_there(s3_store, tmp_path, shards, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    run, fs = s3_store.url("run"), s3_store.fs()
+    run, fs = s3_store.url(), s3_store.fs()  # a fresh folder in the session's bucket
     model = write_run(run, shards)
     stale = f"{run}/hf/model-00001-of-00002.safetensors"  # a file of an earlier, sharded export
     fs.pipe_file(stale.removeprefix("s3://"), b"old")

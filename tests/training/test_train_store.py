@@ -27,7 +27,7 @@ def _cfg(data, output, **extra):
 
 
 def _upload(store, shards) -> str:
-    url = store.url("shards")
+    url = store.url()  # a fresh folder: the buckets are the session's, shared by other tests
     store.fs().put(shards + "/", url.split("://", 1)[1], recursive=True)
     return url
 
@@ -56,7 +56,7 @@ def _assert_run_on_store(store, url, summary):
 @pytest.fixture(scope="module")
 def reference(gcs_store, contract_shards, ray_local):
     """The uninterrupted run, data and output on gs://."""
-    output = gcs_store.url("run")
+    output = gcs_store.url()
     summary = pretrain(_cfg(_upload(gcs_store, contract_shards), output))
     return output, summary, metrics.read_metrics(output)
 
@@ -70,7 +70,7 @@ def test_a_run_on_gcs_keeps_everything_on_the_store(gcs_store, reference):
 @pytest.fixture(scope="module")
 def resumed(s3_store, contract_shards, reference):
     """A run on s3:// stopped at step 2, then the same command again; and what the console showed."""
-    data, output = _upload(s3_store, contract_shards), s3_store.url("run")
+    data, output = _upload(s3_store, contract_shards), s3_store.url()
     stopped = pretrain(_cfg(data, output, **{"train.stop_at_step": 2}))
     assert stopped["steps"] == 2 and not stopped["finished"]
     return output, stopped, cli_resume(data, output)
@@ -126,7 +126,7 @@ def test_each_rank_downloads_only_the_files_it_loads(s3_store, resumed):
 
 
 def test_a_second_driver_on_a_locked_output_refuses_and_names_the_holder(s3_store, contract_shards, ray_local, capsys):
-    output = s3_store.url("locked")
+    output = s3_store.url()
     with OutputLock(output, command="another canine pretrain --output " + output):
         code = cli.main(["pretrain", "--data", contract_shards, "--output", output, "--max-steps", "2"])
         assert _files(s3_store, output) == [contract.LOCK]  # nothing written beside the holder's lock
