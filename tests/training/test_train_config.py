@@ -144,3 +144,7 @@ def test_a_resumed_run_keeps_its_workers_device_and_precision_whatever_the_clust
     assert (elastic.parallel.workers, elastic.data.streams) == (2, 4)  # asked for: the same data order
     assert config.resume_conflicts(saved, config.to_dict(elastic)) == []
     assert config.resume_conflicts(saved, config.to_dict(config.load_config("tiny", {"parallel.device": "cpu"})))
+    zero3 = config.to_dict(resolve(config.load_config("tiny", {"parallel.zero_stage": 3, "parallel.workers": 0}), manifest,
+                                   cluster_gpus=4))
+    with pytest.raises(ValueError, match="trained with 4 workers under ZeRO-3; resuming it on 2 is not exact"):
+        resolve(config.load_config("tiny", {"parallel.zero_stage": 3, "parallel.workers": 2}), manifest, 4, zero3)

@@ -76,6 +76,14 @@ def resolve(cfg, manifest: data.Manifest, cluster_gpus: float, saved: dict | Non
     precision = (p.precision if p.precision != "auto" else
                  sp.get("precision") or ("bf16" if device == "cuda" else "fp32"))
     streams = cfg.data.streams or (saved or {}).get("data", {}).get("streams") or workers
+    if sp.get("workers") and workers != sp["workers"] and cfg.parallel.zero_stage == 3:
+        # Measured with DeepSpeed 0.19.8: a ZeRO-3 universal-checkpoint resume on 1 of a 2-worker
+        # run's checkpoint has the right weights (the first step's loss is exact) but not the
+        # right optimizer moments: the losses drift apart (4.6e-3 relative 16 steps later; ZeRO 0
+        # and 2 stay within 5e-8). Refused rather than silently continuing another run.
+        raise ValueError(f"{cfg.output} was trained with {sp['workers']} workers under ZeRO-3; resuming it on "
+                         f"{workers} is not exact (DeepSpeed's ZeRO-3 universal checkpoint loses optimizer state): "
+                         f"resume with --workers {sp['workers']}, or train with ZeRO 0-2 to resize")
     seq_len = cfg.data.seq_len or manifest.seq_len
     if not seq_len:
         raise ValueError(f"{manifest.url}: the manifest does not record config.seq_len; set data.seq_len (--seq-len)")
