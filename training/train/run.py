@@ -24,7 +24,6 @@ import json
 import os
 import shlex
 import sys
-import tempfile
 
 import fsspec
 import yaml
@@ -37,7 +36,6 @@ from training.train.loop import CONSOLIDATED, FAULT_ENV, train_loop_per_worker
 RAY_RUN_NAME = "ray_train"  # checkpoints live in OUTPUT/ray_train/checkpoint_stepNNNNNNNN
 CONFIG_FILE = "config.yaml"
 SUMMARY_FILE = "summary.json"
-HF_DIR = "hf"
 # Environment the workers need: the DeepSpeed accelerator, the fault-injection switch.
 WORKER_ENV = ("DS_ACCELERATOR", FAULT_ENV, "RAY_USAGE_STATS_ENABLED")
 
@@ -164,7 +162,7 @@ def export(cfg, consolidated_url: str) -> str | None:
     weights, the tokenizer config, a model card; published whole), and say on stderr where it
     went, or why there is none (the [hf] extra missing, a model HF cannot hold): then None,
     and `canine export OUTPUT` can write it later."""
-    from training.export import ExportError, export_run
+    from training.export import HF_DIR, ExportError, export_run
 
     target = data.join(cfg.output, HF_DIR)
     try:
