@@ -33,9 +33,15 @@ def test_zero_stages_train_identically_and_gather_full_weights(one_process_group
             assert wrapped.get_global_grad_norm() > 0
         results[stage] = losses, checkpoint.gather_fp32(wrapped, shapes, rank=0)
     reference_losses, reference_weights = results[0]
+    # Adam moves a weight whose gradient is near 0 by lr * g / (|g| + eps): there it multiplies the
+    # last-bit differences of the sharded reductions by lr/eps (2e3 for tiny), and how big those
+    # differences are depends on the CPU's vector width (4e-7 on an AVX2 EPYC, over 1.2e-6 on the
+    # CI machine). A wrong gather or a skipped update is off by a whole step (~lr) or a weight.
+    atol = cfg.optim.lr / 100
     for stage in (2, 3):
         losses, weights = results[stage]
         assert losses == pytest.approx(reference_losses, rel=1e-6), stage
         assert weights.keys() == reference_weights.keys()
         for name, value in weights.items():
-            torch.testing.assert_close(value, reference_weights[name], rtol=1e-5, atol=1e-6, msg=f"{stage} {name}")
+            torch.testing.assert_close(value, reference_weights[name], rtol=1e-5, atol=atol,
+                                       msg=lambda m, stage=stage, name=name: f"ZeRO-{stage} {name}: {m}")
