@@ -18,7 +18,6 @@ import zlib
 
 import numpy as np
 import pyarrow as pa
-import torch
 
 from pipeline import contract
 from training.config import OBJECTIVES, CanineConfig
@@ -233,7 +232,9 @@ def _subword_plan(r, codepoints, offsets, masked, limit):
     }
 
 
-def build_batch(rows, seq_len: int, objective: str, seed: int = 0, **kwargs) -> dict[str, torch.Tensor]:
+def build_batch(rows, seq_len: int, objective: str, seed: int = 0, **kwargs) -> dict:
     """`build_batch_numpy` as torch tensors (int64 / float32, CPU; move them with .to(device))."""
+    import torch  # here: Ray Data's tasks run build_batch_numpy in fresh processes that need no torch
+
     return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in
             build_batch_numpy(rows, seq_len, objective, seed, **kwargs).items()}
