@@ -1,7 +1,7 @@
 """`canine smoke` (what `make smoke` runs): the whole product on the bundled sample, on one machine.
 
     make smoke                                   # set-up if needed, then this
-    canine smoke --output runs/smoke --steps 200 # the same, by hand
+    canine smoke --output runs/smoke --steps 100 # the same, by hand
 
 1. preprocess pipeline/sample/*.xml with the Beam DirectRunner (2 worker processes) into shards;
 2. pretrain the tiny CANINE-C model on a local Ray cluster on 127.0.0.1: 2 CPU workers running
@@ -24,7 +24,7 @@ def add_arguments(p):
     p.add_argument("--output", default="runs/smoke", help="where shards/ and train/ go")
     # 512 characters keep the 2-core smoke run within minutes; pretraining proper uses 2048 (paper §4.1.3).
     p.add_argument("--seq-len", type=int, default=512, help="characters per example (pretraining proper: 2048)")
-    p.add_argument("--steps", type=int, default=200, help="optimizer steps")
+    p.add_argument("--steps", type=int, default=100, help="optimizer steps")
     p.add_argument("--workers", type=int, default=2, help="Beam worker processes and Ray Train workers")
     p.add_argument("--resume", action="store_true", help="continue the previous smoke run instead of starting afresh")
 

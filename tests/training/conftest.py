@@ -187,6 +187,21 @@ def ray_local(s3_store, gcs_store):
 
 
 @pytest.fixture(scope="session")
+def reference_run(pipeline_shards, ray_local, tmp_path_factory):
+    """(output, summary, metrics records) of the uninterrupted 2-worker ZeRO-2 run on the
+    pipeline's shards (tests/training/reference_settings.py) that the end-to-end, restart and
+    multi-node tests compare their losses with step by step. log.profile_steps leaves the
+    arithmetic unchanged."""
+    from reference_settings import reference_config
+    from training.train import metrics
+    from training.train.run import pretrain
+
+    output = tmp_path_factory.mktemp("reference")
+    summary = pretrain(reference_config(pipeline_shards, output, **{"log.profile_steps": 2}))
+    return str(output), summary, metrics.read_metrics(str(output))
+
+
+@pytest.fixture(scope="session")
 def one_process_group():
     """torch.distributed with world size 1 (gloo) in the test process, as Ray Train sets it up in
     a worker, for DeepSpeed unit tests. Kept for the session: DeepSpeed holds on to the group."""

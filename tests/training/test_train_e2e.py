@@ -13,34 +13,17 @@ from training.heads import CaninePretrainingModel
 from training.train import checkpoint, config, metrics
 from training.train.run import pretrain
 
+from reference_settings import REFERENCE_STEPS as STEPS
+from reference_settings import assert_same_losses as _assert_same_losses
+from reference_settings import reference_config as _cfg
+
 pytestmark = pytest.mark.slow
 
-STEPS = 30  # (epoch boundaries are crossed in test_train_data's resumed-stream test)
-SETTINGS = {"train.max_steps": STEPS, "checkpoint.every": 10, "checkpoint.keep": 2, "train.eval_every": 15,
-            "data.eval_examples": 32}
 
-
-def _cfg(shards, output, **extra):
-    return config.load_config("tiny", {**SETTINGS, "data.path": shards, "output": str(output), **extra})
-
-
-def _assert_same_losses(records, reference, rel=1e-6):
-    assert [r["step"] for r in records] == [r["step"] for r in reference]
-    for got, want in zip(records, reference):
-        assert abs(got["loss"] - want["loss"]) <= rel * abs(want["loss"]), (got["step"], got["loss"], want["loss"])
-
-
-@pytest.fixture(scope="module")
-def reference(pipeline_shards, ray_local, tmp_path_factory):
-    output = tmp_path_factory.mktemp("reference")
-    summary = pretrain(_cfg(pipeline_shards, output, **{"log.profile_steps": 2}))  # arithmetic unchanged
-    return str(output), summary, metrics.read_metrics(str(output))
-
-
-def test_loss_falls_and_the_export_loads_in_transformers(reference):
+def test_loss_falls_and_the_export_loads_in_transformers(reference_run):
     from transformers import CanineModel as HFCanine
 
-    output, summary, records = reference
+    output, summary, records = reference_run
     assert summary["finished"] and summary["steps"] == STEPS and len(records) == STEPS
     for key in ("loss", "lr", "grad_norm", "examples_per_s", "chars_per_s", "data_wait_fraction", "peak_rss_mb"):
         assert all(isinstance(r[key], float) for r in records), key
@@ -72,7 +55,7 @@ def test_loss_falls_and_the_export_loads_in_transformers(reference):
 
 
 def test_a_killed_worker_then_a_stop_then_resumes_on_2_and_1_workers_continue_the_losses(
-        pipeline_shards, reference, tmp_path, monkeypatch):
+        pipeline_shards, reference_run, tmp_path, monkeypatch):
     """One run through every way a run restarts, each leg checked against the uninterrupted
     reference (one chain: each leg is a whole Ray Train start, the suite's costliest thing):
     rank 1 kills itself at step 12 and Ray Train restarts the group from the step-10 checkpoint;
@@ -81,7 +64,7 @@ def test_a_killed_worker_then_a_stop_then_resumes_on_2_and_1_workers_continue_th
     fp32 on CPU, dropout on, only the order of float sums differs, rel 1e-4)."""
     import yaml
 
-    _, _, expected = reference
+    _, _, expected = reference_run
     monkeypatch.setenv("CANINE_FAULT_STEP", "12")  # after the step-10 checkpoint
     stopped = pretrain(_cfg(pipeline_shards, tmp_path, **{"parallel.max_failures": 1, "train.stop_at_step": 13}))
     assert open(tmp_path / ".fault_injected").read().startswith("rank 1 killed itself at step 12")
@@ -103,10 +86,10 @@ def test_a_killed_worker_then_a_stop_then_resumes_on_2_and_1_workers_continue_th
     assert saved["parallel"]["workers"] == 1 and saved["data"]["streams"] == 2  # a rerun keeps the new count
 
 
-def test_a_run_started_on_1_worker_continues_on_2_with_the_same_losses(pipeline_shards, reference, tmp_path):
+def test_a_run_started_on_1_worker_continues_on_2_with_the_same_losses(pipeline_shards, reference_run, tmp_path):
     """Checkpointed with 1 worker, resumed with 2 at the same global batch; the data streams are
     the reference's 2 from the first start on (data.streams)."""
-    _, _, expected = reference
+    _, _, expected = reference_run
     stopped = pretrain(_cfg(pipeline_shards, tmp_path, **{"train.stop_at_step": 13, "parallel.workers": 1,
                                                           "data.streams": 2}))
     assert stopped["steps"] == 13 and stopped["workers"] == 1
@@ -115,8 +98,8 @@ def test_a_run_started_on_1_worker_continues_on_2_with_the_same_losses(pipeline_
     _assert_same_losses(metrics.read_metrics(str(tmp_path)), expected, rel=1e-4)
 
 
-def test_a_finished_run_is_not_redone_and_a_changed_config_is_refused(pipeline_shards, reference):
-    output, summary, _ = reference
+def test_a_finished_run_is_not_redone_and_a_changed_config_is_refused(pipeline_shards, reference_run):
+    output, summary, _ = reference_run
     with pytest.raises(ValueError, match=r"optim\.lr: 0\.002 -> 0\.1"):
         pretrain(_cfg(pipeline_shards, output, **{"optim.lr": 0.1}))
     assert pretrain(_cfg(pipeline_shards, output)) == json.loads(json.dumps(summary))

@@ -3,7 +3,7 @@ started by `ray start` on 127.0.0.1 (tests/raynodes.py, each its own temp dir an
 training worker on each (parallel.placement STRICT_SPREAD), data and output on the store. The
 worker node dies mid-run (its whole process group SIGKILLed) and a new one joins; Ray Train
 restarts the workers from the last checkpoint on the store, and the run ends with the losses of
-an uninterrupted run."""
+the uninterrupted reference run (conftest.py `reference_run`, on the one-node local cluster)."""
 
 import os
 import re
@@ -15,14 +15,12 @@ from pathlib import Path
 import pytest
 
 import raynodes
-from training.train import config, metrics
-from training.train.run import pretrain
+from reference_settings import REFERENCE_SETTINGS, REFERENCE_STEPS, assert_same_losses
+from training.train import metrics
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = 12
-SETTINGS = {"train.max_steps": STEPS, "checkpoint.every": 4, "checkpoint.keep": 2, "train.eval_every": 0,
-            "data.eval_examples": 16, "log.console_every": 1}
+SETTINGS = {**REFERENCE_SETTINGS, "log.console_every": 1}
 
 
 @pytest.fixture(scope="module")
@@ -42,17 +40,14 @@ def cluster(s3_store):
 
 
 @pytest.fixture(scope="module")
-def data_on_s3(s3_store, contract_shards):
+def data_on_s3(s3_store, pipeline_shards):
     url = s3_store.url("multinode-shards")
-    s3_store.fs().put(contract_shards + "/", url.split("://", 1)[1], recursive=True)
+    s3_store.fs().put(pipeline_shards + "/", url.split("://", 1)[1], recursive=True)
     return url
 
 
-def test_a_run_across_nodes_survives_the_loss_of_a_node(cluster, s3_store, data_on_s3, ray_local, tmp_path):
-    reference = str(tmp_path / "reference")  # uninterrupted, on the one-node local cluster
-    pretrain(config.load_config("tiny", {**SETTINGS, "data.path": data_on_s3, "output": reference}))
-    expected = metrics.read_metrics(reference)
-
+def test_a_run_across_nodes_survives_the_loss_of_a_node(cluster, s3_store, data_on_s3, reference_run):
+    _, _, expected = reference_run
     head, output = cluster[0], s3_store.url("multinode-run")
     cmd = [sys.executable, "-m", "jobs.cli", "pretrain", "--config", "tiny", "--data", data_on_s3, "--output", output,
            "--ray-address", head.address, "--set", "parallel.placement=STRICT_SPREAD",
@@ -63,7 +58,7 @@ def test_a_run_across_nodes_survives_the_loss_of_a_node(cluster, s3_store, data_
     for line in proc.stderr:
         lines.append(line)
         step = re.search(r"  step +(\d+)/", line)
-        if killed_at is None and step and int(step[1]) >= 6:  # past the step-4 checkpoint on the store
+        if killed_at is None and step and int(step[1]) >= 12:  # past the step-10 checkpoint on the store
             killed_at = int(step[1])
             cluster[1].kill()  # the worker node's machine dies: raylet, workers, all at once
             cluster[1] = raynodes.Node(head=False, num_cpus=2, ip="127.0.0.4", address=head.address,
@@ -72,13 +67,10 @@ def test_a_run_across_nodes_survives_the_loss_of_a_node(cluster, s3_store, data_
     assert proc.wait(timeout=60) == 0, "".join(lines[-60:])
     assert killed_at is not None, "".join(lines)
 
-    records = metrics.read_metrics(output)
-    assert [r["step"] for r in records] == list(range(1, STEPS + 1))
-    for got, want in zip(records, expected):
-        assert abs(got["loss"] - want["loss"]) <= 1e-6 * abs(want["loss"]), (got["step"], got["loss"], want["loss"])
+    assert_same_losses(metrics.read_metrics(output), expected)
     fs = s3_store.fs()
     root = output.split("://", 1)[1]
     assert fs.exists(f"{root}/final/model_fp32.pt") and fs.exists(f"{root}/summary.json")
-    # Steps trained again after the restart (from the step-4 checkpoint) are printed once.
+    # Steps trained again after the restart (from the step-10 checkpoint) are printed once.
     shown = [int(m[1]) for line in lines if (m := re.search(r"  step +(\d+)/", line))]
-    assert shown == list(range(1, STEPS + 1)), shown
+    assert shown == list(range(1, REFERENCE_STEPS + 1)), shown
