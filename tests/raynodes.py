@@ -36,6 +36,10 @@ def env(**extra) -> dict:
            if not k.startswith("RAY_AUTH") and k not in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS")}
     out.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=TOKEN, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="1",
                RAY_USAGE_STATS_ENABLED="0", DS_ACCELERATOR="cpu", PYTHONUNBUFFERED="1",
+               # A joining node waits this long for the GCS to list it (default 30 s): on 2 busy
+               # cores CI saw a worker node give up after 37 s ("node registration may not be
+               # complete yet ... RAY_raylet_start_wait_time_s").
+               RAY_raylet_start_wait_time_s="180",
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{out.get('PATH', '')}")
     out.update(extra)
     return out
