@@ -45,3 +45,17 @@ def test_zero_stages_train_identically_and_gather_full_weights(one_process_group
         for name, value in weights.items():
             torch.testing.assert_close(value, reference_weights[name], rtol=1e-5, atol=atol,
                                        msg=lambda m, stage=stage, name=name: f"ZeRO-{stage} {name}: {m}")
+
+
+def test_cpu_runs_skip_deepspeeds_inference_allreduce_op():
+    """engine._skip_cpu_inference_allreduce_op relies on the pinned DeepSpeed building its
+    shared-memory op in TorchBackend.__init__ through build_shm_op, and on build_shm_op returning
+    None (building nothing) once the op is marked incompatible."""
+    import importlib
+    import inspect
+
+    ds_comm_torch = importlib.import_module("deepspeed.comm.torch")  # `deepspeed.comm.torch` is also torch
+
+    assert "build_shm_op()" in inspect.getsource(ds_comm_torch.TorchBackend.__init__)
+    engine._skip_cpu_inference_allreduce_op()
+    assert ds_comm_torch.build_shm_op() is None

@@ -3,8 +3,8 @@
 The worker loop builds the plain `CaninePretrainingModel`, then calls `wrap()`; the model files
 never import DeepSpeed, and checkpoint.py only uses the engine it is given (and DeepSpeed's
 fp32-gather helper).
-On CPU (DS_ACCELERATOR=cpu) DeepSpeed communicates over the gloo group Ray Train created; its
-first run there builds a small shared-memory op with ninja (about a minute), cached afterwards.
+On CPU (DS_ACCELERATOR=cpu) DeepSpeed communicates over the gloo group Ray Train created; the
+shared-memory op it would build there with ninja is skipped (`_skip_cpu_inference_allreduce_op`).
 """
 
 import dataclasses
@@ -96,6 +96,20 @@ def _prepare_zero3(model: torch.nn.Module) -> None:
                 deepspeed.zero.register_external_parameter(module, p)
 
 
+def _skip_cpu_inference_allreduce_op() -> None:
+    """DeepSpeed 0.19.8's TorchBackend (deepspeed/comm/torch.py, build_shm_op) JIT-builds its
+    shared-memory all-reduce op on CPU at every process-group set-up unless the op is marked
+    incompatible in `deepspeed.ops.__compatible_ops__` (a dict it probes once per process and
+    keeps). The op serves only `inference_all_reduce`; training reduces over the gloo group. The
+    build costs ~45 s of both cores on a fresh machine, and again whenever another ninja
+    (the system's, the virtual environment's) finds the cached build's log in its own format.
+    Relied on: the dict's key "deepspeed_shm_comm" and build_shm_op returning None when it is
+    False (tests/training/test_train_engine.py checks both on the pinned version)."""
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+
+
 def wrap(model: torch.nn.Module, cfg: PretrainConfig, world: int, on_gpu: bool, load_universal: bool = False):
     """`deepspeed.initialize` with our optimizer and schedule; returns the engine. load_universal:
     the engine will load a DeepSpeed universal checkpoint (an elastic resume, checkpoint.py)."""
@@ -112,6 +126,8 @@ def wrap(model: torch.nn.Module, cfg: PretrainConfig, world: int, on_gpu: bool, 
         config["gradient_clipping"] = 0.0  # done by the hook above
     if cfg.parallel.zero_stage == 3:
         _prepare_zero3(model)
+    if not on_gpu:
+        _skip_cpu_inference_allreduce_op()
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler,
                                            config=config)  # reuses Ray Train's process group
     if cfg.parallel.compile:
