@@ -1,4 +1,4 @@
-"""Throughput of the real training loop: Ray Train workers, DeepSpeed, the Ray Data input pipeline.
+"""Throughput of the real training loop: Ray Train workers, DeepSpeed, the input pipeline's Ray tasks.
 
     python benchmarks/train_throughput.py --config tiny --workers 1,2            # CPU, ~2 minutes
     python benchmarks/train_throughput.py --config small --workers 1,2 --micro-batch 2 --steps 12

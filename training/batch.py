@@ -1,6 +1,6 @@
 """Rows of the shard contract (pipeline/contract.py) -> fixed-shape training arrays.
 
-    arrays = build_batch_numpy(table, 2048, "char", seed=s)  # numpy in and out (Ray Data map_batches)
+    arrays = build_batch_numpy(table, 2048, "char", seed=s)  # numpy in and out (the input pipeline's Ray tasks)
     batch = build_batch(table, 2048, "char", seed=s)          # the same arrays as torch tensors
 Applies the mask plans the pipeline stored (it only decided them) and builds the prediction arrays:
   * char (CANINE-C): MASK at `char_mask_positions`, except whole spans kept as they are with
@@ -234,7 +234,7 @@ def _subword_plan(r, codepoints, offsets, masked, limit):
 
 def build_batch(rows, seq_len: int, objective: str, seed: int = 0, **kwargs) -> dict:
     """`build_batch_numpy` as torch tensors (int64 / float32, CPU; move them with .to(device))."""
-    import torch  # here: Ray Data's tasks run build_batch_numpy in fresh processes that need no torch
+    import torch  # here: the input pipeline's Ray tasks run build_batch_numpy in processes that need no torch
 
     return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in
             build_batch_numpy(rows, seq_len, objective, seed, **kwargs).items()}

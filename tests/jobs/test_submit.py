@@ -59,7 +59,7 @@ def head():
     cmd = [str(Path(sys.executable).parent / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
            "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", f"--temp-dir={tmp}",
            # 4 logical CPUs on a 2-core machine: the tiny run's 2 training workers (1 CPU each)
-           # plus its Ray Data tasks (0.5 each) must all fit, or the data tasks wait forever.
+           # plus its input-pipeline tasks (0.5 each) must all fit, or the data tasks wait forever.
            "--num-cpus=4",
            "--num-gpus=0", "--include-dashboard=true", "--disable-usage-stats",
            *(f"--{k}={v}" for k, v in ports.items())]

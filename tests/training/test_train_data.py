@@ -1,4 +1,4 @@
-"""The data plan (manifest, units, deal, resume slicing) and the Ray Data input pipeline."""
+"""The data plan (manifest, units, deal, resume slicing) and the input pipeline on Ray."""
 
 import json
 import os
@@ -132,8 +132,8 @@ def test_a_shard_is_hashed_once_per_process_not_per_read(contract_shards, tmp_pa
 
 
 @pytest.mark.slow
-def test_ray_data_stream_resumes_exactly(contract_shards, ray_local, tmp_path):
-    """Through Ray Data: the stream resumed at a position yields the batches the uninterrupted
+def test_the_stream_resumes_exactly_through_ray_tasks(contract_shards, ray_local, tmp_path):
+    """Through Ray tasks on the local cluster: the stream resumed at a position yields the batches the uninterrupted
     stream yields from there, across an epoch boundary, and equal to building the rows directly."""
     data_dir = str(tmp_path / "shards")
     shutil.copytree(contract_shards, data_dir)

@@ -3,7 +3,7 @@
 One idea per module:
     config.py      the run configuration (one dataclass per concern) and YAML / override loading
     data.py        the manifest, the per-epoch plan of work units, reading rows (deterministic, sha256-checked)
-    stream.py      the Ray Data input pipeline of one worker (read + build batches + prefetch)
+    stream.py      the input pipeline of one worker, Ray tasks (read + build batches + prefetch)
     optim.py       AdamW / LAMB and the warm-up + linear-decay learning rate
     lamb.py        the LAMB optimizer (per-tensor trust ratio)
     engine.py      the ONE place that wraps the model with DeepSpeed

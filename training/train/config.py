@@ -39,11 +39,11 @@ class DataConfig:
     # each unit); units are dealt to workers. 1024 = the pipeline's Parquet row group, so a unit
     # decodes exactly one group.
     unit_rows: int = 1024
-    # Rows one Ray Data task reads and turns into batches (rounded up to a multiple of the micro
+    # Rows one input-pipeline Ray task reads and turns into batches (rounded up to a multiple of the micro
     # batch): fewer, larger tasks amortize Ray's per-task cost; smaller ones start faster.
     chunk_rows: int = 256
-    prefetch_batches: int = 4  # micro batches Ray Data prepares ahead of the step
-    cpus_per_task: float = 1.0  # CPU reserved by each Ray Data read/build task
+    prefetch_batches: int = 4  # micro batches built (or being built) ahead of the step
+    cpus_per_task: float = 1.0  # CPU reserved by each read/build Ray task
     eval_examples: int = 1024  # validation examples per evaluation (the first ones of the split, fixed)
     # Streams the epoch's units are dealt to; each global batch takes global_batch / streams rows
     # from every stream, and each worker a contiguous block of the batch (data.py). The order of
@@ -85,7 +85,7 @@ class ParallelConfig:
     device: str = "auto"  # "auto" (cuda if the cluster has GPUs), "cuda" or "cpu"
     zero_stage: int = 2  # DeepSpeed ZeRO stage 0-3
     precision: str = "auto"  # "auto" (bf16 on GPU, fp32 on CPU), "bf16" or "fp32"
-    cpus_per_worker: float = 1.0  # CPUs a training worker reserves (the rest feed Ray Data)
+    cpus_per_worker: float = 1.0  # CPUs a training worker reserves (the rest feed the input pipeline)
     # How Ray places the workers (a placement group strategy): PACK fills nodes first (fast
     # collectives inside a node); SPREAD spreads where it can; STRICT_SPREAD puts each worker on
     # a node of its own (one worker per GPU node, or a test of training across nodes).

@@ -4,7 +4,7 @@ waiting silently forever.
 
 A run needs `parallel.workers` training workers of `parallel.cpus_per_worker` CPUs (and one GPU
 each on cuda), each placed whole on one node (Ray Train's placement group, PACK strategy), and
-beside them room for at least one input-pipeline task of `data.cpus_per_task` CPUs: the Ray Data
+beside them room for at least one input-pipeline task of `data.cpus_per_task` CPUs: the Ray
 tasks that read shards and build batches (stream.py) run outside the workers' reservations.
 Without that room the workers start and then wait for their first batch forever (issue 11:
 `--workers 2` on a 2-CPU Ray head).

@@ -52,7 +52,7 @@ def _connect(cfg) -> bool:
         ray.init(address=address, log_to_driver=True)
         return True
     workers = cfg.parallel.workers or 2
-    # Training workers reserve their CPUs; leave at least 2 logical CPUs to Ray Data's read tasks.
+    # Training workers reserve their CPUs; leave at least 2 logical CPUs to the input pipeline's read tasks.
     cpus = max(os.cpu_count() or 1, int(workers * cfg.parallel.cpus_per_worker) + 2)
     # Worker logs stay in /tmp/ray/session_*/logs: the console gets our progress lines
     # (metrics.ProgressPrinter) and, on failure, the error that fit() raises.

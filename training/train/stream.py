@@ -1,13 +1,14 @@
-"""The Ray Data input pipeline of one worker: read its rows, build batches, prefetch.
+"""The input pipeline of one worker: read its rows, build batches, prefetch.
 
 Per epoch, the worker's slice of the plan (data.py) becomes a list of chunk descriptors (JSON
-strings: which rows of which units). Ray Data runs `read + build_batch_numpy` on them as tasks on
-the cluster's CPUs, ahead of the step (`prefetch_batches`), and the worker pulls micro batches of
-torch tensors. `preserve_order` keeps the stream in plan order, which exact resume relies on.
+strings: which rows of which units). Ray tasks run `read + build_batch_numpy` on them on the
+cluster's CPUs, ahead of the step (`data.prefetch_batches`), and the worker takes micro batches of
+torch tensors in plan order, which exact resume relies on (see `batches`).
 The batch builder is the model issue's (training/batch.py): it draws its randomness from
 (seed, example_id), so a batch does not depend on how rows were grouped into chunks.
 """
 
+import collections
 import json
 import time
 import zlib
@@ -17,17 +18,17 @@ import numpy as np
 from training.train import data as plan
 
 
-def _build_chunks(batch: dict, *, seq_len: int, objective: str, num_hash_buckets: int) -> dict:
-    """Ray Data map function: chunk descriptors -> built examples (one output row per example)."""
+def _build_chunk(descriptor: str, *, seq_len: int, objective: str, num_hash_buckets: int) -> dict:
+    """A Ray task: a chunk descriptor -> its built examples, numpy arrays of one row per example."""
     from training.batch import build_batch_numpy
 
-    parts = []
-    for text in batch["chunk"]:
-        chunk = json.loads(str(text))
-        rows = plan.read_segments(chunk["segments"])
-        parts.append(build_batch_numpy(rows, seq_len, objective, seed=chunk["build_seed"],
-                                       num_hash_buckets=num_hash_buckets))
-    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+    chunk = json.loads(descriptor)
+    return build_batch_numpy(plan.read_segments(chunk["segments"]), seq_len, objective, seed=chunk["build_seed"],
+                             num_hash_buckets=num_hash_buckets)
+
+
+def _rows(descriptor: str) -> int:
+    return sum(b - a for a, b in (seg["take"] for seg in json.loads(descriptor)["segments"]))
 
 
 def build_seed(seed: int, epoch: int | None) -> int:
@@ -53,17 +54,55 @@ def chunk_descriptors(p: plan.EpochPlan, shards, first: int, rank: int, world: i
 def batches(descriptors: list[str], *, micro_batch: int, prefetch: int, cpus_per_task: float, build_kwargs: dict,
             device: str = "cpu"):
     """Iterate micro batches (dicts of torch tensors on `device`) over the rows the descriptors
-    name. The copy to a GPU happens in Ray Data's prefetch thread, off the step's critical path."""
-    import ray.data
+    name, in their order. Each descriptor is one Ray task on the cluster's CPUs, submitted ahead
+    of the step: the tasks after the one being consumed hold at least `prefetch` micro batches
+    (and there is always one), and results are taken in submission order.
 
-    ctx = ray.data.DataContext.get_current()
-    ctx.execution_options.preserve_order = True  # plan order = training order (exact resume)
-    ctx.enable_progress_bars = False  # one progress line per step is ours to print
-    ctx.print_on_execution_start = False  # an epoch starts a new execution: no plan dump each time
-    ds = ray.data.from_items([{"chunk": d} for d in descriptors], override_num_blocks=len(descriptors))
-    ds = ds.map_batches(_build_chunks, batch_size=1, batch_format="numpy", fn_kwargs=build_kwargs,
-                        num_cpus=cpus_per_task)
-    yield from ds.iter_torch_batches(batch_size=micro_batch, prefetch_batches=prefetch, drop_last=False, device=device)
+    Why plain Ray tasks and not Ray Data (which this was): the stream is an ordered map of one
+    function over a list with a bounded look-ahead, and Ray Data's StreamingExecutor runs its
+    scheduling loop in a thread of the consuming process that, in ray 2.60, blocks in `ray.wait`
+    only while tasks are in flight (data/_internal/execution/streaming_executor_state.py,
+    process_completed_tasks). When backpressure holds the next task back because the prefetched
+    batches are not consumed yet, the steady state of an input pipeline that keeps up, the loop
+    spins: up to ~60% of a core in the training worker, contending for the GIL with the training
+    thread (the multi-node test trained at 0.4 steps/s instead of 2)."""
+    import ray
+    import torch
+
+    build = ray.remote(_build_chunk).options(num_cpus=cpus_per_task, scheduling_strategy="SPREAD")
+    todo, pending = iter(descriptors), collections.deque()  # (object ref, rows) in plan order
+    carry = None  # rows of the last chunk short of a micro batch
+    try:
+        while True:
+            while len(pending) < 2 or sum(rows for _, rows in pending) - pending[0][1] < prefetch * micro_batch:
+                descriptor = next(todo, None)
+                if descriptor is None:
+                    break
+                pending.append((build.remote(descriptor, **build_kwargs), _rows(descriptor)))
+            if not pending:
+                break
+            chunk = ray.get(pending.popleft()[0])
+            if carry is not None:
+                chunk = {k: np.concatenate([carry[k], v]) for k, v in chunk.items()}
+            n = len(next(iter(chunk.values())))
+            whole = n - n % micro_batch
+            for i in range(0, whole, micro_batch):
+                yield _tensors(chunk, i, i + micro_batch, device, torch)
+            carry = {k: v[whole:] for k, v in chunk.items()} if whole < n else None
+        if carry is not None:
+            yield _tensors(carry, 0, len(next(iter(carry.values()))), device, torch)
+    finally:
+        for ref, _ in pending:  # a stream closed early (end of training, a new epoch) frees the cluster's CPUs
+            ray.cancel(ref)
+
+
+def _tensors(chunk: dict, lo: int, hi: int, device: str, torch) -> dict:
+    """Rows [lo, hi) as torch tensors; copied, since arrays from the object store are read-only.
+    On a GPU from pinned memory, so the copy overlaps the step."""
+    out = {k: torch.from_numpy(np.array(v[lo:hi])) for k, v in chunk.items()}
+    if device != "cpu":
+        out = {k: t.pin_memory().to(device, non_blocking=True) for k, t in out.items()}
+    return out
 
 
 class TrainStream:
@@ -100,9 +139,9 @@ class TrainStream:
         if step >= p.steps:  # saved exactly at the end of an epoch
             self.position = {"epoch": self.position["epoch"] + 1, "rows": 0}
             return self._start_epoch()
-        self.close()  # the last epoch's iterator, if any, stops its executor before the next starts
+        self.close()  # the last epoch's tasks, if any, are cancelled before the next epoch's start
         self._plan, self._step, self._taken = p, step, 0
-        per_chunk = max(1, round(d.chunk_rows / self.rows_per_step))  # global batches per Ray Data task
+        per_chunk = max(1, round(d.chunk_rows / self.rows_per_step))  # global batches per build task
         descriptors = chunk_descriptors(p, self.shards, step, self.rank, self.world, per_chunk, t.seed)
         self._iter = batches(descriptors, micro_batch=t.micro_batch, prefetch=d.prefetch_batches,
                              cpus_per_task=d.cpus_per_task, build_kwargs=self.build_kwargs, device=self.device)
@@ -124,10 +163,9 @@ class TrainStream:
         return batch
 
     def close(self) -> None:
-        """Stop the Ray Data execution behind the stream. One left suspended mid-epoch keeps its
-        executor threads; a later `ray.shutdown()` under them ended the test process with code 1."""
+        """Stop the stream: its build tasks still pending are cancelled (`batches`' finally)."""
         if self._iter is not None:
-            self._iter.close()  # GeneratorExit inside iter_torch_batches: Ray Data shuts its executor down
+            self._iter.close()
             self._iter = None
 
 
