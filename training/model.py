@@ -167,6 +167,12 @@ def attention_bias(dtype, key_valid=None, key_absent=None):
     return bias.unsqueeze(1)  # (B, 1, Lq, Lk): one bias shared by the heads
 
 
+def stacked(param: nn.Parameter, parts: int) -> None:
+    """Mark a weight as `parts` logical tensors stacked along dim 0, fused for speed; what works
+    per tensor (LAMB's trust ratio, training/train/lamb.py) treats each part as its own."""
+    param.stacked_parts = parts
+
+
 class TransformerLayer(nn.Module):
     """A post-LayerNorm BERT layer with fused QKV and SDPA. `query_index` selects the query rows."""
 
@@ -175,6 +181,7 @@ class TransformerLayer(nn.Module):
         d = config.hidden_size
         self.num_heads, self.head_dim = config.num_attention_heads, config.head_dim
         self.qkv = Linear(d, 3 * d)  # rows: query, key, value (HF keeps three Linears)
+        stacked(self.qkv.weight, 3)
         self.attn_out = Linear(d, d)
         self.attn_norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
         self.ffn_in = Linear(d, config.intermediate_size)
@@ -216,6 +223,8 @@ class CharEmbeddings(nn.Module):
         self.hash_tables = nn.Embedding(K * B, d // K)
         self.ngram_orders = config.ngram_orders
         self.ngram_tables = nn.ModuleList(nn.Embedding(K * B, d // K) for _ in config.ngram_orders)
+        for table in (self.hash_tables, *self.ngram_tables):
+            stacked(table.weight, K)
         self.position = nn.Embedding(config.max_position_embeddings, d)
         self.token_type = nn.Embedding(config.type_vocab_size, d)
         self.norm = nn.LayerNorm(d, eps=config.layer_norm_eps)

@@ -46,6 +46,11 @@ def data_on_s3(s3_store, pipeline_shards):
     return url
 
 
+def _node_logs(nodes) -> str:
+    """The worker nodes' own logs, for a failure message: why a (replacement) node did not serve."""
+    return "".join(f"\n--- node {node.ip} ---\n{node.log()}" for node in nodes[1:])
+
+
 def test_a_run_across_nodes_survives_the_loss_of_a_node(cluster, s3_store, data_on_s3, reference_run):
     _, _, expected = reference_run
     head, output = cluster[0], s3_store.url("multinode-run")
@@ -63,8 +68,8 @@ def test_a_run_across_nodes_survives_the_loss_of_a_node(cluster, s3_store, data_
             cluster[1].kill()  # the worker node's machine dies: raylet, workers, all at once
             cluster[1] = raynodes.Node(head=False, num_cpus=2, ip="127.0.0.4", address=head.address,
                                        node_env=raynodes.env(**s3_store.env))  # a replacement joins
-        assert time.monotonic() < deadline, "".join(lines[-40:])
-    assert proc.wait(timeout=60) == 0, "".join(lines[-60:])
+        assert time.monotonic() < deadline, "".join(lines[-40:]) + _node_logs(cluster)
+    assert proc.wait(timeout=60) == 0, "".join(lines[-60:]) + _node_logs(cluster)
     assert killed_at is not None, "".join(lines)
 
     assert_same_losses(metrics.read_metrics(output), expected)

@@ -19,20 +19,25 @@ def test_lr_schedule_warms_up_then_decays_linearly():
     assert all(a <= b for a, b in zip(factors[:25], factors[1:25])) and all(a >= b for a, b in zip(factors[25:], factors[26:]))
 
 
-def _lamb_reference(w, g, lr, beta1, beta2, eps, wd):
-    """One LAMB step by the paper's formula (Algorithm 2, bias-corrected moments, phi = identity)."""
+def _lamb_reference(w, g, lr, beta1, beta2, eps, wd, bias_correction):
+    """One LAMB step by the formula: Google's (m / (sqrt(v) + eps)) or the paper's Algorithm 2
+    (bias-corrected moments); phi = identity."""
     m, v = (1 - beta1) * g, (1 - beta2) * g * g
-    update = (m / (1 - beta1)) / ((v / (1 - beta2)).sqrt() + eps) + wd * w
+    if bias_correction:
+        m, v = m / (1 - beta1), v / (1 - beta2)
+    update = m / (v.sqrt() + eps) + wd * w
     return w - lr * (w.norm() / update.norm()) * update
 
 
-def test_lamb_step_matches_the_formula_per_tensor():
+@pytest.mark.parametrize("bias_correction", [False, True])
+def test_lamb_step_matches_the_formula_per_tensor(bias_correction):
     torch.manual_seed(0)
     big, small = torch.nn.Parameter(torch.randn(4, 3) * 10), torch.nn.Parameter(torch.randn(5) * 0.01)
     grads = [torch.randn(4, 3), torch.randn(5)]
-    expected = [_lamb_reference(p.detach().clone(), g, 0.1, 0.9, 0.999, 1e-6, 0.01) for p, g in zip((big, small), grads)]
+    expected = [_lamb_reference(p.detach().clone(), g, 0.1, 0.9, 0.999, 1e-6, 0.01, bias_correction)
+                for p, g in zip((big, small), grads)]
     before = [big.detach().clone(), small.detach().clone()]
-    opt = Lamb([big, small], lr=0.1, eps=1e-6, weight_decay=0.01)
+    opt = Lamb([big, small], lr=0.1, eps=1e-6, weight_decay=0.01, bias_correction=bias_correction)
     big.grad, small.grad = grads
     opt.step()
     torch.testing.assert_close(big.detach(), expected[0])
@@ -41,6 +46,41 @@ def test_lamb_step_matches_the_formula_per_tensor():
     # is 10 or 0.01 (a ratio over the flattened pair would move the small one far too much).
     for after, w in zip((big, small), before):
         assert ((after.detach() - w).norm() / w.norm()).item() == pytest.approx(0.1, rel=1e-5)
+
+
+def test_lamb_trust_ratio_per_logical_tensor_and_none_for_biases_by_hand():
+    """Values worked out by hand, one step at lr 0.1, beta2 0.99 (so m / sqrt(v) = sign(g) on the
+    first step), no weight decay. The fused weight holds two logical tensors, rows [3, 4] and
+    [0.6, 0.8] (norms 5 and 1), both updates of norm sqrt(2): each moves by 0.1 * its own norm
+    along sign(g). One ratio over the whole tensor (norm sqrt(26) / 2) would move every entry by
+    0.255. The bias gets the plain step lr * sign(g), no ratio."""
+    fused = torch.nn.Parameter(torch.tensor([[3.0, 4.0], [0.6, 0.8]]))
+    bias = torch.nn.Parameter(torch.tensor([0.5]))
+    opt = Lamb([{"params": [fused], "parts": 2}, {"params": [bias], "adapt": False}], lr=0.1, betas=(0.9, 0.99),
+               eps=1e-12)
+    fused.grad, bias.grad = torch.tensor([[1.0, -1.0], [2.0, 2.0]]), torch.tensor([-2.0])
+    opt.step()
+    a, b = 0.5 / 2**0.5, 0.1 / 2**0.5  # 0.1 * 5 / sqrt(2), 0.1 * 1 / sqrt(2)
+    torch.testing.assert_close(fused.detach(), torch.tensor([[3.0 - a, 4.0 + a], [0.6 - b, 0.8 - b]]))
+    torch.testing.assert_close(bias.detach(), torch.tensor([0.6]))
+
+
+def test_lamb_groups_split_the_fused_weights_and_exclude_biases_and_norms():
+    from training.config import CanineConfig
+    from training.model import CanineModel
+
+    cfg = CanineConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                       num_hash_functions=4, num_hash_buckets=64, ngram_orders=(2,))
+    model = CanineModel(cfg)
+    groups = optim.lamb_param_groups(model, 0.01)
+    names = {id(p): n for n, p in model.named_parameters()}
+    by_parts = {g.get("parts"): sorted(names[id(p)] for p in g["params"]) for g in groups if g.get("adapt", True)}
+    assert by_parts[3] == sorted(n for n in names.values() if n.endswith("qkv.weight")) and len(by_parts[3]) == 4
+    assert by_parts[4] == ["embeddings.hash_tables.weight", "embeddings.ngram_tables.0.weight"]
+    assert all(g["weight_decay"] == 0.01 for g in groups if g.get("adapt", True))
+    (fixed,) = [g for g in groups if g.get("adapt", True) is False]
+    assert fixed["weight_decay"] == 0.0 and all(p.ndim == 1 for p in fixed["params"])
+    assert sum(len(g["params"]) for g in groups) == len(list(model.parameters()))
 
 
 def test_no_weight_decay_on_biases_and_norms():

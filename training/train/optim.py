@@ -17,11 +17,23 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+def lamb_param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """Google's LAMB grouping (lamb.py): biases and LayerNorm parameters get neither weight decay
+    nor a trust ratio; the other weights are grouped by how many logical tensors each stacks
+    (model.stacked: the fused QKV, the hash tables), each part with its own trust ratio."""
+    decay, no_decay = param_groups(model, weight_decay)
+    by_parts: dict[int, list] = {}
+    for p in decay["params"]:
+        by_parts.setdefault(getattr(p, "stacked_parts", 1), []).append(p)
+    return [{**decay, "params": params, "parts": parts} for parts, params in sorted(by_parts.items())] + [
+        {**no_decay, "adapt": False}]
+
+
 def build_optimizer(model: torch.nn.Module, cfg: OptimConfig) -> torch.optim.Optimizer:
-    groups = param_groups(model, cfg.weight_decay)
     betas = (cfg.beta1, cfg.beta2)
     if cfg.name == "lamb":
-        return Lamb(groups, lr=cfg.lr, betas=betas, eps=cfg.eps)
+        return Lamb(lamb_param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=betas, eps=cfg.eps)
+    groups = param_groups(model, cfg.weight_decay)
     if cfg.name == "adamw":
         # foreach=False: the single-tensor path, the same on every device (bit-exact resume checks).
         return torch.optim.AdamW(groups, lr=cfg.lr, betas=betas, eps=cfg.eps, foreach=False)
