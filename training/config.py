@@ -17,6 +17,7 @@ HASH_PRIMES = (31, 43, 59, 61, 73, 97, 103, 113, 137, 149, 157, 173, 181, 193, 2
 # "gelu_new" and "gelu_pytorch_tanh" are both the tanh approximation that Google's code trained with.
 GELU_VARIANTS = ("gelu", "gelu_new", "gelu_pytorch_tanh")
 
+INITIALIZERS = ("original", "normal")
 OBJECTIVES = ("char", "subword")  # CANINE-C (autoregressive characters), CANINE-S (subwords)
 
 
@@ -36,7 +37,11 @@ class CanineConfig:
     # num_hash_buckets (16384), so export pads a smaller table up to that size.
     max_position_embeddings: int = 16384
     type_vocab_size: int = 16  # token types (segment ids)
-    initializer_range: float = 0.02  # std of the normal init (BERT)
+    initializer_range: float = 0.02  # std of the initial weights (BERT)
+    # "original": as Google's code (language/canine/modeling.py): truncated normal (cut at 2 std)
+    # for dense weights and embeddings, TF's default Glorot-uniform for the two convolutions.
+    # "normal": plain N(0, initializer_range) everywhere (HF's CaninePreTrainedModel._init_weights).
+    initializer: str = "original"
     layer_norm_eps: float = 1e-12  # BERT / HF value
     # --- character <-> molecule path ---
     downsampling_rate: int = 4  # r: 2048 characters -> 512 molecules
@@ -78,6 +83,8 @@ class CanineConfig:
             problems.append(f"num_hash_functions must be in 1..{len(HASH_PRIMES)}, got {self.num_hash_functions}")
         if self.hidden_act not in GELU_VARIANTS:
             problems.append(f"hidden_act must be one of {GELU_VARIANTS}, got {self.hidden_act!r}")
+        if self.initializer not in INITIALIZERS:
+            problems.append(f"initializer must be one of {INITIALIZERS}, got {self.initializer!r}")
         if self.attention_backend not in ("auto", "sdpa"):
             problems.append(f"attention_backend must be 'auto' or 'sdpa', got {self.attention_backend!r}")
         if any(n < 2 for n in self.ngram_orders) or len(set(self.ngram_orders)) != len(self.ngram_orders):

@@ -161,9 +161,9 @@ class CaninePretrainingModel(nn.Module):
 
     def init_weights(self):
         self.encoder.init_weights()
-        init_weights(self.head, self.config.initializer_range)
+        init_weights(self.head, self.config.initializer_range, self.config.initializer)
         if self.sop is not None:
-            init_weights(self.sop, self.config.initializer_range)
+            init_weights(self.sop, self.config.initializer_range, self.config.initializer)
 
     def forward(self, batch: dict[str, torch.Tensor], return_logits: bool = False) -> PretrainingOutput:
         """Loss of one batch from training/batch.py. The logits (B, P, classes) are only

@@ -325,8 +325,7 @@ class CanineModel(nn.Module):
         self.init_weights()
 
     def init_weights(self):
-        """BERT init: N(0, initializer_range) weights, zero biases, unit LayerNorms."""
-        init_weights(self, self.config.initializer_range)
+        init_weights(self, self.config.initializer_range, self.config.initializer)
 
     def _layer(self, layer, x, **kwargs):
         if self.config.gradient_checkpointing and self.training and torch.is_grad_enabled():
@@ -384,16 +383,32 @@ class CanineModel(nn.Module):
         return flops.encoder_flops(self.config, seq_len, num_predictions)
 
 
-def init_weights(module: nn.Module, std: float):
-    """BERT initialization for every submodule of `module` (also used by the heads)."""
+def init_weights(module: nn.Module, std: float, scheme: str = "original"):
+    """Initialize every submodule of `module` (also used by the heads): zero biases, unit
+    LayerNorms, and weights by `scheme` (CanineConfig.initializer). "original", as Google's code
+    (language/canine/modeling.py): bert_modeling.create_initializer, a normal of std `std`
+    truncated at 2 std, for dense layers and embeddings; the downsampling and upsampling convs are
+    tf.layers.conv1d without an initializer, i.e. Glorot-uniform over the conv's fans
+    (kernel * channels). "normal": N(0, std) for all weights."""
     for m in module.modules():
         if isinstance(m, (nn.Linear, nn.Conv1d, nn.Embedding)):
-            nn.init.normal_(m.weight, mean=0.0, std=std)
+            if scheme == "normal":
+                nn.init.normal_(m.weight, mean=0.0, std=std)
+            else:
+                nn.init.trunc_normal_(m.weight, mean=0.0, std=std, a=-2 * std, b=2 * std)
             if getattr(m, "bias", None) is not None:
                 nn.init.zeros_(m.bias)
         elif isinstance(m, nn.LayerNorm):
             nn.init.ones_(m.weight)
             nn.init.zeros_(m.bias)
+    if scheme == "original":
+        for m in module.modules():
+            if isinstance(m, Downsample):  # a conv of kernel = stride = r held as a Linear(r*d, d)
+                fan = m.proj.weight.shape[1]  # in: r*d; out: d channels * kernel r, the same
+                bound = math.sqrt(6.0 / (fan + fan))
+                nn.init.uniform_(m.proj.weight, -bound, bound)
+            elif isinstance(m, Upsample):
+                nn.init.xavier_uniform_(m.conv.weight)  # torch's fans of (out, in, k) = TF's of (k, in, out)
 
 
 def num_parameters(module: nn.Module) -> int:

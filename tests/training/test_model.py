@@ -221,3 +221,32 @@ def test_cpu_attention_paths_agree_and_drop_probabilities_exactly():
     keep = keep_mask((2, 4, 5, 9), 0.25, "cpu")
     probs = torch.softmax(q @ k.transpose(-1, -2) / 4 + bias, dim=-1)
     torch.testing.assert_close(dropped, (probs * keep / 0.75) @ v)
+
+
+def test_original_initialization_is_truncated_normal_with_glorot_uniform_convs():
+    """initializer "original" (the default), as Google's code: dense weights and embeddings from a
+    normal of std 0.02 cut at +-2 std (std of what remains: 0.02 * 0.8796), the two convs
+    Glorot-uniform over their conv fans; "normal" keeps the plain N(0, 0.02)."""
+    torch.manual_seed(0)
+    cfg = preset("small")
+    model = CaninePretrainingModel(cfg, "char")
+    assert cfg.initializer == "original"
+    std = cfg.initializer_range
+    convs = {"encoder.downsample.proj.weight", "encoder.upsample.conv.weight"}
+    for name, p in model.named_parameters():
+        if p.ndim < 2 or name in convs:
+            continue
+        assert p.abs().max() <= 2 * std, name
+        if p.numel() >= 100_000:
+            assert p.std().item() == pytest.approx(std * 0.8796, rel=0.02), name
+    d, r, k = cfg.hidden_size, cfg.downsampling_rate, cfg.upsampling_kernel_size
+    for name, fans in (("encoder.downsample.proj.weight", r * d + d * r), ("encoder.upsample.conv.weight", 2 * d * k + d * k)):
+        w, bound = dict(model.named_parameters())[name], (6 / fans) ** 0.5
+        assert w.abs().max() <= bound and w.abs().max() > 0.99 * bound, name
+        assert w.std().item() == pytest.approx(bound / 3**0.5, rel=0.02), name  # uniform(-b, b) has std b/sqrt(3)
+
+    plain = CaninePretrainingModel(preset("small", initializer="normal"), "char")
+    weights = plain.encoder.layers[0].ffn_in.weight
+    assert weights.abs().max() > 3 * std and weights.std().item() == pytest.approx(std, rel=0.02)
+    with pytest.raises(ValueError, match="initializer must be one of"):
+        preset("tiny", initializer="xavier")
