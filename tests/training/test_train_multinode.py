@@ -28,11 +28,8 @@ def cluster(s3_store):
     """A head and a worker node of 2 CPUs each; yields the nodes (a list: the test replaces the
     worker node it kills)."""
     node_env = raynodes.env(**s3_store.env)  # the store's endpoint and dummy credentials, as a node's own
-    head = raynodes.Node(head=True, num_cpus=2, ip="127.0.0.2", node_env=node_env, extra_flags=["--include-dashboard=false"])
-    nodes = [head]
+    nodes = raynodes.start_cluster(["127.0.0.2", "127.0.0.3"], 2, node_env, head_flags=["--include-dashboard=false"])
     try:
-        nodes.append(raynodes.Node(head=False, num_cpus=2, ip="127.0.0.3", address=head.address, node_env=node_env))
-        raynodes.wait_for_nodes(head.address, 2, nodes=nodes)
         yield nodes
     finally:
         for node in reversed(nodes):
@@ -48,7 +45,7 @@ def data_on_s3(s3_store, pipeline_shards):
 
 def _node_logs(nodes) -> str:
     """The worker nodes' own logs, for a failure message: why a (replacement) node did not serve."""
-    return "".join(f"\n--- node {node.ip} ---\n{node.log()}" for node in nodes[1:])
+    return "".join(f"\n{node.diagnostics()}" for node in nodes[1:])
 
 
 def test_a_run_across_nodes_survives_the_loss_of_a_node(cluster, s3_store, data_on_s3, reference_run):
