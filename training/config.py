@@ -18,6 +18,7 @@ HASH_PRIMES = (31, 43, 59, 61, 73, 97, 103, 113, 137, 149, 157, 173, 181, 193, 2
 GELU_VARIANTS = ("gelu", "gelu_new", "gelu_pytorch_tanh")
 
 INITIALIZERS = ("original", "normal")
+CHAR_REVEALS = ("two_stream", "shifted")
 OBJECTIVES = ("char", "subword")  # CANINE-C (autoregressive characters), CANINE-S (subwords)
 
 
@@ -71,6 +72,11 @@ class CanineConfig:
     # `sop_label`. The paper's losses do not need it; without some loss on the pooler it never
     # receives a gradient during pretraining. 0 switches it off.
     sop_loss_weight: float = 1.0
+    # CANINE-C's head (heads.CharHead; docs/pretraining.md has the comparison): "shifted" is the
+    # paper's wording read literally, step t holding position p_t beside the character revealed
+    # at step t-1 (which sits at another position); "two_stream" binds each revealed character to
+    # its own position. Equal at 500 tiny steps, "shifted" ahead at 200: the default.
+    char_reveal: str = "shifted"
 
     def __post_init__(self):
         self.ngram_orders = tuple(int(n) for n in self.ngram_orders)
@@ -83,6 +89,8 @@ class CanineConfig:
             problems.append(f"num_hash_functions must be in 1..{len(HASH_PRIMES)}, got {self.num_hash_functions}")
         if self.hidden_act not in GELU_VARIANTS:
             problems.append(f"hidden_act must be one of {GELU_VARIANTS}, got {self.hidden_act!r}")
+        if self.char_reveal not in CHAR_REVEALS:
+            problems.append(f"char_reveal must be one of {CHAR_REVEALS}, got {self.char_reveal!r}")
         if self.initializer not in INITIALIZERS:
             problems.append(f"initializer must be one of {INITIALIZERS}, got {self.initializer!r}")
         if self.attention_backend not in ("auto", "sdpa"):

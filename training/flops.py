@@ -4,7 +4,7 @@ Counted: every dense / conv matmul and the attention score and value matmuls, 2 
 multiply-add; backward = 2 x forward (input and weight gradients), so training = 3 x forward.
 Not counted: embedding lookups, norms, activations, softmax, dropout (a few % of the total).
 Attention is counted over the keys a query may see (blocks of 128 in the local layer, all keys
-elsewhere, all P steps in CANINE-C's causal layer, i.e. what the kernels compute).
+elsewhere, all 2P rows (P with "shifted") in CANINE-C's head layer, i.e. what the kernels compute).
 """
 
 from training.config import CanineConfig
@@ -38,7 +38,11 @@ def encoder_forward_flops(config: CanineConfig, seq_len: int, num_predictions: i
 
 def head_forward_flops(config: CanineConfig, objective: str, num_predictions: int) -> int:
     d, p = config.hidden_size, num_predictions
-    if objective == "char":
+    if objective == "char" and config.char_reveal == "two_stream":
+        total = 2 * 2 * p * 2 * d * d  # [y_seq ; gold or BOS embedding] -> d, for both streams
+        total += _layer(config, p, 2 * p, 2 * p)  # queries at the P steps, keys and values over both streams
+        total += 2 * p * d * config.num_hash_buckets  # bucket logits
+    elif objective == "char":
         total = 2 * p * 2 * d * d  # [y_seq ; gold embedding] -> d
         total += _layer(config, p, p, p)  # the left-to-right layer
         total += 2 * p * d * config.num_hash_buckets  # bucket logits

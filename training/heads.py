@@ -110,25 +110,44 @@ class Transform(nn.Module):
 
 
 class CharHead(nn.Module):
-    """CANINE-C (§3.2.1). Step t of the shuffled order sees [y_seq at its position ; the gold
-    embedding of step t-1's character] (teacher forcing; BOS at step 0), a small feed-forward
-    net maps that to d, one left-to-right transformer layer mixes the steps, and step t predicts
-    its own character's bucket codepoint % B. Gold embeddings reuse the encoder's hash tables."""
+    """CANINE-C (§3.2.1): the predicted positions in a shuffled order, each step predicting its
+    own character's bucket (codepoint % B) from its position's y_seq and the gold characters of
+    the earlier steps (teacher forcing), through a small feed-forward net ([y ; gold embedding]
+    -> d) and one transformer layer. Gold embeddings reuse the encoder's hash tables.
+
+    config.char_reveal (docs/pretraining.md has the comparison that chose the default):
+    - "two_stream": step s contributes a key and value made from [y(p_s) ; e(g_s)], its position
+      with its own character, visible only to later steps; the query of step t comes from
+      [y(p_t) ; e(BOS)], its position with nothing revealed, which is also its one other key.
+      A revealed character stays bound to its position (as XLNet's two streams).
+    - "shifted": step t's row is [y(p_t) ; e(g_(t-1))] (BOS at step 0) under a causal mask, the
+      paper's wording read literally: the character revealed at step t-1 reaches later steps
+      attached to position p_t, not to p_(t-1) where it was."""
 
     def __init__(self, config: CanineConfig):
         super().__init__()
+        self.reveal = config.char_reveal
         self.project = Transform(config, 2 * config.hidden_size)
         self.layer = TransformerLayer(config)
         self.output = Linear(config.hidden_size, config.num_hash_buckets)
 
     def forward(self, y_steps, gold_steps, embed):
-        """y_steps (B, P, d) and gold codepoints (B, P), both in step order -> (B, P, d) for `output`."""
+        """y_steps (B, P, d) and gold codepoints (B, P), both in step order -> (B, P, d) for `output`.
+        Padding slots come last in the order, so a real step never sees one."""
         B, P = gold_steps.shape
-        previous = torch.cat([gold_steps.new_full((B, 1), contract.BOS), gold_steps[:, :-1]], dim=1)  # (B, P)
-        x = self.project(torch.cat([y_steps, embed(previous).to(y_steps.dtype)], dim=-1))  # (B, P, d)
-        # Padding slots come last in the order, so a real step never sees one; the future is absent.
-        future = torch.ones(1, P, P, dtype=torch.bool, device=x.device).triu(1)  # (1, P, P)
-        return self.layer(x, key_absent=future)
+        steps = torch.arange(P, device=y_steps.device)
+        if self.reveal == "shifted":
+            previous = torch.cat([gold_steps.new_full((B, 1), contract.BOS), gold_steps[:, :-1]], dim=1)  # (B, P)
+            x = self.project(torch.cat([y_steps, embed(previous).to(y_steps.dtype)], dim=-1))  # (B, P, d)
+            return self.layer(x, key_absent=(steps[None, :] > steps[:, None]).unsqueeze(0))  # the future is absent
+        nothing = embed(gold_steps.new_full((1, 1), contract.BOS)).to(y_steps.dtype).expand(B, P, -1)
+        queries = self.project(torch.cat([y_steps, nothing], dim=-1))  # (B, P, d)
+        content = self.project(torch.cat([y_steps, embed(gold_steps).to(y_steps.dtype)], dim=-1))  # (B, P, d)
+        # Keys 0..P-1: the query rows (step t sees only its own); P..2P-1: content of steps s < t.
+        keys = torch.arange(2 * P, device=y_steps.device)
+        visible = (keys[None, :] == steps[:, None]) | ((keys[None, :] >= P) & (keys[None, :] - P < steps[:, None]))
+        return self.layer(torch.cat([queries, content], dim=1), key_absent=~visible.unsqueeze(0),
+                          query_index=steps.expand(B, P))
 
 
 class SubwordHead(nn.Module):

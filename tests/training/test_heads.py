@@ -45,15 +45,16 @@ def _batch(objective, config, seed=0, rows=3, length=200):
     return build_batch(table, length, objective, seed=seed, num_hash_buckets=config.num_hash_buckets)
 
 
-def test_char_head_is_left_to_right_over_the_shuffled_order():
-    config = preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+@pytest.mark.parametrize("reveal", ["two_stream", "shifted"])
+def test_char_head_is_left_to_right_over_the_shuffled_order(reveal):
+    config = preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, char_reveal=reveal)
     model = CaninePretrainingModel(config, "char").eval()
     batch = _batch("char", config)
     with torch.no_grad():
         base = model(batch, return_logits=True).logits  # (B, P, buckets), step order
         order = batch["char_order"]
         # Change the gold character of step 10 of example 0: steps <= 10 must not move
-        # (teacher forcing feeds step 10's gold to step 11), step 11 must.
+        # (step 10's gold is revealed to the steps after it), step 11 must.
         changed = {k: v.clone() for k, v in batch.items()}
         slot = order[0, 10]
         changed["char_gold_ids"][0, slot] += 1
@@ -61,6 +62,29 @@ def test_char_head_is_left_to_right_over_the_shuffled_order():
     assert torch.equal(logits[0, :11], base[0, :11])
     assert not torch.allclose(logits[0, 11], base[0, 11])
     assert torch.equal(logits[1:], base[1:])
+
+
+@pytest.mark.parametrize("reveal", ["two_stream", "shifted"])
+def test_char_head_binds_each_revealed_character_to_its_position(reveal):
+    """Two-stream: what step t sees is the set of (position, character) pairs revealed before it,
+    so swapping two earlier steps leaves step t's prediction unchanged (the head's layer has no
+    order of its own). Shifted: each character rides on the next step's position, so the same
+    swap re-pairs characters with other positions and step t's prediction moves."""
+    # Weights of std 0.2, so that a re-pairing shows far above rounding (at 0.02 it moves the
+    # logits of a fresh model by ~1e-5).
+    config = preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, char_reveal=reveal,
+                    initializer_range=0.2)
+    torch.manual_seed(0)
+    model = CaninePretrainingModel(config, "char").eval()
+    batch = _batch("char", config, length=400)
+    n = int(batch["char_weights"][0].sum())  # real steps of example 0 (47); padding steps come after
+    swapped = {k: v.clone() for k, v in batch.items()}
+    swapped["char_order"][0, [1, 3]] = batch["char_order"][0, [3, 1]]
+    with torch.no_grad():
+        base, moved = model(batch, return_logits=True).logits, model(swapped, return_logits=True).logits
+    assert n > 10 and torch.equal(moved[0, :1], base[0, :1])
+    later = torch.allclose(moved[0, 5:n], base[0, 5:n], atol=1e-4)  # ~2e-6 apart when bound, ~0.4 when not
+    assert later if reveal == "two_stream" else not later
 
 
 @pytest.mark.parametrize("objective", ["char", "subword"])
@@ -98,12 +122,18 @@ def test_sop_can_be_switched_off_and_subword_needs_a_vocabulary():
 
 def test_pretraining_flops_add_the_head():
     config = preset("tiny", num_subword_vocab=300)
-    char = CaninePretrainingModel(config, "char").num_flops_per_example(2048)
+    char = CaninePretrainingModel(config.replace(char_reveal="two_stream"), "char").num_flops_per_example(2048)
+    shifted = CaninePretrainingModel(config.replace(char_reveal="shifted"), "char").num_flops_per_example(2048)
     subword = CaninePretrainingModel(config, "subword").num_flops_per_example(2048)
     encoder_only = flops.encoder_flops(config, 2048, 320)
-    # CANINE-C's head: 320 x (2d -> d, one layer over 320 steps, d -> 2048 buckets), x3 for training
     d = 64
-    head = 3 * (2 * 320 * 2 * d * d + 2 * (320 * (2 * d * d + 2 * d * 128) + 320 * 2 * d * d + 2 * 320 * 320 * d)
+    # CANINE-C's two-stream head: 640 rows 2d -> d, one layer with 320 queries over 640 keys,
+    # d -> 2048 buckets at the 320 steps, x3 for training
+    head = 3 * (2 * 640 * 2 * d * d + 2 * (320 * (2 * d * d + 2 * d * 128) + 640 * 2 * d * d + 2 * 320 * 640 * d)
                 + 2 * 320 * d * 2048 + 2 * d * 2)
     assert char == encoder_only + head
-    assert subword < char
+    # shifted: 320 rows 2d -> d, one layer over 320 steps
+    head = 3 * (2 * 320 * 2 * d * d + 2 * (320 * (2 * d * d + 2 * d * 128) + 320 * 2 * d * d + 2 * 320 * 320 * d)
+                + 2 * 320 * d * 2048 + 2 * d * 2)
+    assert shifted == encoder_only + head
+    assert subword < shifted < char
