@@ -18,6 +18,11 @@ FusedLamb needs CUDA, this runs on CPU and GPU alike.
 import torch
 
 
+def _trust_ratio(w_norm: torch.Tensor, u_norm: torch.Tensor) -> torch.Tensor:
+    """||w|| / ||update|| (phi = identity); 1 where either norm is zero, as Google's LAMB."""
+    return torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+
+
 class Lamb(torch.optim.Optimizer):
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.0,
                  bias_correction: bool = False):
@@ -71,12 +76,12 @@ class Lamb(torch.optim.Optimizer):
         if group["adapt"] and group["parts"] == 1:
             w_norm = torch.stack(torch._foreach_norm(weights))
             u_norm = torch.stack(torch._foreach_norm(update))
-            trust = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+            trust = _trust_ratio(w_norm, u_norm)
             torch._foreach_mul_(update, list((trust * -group["lr"]).unbind()))
         elif group["adapt"]:  # a few fused tensors: the norms of each part are rows of a (parts, -1) view
             for w, u in zip(weights, update):
                 w_norm, u_norm = w.view(group["parts"], -1).norm(dim=1), u.view(group["parts"], -1).norm(dim=1)
-                trust = torch.where((w_norm > 0) & (u_norm > 0), w_norm / u_norm, torch.ones_like(w_norm))
+                trust = _trust_ratio(w_norm, u_norm)
                 u.view(group["parts"], -1).mul_((trust * -group["lr"]).unsqueeze(1))
         else:
             torch._foreach_mul_(update, -group["lr"])
