@@ -54,6 +54,14 @@ class CanineConfig:
     # Each order adds its own K hashed tables; all orders are summed per slice. Not exportable to
     # HF (the port has no n-gram embedder).
     ngram_orders: tuple[int, ...] = ()
+    # --- ALBERT's parameter reductions (Lan et al. 2020, §3.1); neither exports to HF ---
+    # Cross-layer sharing ("all-shared"): the deep stack is one layer applied num_hidden_layers
+    # times. Saves (L-1) layers' parameters, no FLOPs. The local and final layers stay their own.
+    share_layers: bool = False
+    # Factorized embedding: 0 = off (embeddings at hidden_size). E > 0: hash / n-gram tables of
+    # E/K columns, position and token type E wide, LayerNorm at E, then Linear(E, d) (ALBERT's
+    # `embedding_hidden_mapping_in`, only where E != d, as there). CANINE-C's gold embeddings are E.
+    embedding_size: int = 0
     # --- speed / memory switches (not part of the architecture) ---
     gradient_checkpointing: bool = False  # recompute each transformer layer in backward
     # Paper §3.2.3: compute the final layer only at the positions the loss reads. False computes
@@ -83,8 +91,12 @@ class CanineConfig:
         problems = []
         if self.hidden_size % self.num_attention_heads:
             problems.append(f"hidden_size {self.hidden_size} is not a multiple of num_attention_heads {self.num_attention_heads}")
-        if self.hidden_size % self.num_hash_functions:
-            problems.append(f"hidden_size {self.hidden_size} is not a multiple of num_hash_functions {self.num_hash_functions}")
+        if self.embedding_size < 0:
+            problems.append(f"embedding_size must be 0 (off) or positive, got {self.embedding_size}")
+        elif self.embedding_width % self.num_hash_functions:
+            which = "embedding_size" if self.embedding_size else "hidden_size"
+            problems.append(f"{which} {self.embedding_width} is not a multiple of num_hash_functions "
+                            f"{self.num_hash_functions} (each hash owns 1/K of the embedding columns)")
         if not 1 <= self.num_hash_functions <= len(HASH_PRIMES):
             problems.append(f"num_hash_functions must be in 1..{len(HASH_PRIMES)}, got {self.num_hash_functions}")
         if self.hidden_act not in GELU_VARIANTS:
@@ -108,6 +120,16 @@ class CanineConfig:
     @property
     def head_dim(self) -> int:
         return self.hidden_size // self.num_attention_heads
+
+    @property
+    def embedding_width(self) -> int:
+        """Width of the character embeddings: embedding_size (ALBERT's E), or hidden_size when 0."""
+        return self.embedding_size or self.hidden_size
+
+    @property
+    def factorized_embedding(self) -> bool:
+        """True when the embeddings need ALBERT's projection E -> d (embedding_width != hidden_size)."""
+        return self.embedding_width != self.hidden_size
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -25,6 +25,8 @@ def encoder_forward_flops(config: CanineConfig, seq_len: int, num_predictions: i
     d, r = config.hidden_size, config.downsampling_rate
     molecules = seq_len // r
     total = _layer(config, seq_len, seq_len, min(seq_len, config.local_transformer_stride))
+    if config.factorized_embedding:  # ALBERT's projection E -> d; sharing layers changes no FLOPs
+        total += 2 * seq_len * config.embedding_width * d
     total += 2 * molecules * r * d * d  # downsampling conv
     total += config.num_hidden_layers * _layer(config, molecules, molecules, molecules)
     total += 2 * d * d  # pooler
@@ -38,12 +40,13 @@ def encoder_forward_flops(config: CanineConfig, seq_len: int, num_predictions: i
 
 def head_forward_flops(config: CanineConfig, objective: str, num_predictions: int) -> int:
     d, p = config.hidden_size, num_predictions
+    joined = d + config.embedding_width  # CANINE-C's [y_seq (d) ; gold embedding (E)]
     if objective == "char" and config.char_reveal == "two_stream":
-        total = 2 * 2 * p * 2 * d * d  # [y_seq ; gold or BOS embedding] -> d, for both streams
+        total = 2 * 2 * p * joined * d  # [y_seq ; gold or BOS embedding] -> d, for both streams
         total += _layer(config, p, 2 * p, 2 * p)  # queries at the P steps, keys and values over both streams
         total += 2 * p * d * config.num_hash_buckets  # bucket logits
     elif objective == "char":
-        total = 2 * p * 2 * d * d  # [y_seq ; gold embedding] -> d
+        total = 2 * p * joined * d  # [y_seq ; gold embedding] -> d
         total += _layer(config, p, p, p)  # the left-to-right layer
         total += 2 * p * d * config.num_hash_buckets  # bucket logits
     else:

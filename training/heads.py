@@ -113,7 +113,8 @@ class CharHead(nn.Module):
     """CANINE-C (§3.2.1): the predicted positions in a shuffled order, each step predicting its
     own character's bucket (codepoint % B) from its position's y_seq and the gold characters of
     the earlier steps (teacher forcing), through a small feed-forward net ([y ; gold embedding]
-    -> d) and one transformer layer. Gold embeddings reuse the encoder's hash tables.
+    -> d) and one transformer layer. Gold embeddings reuse the encoder's hash tables (before any
+    factorized embedding's projection, so E wide).
 
     config.char_reveal (docs/pretraining.md has the comparison that chose the default):
     - "two_stream": step s contributes a key and value made from [y(p_s) ; e(g_s)], its position
@@ -127,7 +128,8 @@ class CharHead(nn.Module):
     def __init__(self, config: CanineConfig):
         super().__init__()
         self.reveal = config.char_reveal
-        self.project = Transform(config, 2 * config.hidden_size)
+        # [y (d) ; gold embedding (E, the hash tables' width: d unless ALBERT-factorized)] -> d
+        self.project = Transform(config, config.hidden_size + config.embedding_width)
         self.layer = TransformerLayer(config)
         self.output = Linear(config.hidden_size, config.num_hash_buckets)
 

@@ -57,6 +57,10 @@ def to_hf_state_dict(model: CanineModel) -> dict[str, torch.Tensor]:
     config, ours = model.config, model.state_dict()
     if config.ngram_orders:
         raise ValueError(f"cannot export to Hugging Face: ngram_orders={config.ngram_orders} has no HF equivalent")
+    if config.share_layers or config.factorized_embedding:  # ALBERT's switches (CanineConfig)
+        raise ValueError(f"cannot export to Hugging Face: share_layers={config.share_layers}, embedding_size="
+                         f"{config.embedding_size}; HF's CanineModel has neither cross-layer sharing nor a "
+                         "factorized embedding")
     d, r, B = config.hidden_size, config.downsampling_rate, config.num_hash_buckets
     if config.max_position_embeddings > B:
         raise ValueError(f"cannot export: max_position_embeddings {config.max_position_embeddings} exceeds the "

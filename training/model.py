@@ -213,30 +213,34 @@ class TransformerLayer(nn.Module):
 
 
 class CharEmbeddings(nn.Module):
-    """Hash embeddings (K tables of d/K columns, concatenated) + token type + position, LayerNorm."""
+    """Hash embeddings (K tables of E/K columns, concatenated) + token type + position, LayerNorm,
+    dropout; E = d unless factorized, then Linear(E, d) (ALBERT §3.1, CanineConfig.embedding_size)."""
 
     def __init__(self, config: CanineConfig):
         super().__init__()
-        K, B, d = config.num_hash_functions, config.num_hash_buckets, config.hidden_size
+        K, B, e = config.num_hash_functions, config.num_hash_buckets, config.embedding_width
         self.num_buckets = B
         # The K tables stacked into one (rows k*B .. (k+1)*B-1 are table k): one lookup, not K.
-        self.hash_tables = nn.Embedding(K * B, d // K)
+        self.hash_tables = nn.Embedding(K * B, e // K)
         self.ngram_orders = config.ngram_orders
-        self.ngram_tables = nn.ModuleList(nn.Embedding(K * B, d // K) for _ in config.ngram_orders)
+        self.ngram_tables = nn.ModuleList(nn.Embedding(K * B, e // K) for _ in config.ngram_orders)
         for table in (self.hash_tables, *self.ngram_tables):
             stacked(table.weight, K)
-        self.position = nn.Embedding(config.max_position_embeddings, d)
-        self.token_type = nn.Embedding(config.type_vocab_size, d)
-        self.norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
+        self.position = nn.Embedding(config.max_position_embeddings, e)
+        self.token_type = nn.Embedding(config.type_vocab_size, e)
+        self.norm = nn.LayerNorm(e, eps=config.layer_norm_eps)
         self.dropout = Dropout(config.hidden_dropout_prob)
+        # ALBERT's `embedding_hidden_mapping_in` (google-research/albert modeling.py
+        # transformer_model): after the embeddings' LayerNorm and dropout, only where E != d.
+        self.hidden_mapping = Linear(e, config.hidden_size) if config.factorized_embedding else None
         self.register_buffer("primes", torch.tensor(HASH_PRIMES[:K]), persistent=False)
         self.register_buffer("table_offsets", torch.arange(K) * B, persistent=False)
 
     def hash_embed(self, ids, table=None):
-        """(B, L) ids -> (B, L, d): hash k of x is ((x + 1) * PRIME[k]) % B (CANINE.md "Encoder")."""
+        """(B, L) ids -> (B, L, E): hash k of x is ((x + 1) * PRIME[k]) % B (CANINE.md "Encoder")."""
         buckets = ((ids.unsqueeze(-1) + 1) * self.primes) % self.num_buckets + self.table_offsets  # (B, L, K)
         table = self.hash_tables if table is None else table
-        return table(buckets).flatten(-2)  # (B, L, K, d/K) -> (B, L, d)
+        return table(buckets).flatten(-2)  # (B, L, K, E/K) -> (B, L, E)
 
     def forward(self, input_ids, token_type_ids):
         L = input_ids.shape[1]
@@ -244,7 +248,8 @@ class CharEmbeddings(nn.Module):
         for order, table in zip(self.ngram_orders, self.ngram_tables):
             x = x + self.hash_embed(ngram_ids(input_ids, order), table)
         x = x + self.token_type(token_type_ids) + self.position.weight[:L]
-        return self.dropout(self.norm(x))
+        x = self.dropout(self.norm(x))  # (B, L, E)
+        return x if self.hidden_mapping is None else self.hidden_mapping(x)  # (B, L, d)
 
 
 def ngram_ids(ids, order: int):
@@ -318,7 +323,9 @@ class CanineModel(nn.Module):
         self.embeddings = CharEmbeddings(config)
         self.local_layer = TransformerLayer(config)
         self.downsample = Downsample(config)
-        self.layers = nn.ModuleList(TransformerLayer(config) for _ in range(config.num_hidden_layers))
+        # With share_layers (ALBERT §3.1, "all-shared") the stack holds one layer, applied L times.
+        distinct = 1 if config.share_layers else config.num_hidden_layers
+        self.layers = nn.ModuleList(TransformerLayer(config) for _ in range(distinct))
         self.pooler = Linear(config.hidden_size, config.hidden_size)
         self.upsample = Upsample(config)
         self.final_layer = TransformerLayer(config)
@@ -362,8 +369,8 @@ class CanineModel(nn.Module):
         M = molecules.shape[1]
         # Max-pool of the character mask, aligned as in the original (molecule j <- chars jr..jr+r-1).
         mol_valid = None if valid is None else valid[:, : M * r].reshape(B, M, r).any(-1)[:, None, :]  # (B, 1, M)
-        for layer in self.layers:
-            molecules = self._layer(layer, molecules, key_valid=mol_valid)
+        for i in range(self.config.num_hidden_layers):  # layer i, or the one shared layer
+            molecules = self._layer(self.layers[i % len(self.layers)], molecules, key_valid=mol_valid)
         pooled = torch.tanh(self.pooler(molecules[:, 0]))
 
         upsampled = self.upsample(h_init, molecules)  # (B, L, d)

@@ -1,4 +1,5 @@
-"""Pretraining heads: the fused loss, CANINE-C's left-to-right order, overfitting one batch."""
+"""Pretraining heads: the fused loss, CANINE-C's left-to-right order, overfitting one batch (also with
+ALBERT's switches), FLOPs."""
 
 import pytest
 import torch
@@ -11,6 +12,7 @@ from training.heads import CaninePretrainingModel, linear_cross_entropy
 from training.synthetic import synthetic_rows
 
 from canine_fixtures import one_thread  # noqa: F401 (autouse fixture)
+from test_model import flop_counter
 
 
 @pytest.mark.parametrize("chunk_elements", [64 * 1000, 2**22])  # several chunks, one chunk
@@ -87,10 +89,15 @@ def test_char_head_binds_each_revealed_character_to_its_position(reveal):
     assert later if reveal == "two_stream" else not later
 
 
-@pytest.mark.parametrize("objective", ["char", "subword"])
-def test_loss_falls_when_overfitting_one_batch(objective):
+# ALBERT's two switches together (§3.1; tiny preset: d = 64, E = 32).
+ALBERT = {"share_layers": True, "embedding_size": 32}
+
+
+@pytest.mark.parametrize("objective, switches", [("char", {}), ("subword", {}), ("char", ALBERT), ("subword", ALBERT)],
+                         ids=["char", "subword", "char-albert", "subword-albert"])
+def test_loss_falls_when_overfitting_one_batch(objective, switches):
     torch.manual_seed(0)
-    config = preset("tiny", num_subword_vocab=300)
+    config = preset("tiny", num_subword_vocab=300, **switches)
     model = CaninePretrainingModel(config, objective).train()
     batch = _batch(objective, config, rows=2, length=160)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -120,20 +127,39 @@ def test_sop_can_be_switched_off_and_subword_needs_a_vocabulary():
         CaninePretrainingModel(config, "mlm")
 
 
-def test_pretraining_flops_add_the_head():
-    config = preset("tiny", num_subword_vocab=300)
+@pytest.mark.parametrize("E", [0, 32])
+@pytest.mark.parametrize("share_layers", [False, True])
+def test_pretraining_flops_add_the_head(E, share_layers):
+    config = preset("tiny", num_subword_vocab=300, embedding_size=E, share_layers=share_layers)
     char = CaninePretrainingModel(config.replace(char_reveal="two_stream"), "char").num_flops_per_example(2048)
     shifted = CaninePretrainingModel(config.replace(char_reveal="shifted"), "char").num_flops_per_example(2048)
     subword = CaninePretrainingModel(config, "subword").num_flops_per_example(2048)
     encoder_only = flops.encoder_flops(config, 2048, 320)
     d = 64
-    # CANINE-C's two-stream head: 640 rows 2d -> d, one layer with 320 queries over 640 keys,
+    e = E or d  # the gold embedding's width
+    # CANINE-C's two-stream head: 640 rows d + e -> d, one layer with 320 queries over 640 keys,
     # d -> 2048 buckets at the 320 steps, x3 for training
-    head = 3 * (2 * 640 * 2 * d * d + 2 * (320 * (2 * d * d + 2 * d * 128) + 640 * 2 * d * d + 2 * 320 * 640 * d)
+    head = 3 * (2 * 640 * (d + e) * d + 2 * (320 * (2 * d * d + 2 * d * 128) + 640 * 2 * d * d + 2 * 320 * 640 * d)
                 + 2 * 320 * d * 2048 + 2 * d * 2)
     assert char == encoder_only + head
-    # shifted: 320 rows 2d -> d, one layer over 320 steps
-    head = 3 * (2 * 320 * 2 * d * d + 2 * (320 * (2 * d * d + 2 * d * 128) + 320 * 2 * d * d + 2 * 320 * 320 * d)
+    # shifted: 320 rows d + e -> d, one layer over 320 steps
+    head = 3 * (2 * 320 * (d + e) * d + 2 * (320 * (2 * d * d + 2 * d * 128) + 320 * 2 * d * d + 2 * 320 * 320 * d)
                 + 2 * 320 * d * 2048 + 2 * d * 2)
     assert shifted == encoder_only + head
     assert subword < shifted < char
+    # Sharing saves parameters, not FLOPs; the factorized embedding adds its projection E -> d.
+    default = preset("tiny")
+    projection = 3 * 2 * 2048 * E * d
+    assert encoder_only == flops.encoder_flops(default, 2048, 320) + projection
+
+
+@pytest.mark.parametrize("switches", [{}, ALBERT], ids=["default", "albert"])
+@pytest.mark.parametrize("reveal", ["two_stream", "shifted"])
+def test_pretraining_flop_formula_matches_torch_flop_counter(reveal, switches):
+    config = preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, char_reveal=reveal, **switches)
+    model = CaninePretrainingModel(config, "char")
+    batch = _batch("char", config, rows=1, length=128)
+    counter = flop_counter()
+    with counter:
+        model(batch).loss.backward()
+    assert counter.get_total_flops() == pytest.approx(model.num_flops_per_example(128), rel=0.01)

@@ -1,4 +1,5 @@
-"""The CANINE encoder: hash embedding, targeted upsampling, gradients, bf16, torch.compile, FLOPs."""
+"""The CANINE encoder: hash embedding, targeted upsampling, gradients, bf16, torch.compile, FLOPs,
+ALBERT's layer sharing and factorized embedding."""
 
 import subprocess
 import sys
@@ -11,7 +12,8 @@ from pipeline import contract
 from training import flops
 from training.config import PRESETS, CanineConfig, preset
 from training.heads import CaninePretrainingModel
-from training.model import CanineModel, Dropout, attention, attention_bias, keep_mask, linear, ngram_ids
+from training.hf import to_hf_state_dict
+from training.model import CanineModel, Dropout, attention, attention_bias, keep_mask, linear, ngram_ids, num_parameters
 
 from canine_fixtures import one_thread, padded_inputs  # noqa: F401 (autouse fixture)
 
@@ -83,9 +85,16 @@ def _grads(config, objective, seed=0):
     return {n: p.grad for n, p in model.named_parameters()}
 
 
-@pytest.mark.parametrize("objective", ["char", "subword"])
-def test_gradient_reaches_every_parameter_with_and_without_checkpointing(objective):
-    config = preset("tiny", num_subword_vocab=1000)
+# ALBERT's switches (§3.1) on the tiny preset (d = 64, K = 8): E = 32 gives tables of 4 columns.
+SHARED, FACTORIZED = {"share_layers": True}, {"embedding_size": 32}
+BOTH = {**SHARED, **FACTORIZED}
+
+
+@pytest.mark.parametrize("objective, switches", [("char", {}), ("subword", {}), ("char", SHARED), ("char", FACTORIZED),
+                                                 ("subword", BOTH)],
+                         ids=["char", "subword", "char-shared", "char-factorized", "subword-both"])
+def test_gradient_reaches_every_parameter_with_and_without_checkpointing(objective, switches):
+    config = preset("tiny", num_subword_vocab=1000, **switches)
     plain = _grads(config, objective)
     missing = [n for n, g in plain.items() if g is None or not g.abs().sum() > 0]
     assert not missing, f"parameters without gradient: {missing}"
@@ -167,22 +176,81 @@ def test_onednn_linear_matches_f_linear_with_gradients():
         torch.testing.assert_close(ours, reference, rtol=1e-5, atol=1e-4)
 
 
-def test_flop_formula_matches_torch_flop_counter():
-    config = preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    model = CanineModel(config)
-    L = 128  # a multiple of the local block: no padded keys in the local layer
-    ids = torch.randint(1, 5000, (1, L))
+def flop_counter() -> FlopCounterMode:
+    """torch's FLOP counter, taught the CPU attention kernel and model.linear's oneDNN kernel."""
     mapping = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_flops,
                torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_backward_flops,
                torch.ops.mkldnn._linear_pointwise: _onednn_linear_flops}
+    return FlopCounterMode(display=False, custom_mapping=mapping)
+
+
+@pytest.mark.parametrize("switches", [{}, SHARED, FACTORIZED, BOTH], ids=["default", "shared", "factorized", "both"])
+def test_flop_formula_matches_torch_flop_counter(switches):
+    config = preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **switches)
+    model = CanineModel(config)
+    L = 128  # a multiple of the local block: no padded keys in the local layer
+    ids = torch.randint(1, 5000, (1, L))
     for positions in (None, torch.arange(0, L, 4)[None]):
-        counter = FlopCounterMode(display=False, custom_mapping=mapping)
+        counter = flop_counter()
         with counter:
             out = model(ids, output_positions=positions)
             (out.sequence_output.sum() + out.pooled_output.sum()).backward()
         P = None if positions is None else positions.shape[1]
         assert counter.get_total_flops() == pytest.approx(model.num_flops_per_example(L, P), rel=0.01)
     assert flops.encoder_flops(config, 2048, 320) < flops.encoder_flops(config, 2048)
+
+
+def test_shared_layers_are_one_set_of_weights_applied_num_hidden_layers_times():
+    torch.manual_seed(0)
+    plain = CanineModel(preset("tiny", num_hidden_layers=3))
+    shared = CanineModel(preset("tiny", num_hidden_layers=3, share_layers=True))
+    assert len(plain.layers) == 3 and len(shared.layers) == 1
+    layer = num_parameters(plain.layers[0])
+    assert num_parameters(shared) == num_parameters(plain) - 2 * layer
+    # One set of deep-stack weights in the state dict (what checkpoints and shapes.json hold).
+    stack = {k for k in shared.state_dict() if k.startswith("layers.")}
+    assert stack == {f"layers.0.{k}" for k in plain.layers[0].state_dict()}
+    # Applied num_hidden_layers = 3 times (a forward hook counts the calls).
+    shared.eval()
+    calls = []
+    shared.layers[0].register_forward_hook(lambda *args: calls.append(1))
+    out = shared(*padded_inputs())
+    assert len(calls) == 3
+    assert out.sequence_output.shape == (2, 133, 64) and out.molecule_output.shape == (2, 33, 64)
+    out.sequence_output.sum().backward()
+    assert all(p.grad.abs().sum() > 0 for p in shared.layers[0].parameters())
+
+
+def test_factorized_embedding_counts_and_shapes():
+    """ALBERT §3.1: the embeddings are E wide, then Linear(E, d); the rest of the encoder is
+    unchanged and CANINE-C's head joins [y (d) ; gold embedding (E)]."""
+    plain, config = CanineModel(preset("tiny")), preset("tiny", embedding_size=32, ngram_orders=(2,))
+    model = CanineModel(config)
+    K, B, E, d = 8, 2048, 32, 64
+    tables = 2 * K * B * (E // K)  # unigram and bigram hash tables
+    assert num_parameters(model.embeddings) == tables + (2048 + 16) * E + 2 * E + (E * d + d)
+    rest = num_parameters(plain) - num_parameters(plain.embeddings)
+    assert num_parameters(model) - num_parameters(model.embeddings) == rest
+    assert model.embeddings.hash_embed(torch.tensor([[97, 98]])).shape == (1, 2, E)
+    ids, mask, types = padded_inputs()
+    assert model.embeddings(ids, types).shape == (2, 133, d)
+    out = model(ids, mask, types)
+    assert out.sequence_output.shape == (2, 133, d) and out.pooled_output.shape == (2, d)
+    assert model.embeddings.hash_tables.weight.stacked_parts == K  # LAMB: K tables of E/K columns
+    head = CaninePretrainingModel(config, "char").head.project.dense
+    assert head.in_features == d + E
+    # E = d is ALBERT's unfactorized case: no projection, the default model.
+    assert CanineModel(preset("tiny", embedding_size=64)).state_dict().keys() == plain.state_dict().keys()
+    with pytest.raises(ValueError, match="embedding_size 36 is not a multiple of num_hash_functions 8"):
+        preset("tiny", embedding_size=36)
+    with pytest.raises(ValueError, match="embedding_size must be 0"):
+        preset("tiny", embedding_size=-8)
+
+
+@pytest.mark.parametrize("switches", [SHARED, FACTORIZED], ids=["shared", "factorized"])
+def test_albert_switches_are_refused_by_the_hugging_face_export(switches):
+    with pytest.raises(ValueError, match="cannot export to Hugging Face: share_layers=.*factorized embedding"):
+        to_hf_state_dict(CanineModel(preset("tiny", **switches)))
 
 
 def test_base_preset_matches_canine_base_and_counts_parameters():
