@@ -9,22 +9,25 @@ Applies the mask plans the pipeline stored (it only decided them) and builds the
     by the padding slots, so a left-to-right layer never lets a real step see padding.
   * subword (CANINE-S): per span MASK, the stored same-length replacement, or keep
     (`subword_actions`); predictions at start + offset.
-Randomness (identity spans, shuffled order) is a pure function of (seed, crc32(example_id), index):
+  * noise (off by default): CharBERT's typos in the input characters, targets clean (training/noise.py).
+Randomness (identity spans, shuffled order, noise) is a pure function of (seed, crc32(example_id), index):
 the same rows and seed give the same batch in any process, in any row order. No per-character
 Python loop: ragged columns are handled as flat arrays plus offsets.
 """
 
+import functools
 import zlib
 
 import numpy as np
 import pyarrow as pa
 
 from pipeline import contract
+from training import noise
 from training.config import OBJECTIVES, CanineConfig
 
 IDENTITY_SPAN_RATE = 0.1  # CANINE-C spans left unmasked but still predicted (paper Figure 2)
 _DEFAULT_BUCKETS = CanineConfig.num_hash_buckets
-_STREAM_IDENTITY, _STREAM_ORDER = 1, 2  # independent random streams per example
+_STREAM_IDENTITY, _STREAM_ORDER = 1, 2  # independent random streams per example; noise.py draws 3-5
 
 SUBWORD_COLUMNS = ("subword_starts", "subword_lengths", "subword_ids", "subword_predict_offsets", "subword_actions")
 
@@ -117,16 +120,21 @@ class _Rows:
             raise BatchError(f"example {self.ids[row]!r} (row {row}), field {field!r}: {problem}")
 
 
-def build_batch_numpy(rows, seq_len: int, objective: str, seed: int = 0, *,
+def build_batch_numpy(rows, seq_len: int, objective: str, seed: int = 0, *, noise_rate: float = 0.0,
                       num_hash_buckets: int = _DEFAULT_BUCKETS,
                       max_char_predictions: int = contract.MAX_CHAR_PREDICTIONS,
-                      max_subword_predictions: int = contract.MAX_SUBWORD_PREDICTIONS) -> dict[str, np.ndarray]:
+                      max_subword_predictions: int = contract.MAX_SUBWORD_PREDICTIONS,
+                      return_noise: bool = False):
     """Contract rows (pyarrow Table / RecordBatch, or a dict of columns) -> dict of numpy arrays.
 
     Keys: input_ids (B, L) int64 after masking, attention_mask (B, L) int64, token_type_ids (B, L),
     sop_labels (B,); char: char_positions, char_targets (codepoint % num_hash_buckets),
     char_gold_ids, char_order, char_weights, each (B, max_char_predictions); subword:
     subword_positions (start + offset), subword_labels, subword_weights, each (B, max_subword_predictions).
+    noise_rate > 0: typos in input_ids at that rate per eligible character (training/noise.py);
+    positions follow their characters, targets stay clean. Protected: CANINE-C's masked characters,
+    every character of a CANINE-S span (their length must not change); predicted ones are never
+    deleted. return_noise: return (arrays, noise.Noised or None), for tests and edit counts.
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
@@ -138,18 +146,29 @@ def build_batch_numpy(rows, seq_len: int, objective: str, seed: int = 0, *,
     segments, seg_offsets = r.ragged("segment_ids")
     r.check_rows(np.diff(seg_offsets) != lengths, "segment_ids", "length differs from codepoints")
     masked = codepoints.copy()
+    if objective == "char":
+        plan, protected, predicted = _char_plan(r, codepoints, offsets, masked, seed, num_hash_buckets,
+                                                max_char_predictions)
+    else:
+        plan, protected, predicted = _subword_plan(r, codepoints, offsets, masked, max_subword_predictions)
+    noised = None
+    if noise_rate > 0:
+        noised = noise.add_noise(masked, segments, offsets, r.keys, protected, predicted, rate=noise_rate,
+                                 seq_len=seq_len, draw=functools.partial(_uniform, seed))
+        key = "char" if objective == "char" else "subword"
+        slot = plan[f"{key}_weights"] > 0  # padding slots stay 0
+        moved = noised.new_index[offsets[:-1, None] + np.where(slot, plan[f"{key}_positions"], 0)]
+        plan[f"{key}_positions"] = np.where(slot, moved - noised.offsets[:-1, None], 0)
+        masked, segments, offsets = noised.ids, noised.segments, noised.offsets
     out = {
-        "attention_mask": (np.arange(seq_len)[None, :] < lengths[:, None]).astype(np.int64),
+        "attention_mask": (np.arange(seq_len)[None, :] < np.diff(offsets)[:, None]).astype(np.int64),
         "token_type_ids": _pad(segments, offsets, seq_len),
     }
     if "sop_label" in r.names:
         out["sop_labels"] = np.asarray(_scalars(r.rows["sop_label"]), dtype=np.int64)
-    if objective == "char":
-        out.update(_char_plan(r, codepoints, offsets, masked, seed, num_hash_buckets, max_char_predictions))
-    else:
-        out.update(_subword_plan(r, codepoints, offsets, masked, max_subword_predictions))
+    out.update(plan)
     out["input_ids"] = _pad(masked, offsets, seq_len)
-    return out
+    return (out, noised) if return_noise else out
 
 
 def _positions(r: _Rows, name: str, codepoints_offsets, limit: int):
@@ -179,7 +198,7 @@ def _char_plan(r, codepoints, offsets, masked, seed, num_buckets, limit):
     first_span_of_row[nonempty] = span_global[pos_offsets[:-1][nonempty]]
     span_in_row = span_global - first_span_of_row[rows]
     identity = _uniform(seed, r.keys[rows], span_in_row, _STREAM_IDENTITY) < IDENTITY_SPAN_RATE
-    masked[flat[~identity]] = contract.MASK
+    masked[flat[~identity]] = contract.MASK  # the rest of `flat` is predicted but visible
 
     weights = _pad(np.ones(len(positions), np.float32), pos_offsets, limit, dtype=np.float32)
     slot = np.broadcast_to(np.arange(limit), weights.shape)
@@ -190,7 +209,7 @@ def _char_plan(r, codepoints, offsets, masked, seed, num_buckets, limit):
         "char_targets": _pad(gold % num_buckets, pos_offsets, limit),
         "char_order": np.argsort(keys, axis=1, kind="stable").astype(np.int64),
         "char_weights": weights,
-    }
+    }, flat[~identity], flat  # protected from noise (the masked), predicted
 
 
 def _subword_plan(r, codepoints, offsets, masked, limit):
@@ -229,7 +248,7 @@ def _subword_plan(r, codepoints, offsets, masked, limit):
         "subword_positions": _pad(starts + predict, span_offsets, limit),
         "subword_labels": _pad(columns["subword_ids"], span_offsets, limit),
         "subword_weights": _pad(np.ones(len(starts), np.float32), span_offsets, limit, dtype=np.float32),
-    }
+    }, flat, offsets[rows] + starts + predict  # protected from noise (every span character), predicted
 
 
 def build_batch(rows, seq_len: int, objective: str, seed: int = 0, **kwargs) -> dict:

@@ -50,6 +50,10 @@ class DataConfig:
     # the examples therefore does not depend on the worker count, so a run can resume on another
     # one (elastic). 0 = the worker count at the run's first start, then saved with the run.
     streams: int = 0
+    # CharBERT's noisy language modeling (training/noise.py): typos (insert / delete / swap / substitute)
+    # in the training input at this rate per word character, targets clean; validation stays clean.
+    # 0 = off. Per character: CharBERT's ~10% of words is ~0.02 for 5-character words.
+    noise_rate: float = 0.0
 
 
 @dataclass
@@ -326,7 +330,8 @@ def validate(cfg: PretrainConfig) -> None:
                                     "parallel.threads_per_worker": p.threads_per_worker,
                                     "parallel.resource_wait_s": p.resource_wait_s,
                                     "log.peak_tflops": log.peak_tflops, "log.profile_steps": log.profile_steps}),
-        ("in [0, 1)", lambda v: 0 <= v < 1, {"optim.beta1": o.beta1, "optim.beta2": o.beta2}),
+        ("in [0, 1)", lambda v: 0 <= v < 1, {"optim.beta1": o.beta1, "optim.beta2": o.beta2,
+                                             "data.noise_rate": d.noise_rate}),
     )
     for rule, holds, fields in ranges:
         for name, value in fields.items():

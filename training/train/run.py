@@ -116,6 +116,7 @@ def _save_or_check_config(cfg) -> None:
     if saved is not None:
         # Runs saved before data.streams existed dealt their units to their worker count.
         saved.setdefault("data", {}).setdefault("streams", saved.get("parallel", {}).get("workers"))
+        saved["data"].setdefault("noise_rate", 0.0)  # runs saved before it existed trained without noise
         conflicts = config_mod.resume_conflicts(saved, current)
         if conflicts:
             raise ValueError(f"{url}: this output holds a run with another config; resuming it with these changes "

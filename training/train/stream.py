@@ -18,13 +18,14 @@ import numpy as np
 from training.train import data as plan
 
 
-def _build_chunk(descriptor: str, *, seq_len: int, objective: str, num_hash_buckets: int) -> dict:
+def _build_chunk(descriptor: str, *, seq_len: int, objective: str, num_hash_buckets: int,
+                 noise_rate: float = 0.0) -> dict:
     """A Ray task: a chunk descriptor -> its built examples, numpy arrays of one row per example."""
     from training.batch import build_batch_numpy
 
     chunk = json.loads(descriptor)
     return build_batch_numpy(plan.read_segments(chunk["segments"]), seq_len, objective, seed=chunk["build_seed"],
-                             num_hash_buckets=num_hash_buckets)
+                             num_hash_buckets=num_hash_buckets, noise_rate=noise_rate)
 
 
 def _rows(descriptor: str) -> int:
@@ -32,7 +33,7 @@ def _rows(descriptor: str) -> int:
 
 
 def build_seed(seed: int, epoch: int | None) -> int:
-    """The batch builder's seed (identity spans, CANINE-C order): new each epoch, fixed for eval."""
+    """The batch builder's seed (identity spans, CANINE-C order, noise): new each epoch, fixed for eval."""
     return zlib.crc32(json.dumps([seed, "eval" if epoch is None else epoch]).encode())
 
 
@@ -121,7 +122,8 @@ class TrainStream:
         self.streams = cfg.data.streams or world
         self.rows_per_step = cfg.train.global_batch // world  # this worker's block of a global batch
         self.position = dict(position or {"epoch": 0, "rows": 0})
-        self.build_kwargs = {"seq_len": seq_len, "objective": cfg.train.objective, "num_hash_buckets": num_hash_buckets}
+        self.build_kwargs = {"seq_len": seq_len, "objective": cfg.train.objective, "num_hash_buckets": num_hash_buckets,
+                             "noise_rate": cfg.data.noise_rate}  # training only: eval_batches stay clean
         self.device = device
         self.wait_s = 0.0  # time spent blocked on the input pipeline (data_wait_fraction)
         self._iter = None
