@@ -5,6 +5,7 @@
     canine validate out/shards
     canine pretrain --data out/shards --output runs/tiny --config tiny
     canine submit --address http://127.0.0.1:8265 -- pretrain --data ... --output ...
+    canine evaluate runs/tiny
     canine export runs/tiny --to exports/canine-tiny
     canine smoke
     canine --version
@@ -31,6 +32,7 @@ COMMANDS = {
     "pretrain": ("jobs.pretrain", "Ray Train + DeepSpeed pretraining on shards"),
     "submit": ("jobs.submit", "submit a canine job to a Ray cluster (Ray Jobs API)"),
     "report": ("jobs.report", "plot and summarize a finished run"),
+    "evaluate": ("jobs.evaluate", "held-out masked accuracy and a language probe: pretrained vs initialization"),
     "export": ("jobs.export", "write a run's weights as a Hugging Face CanineModel directory"),
     "smoke": ("jobs.smoke", "preprocess the bundled sample, pretrain, evaluate, export"),
 }

@@ -77,6 +77,7 @@ def summarize(run_dir: str) -> dict:
         "loss_end": round(statistics.fmean(r["loss"] for r in tail), 4),
         "eval_loss": evals[-1]["eval_loss"] if evals else None,
         "eval_accuracy": evals[-1]["eval_accuracy"] if evals else None,
+        "eval_sop_accuracy": evals[-1].get("eval_sop_accuracy") if evals else None,
         "chars_per_s": round(statistics.median(r["chars_per_s"] for r in records), 1),
         "examples_per_s": round(statistics.median(r["examples_per_s"] for r in records), 2),
         "curve": plot(records, _join(run_dir, CURVE_FILE)),
@@ -106,7 +107,8 @@ def format_summary(s: dict) -> str:
         lines.append(f"data           {s['data']}: {ex} examples, {len(s['languages'])} languages ({' '.join(s['languages'])})")
     lines.append(f"loss           {s['loss_start']:.4f} -> {s['loss_end']:.4f} (mean of first / last 5 steps)")
     if s["eval_loss"] is not None:
-        lines.append(f"validation     loss {s['eval_loss']:.4f}, accuracy {s['eval_accuracy']:.3f}")
+        lines.append(f"validation     loss {s['eval_loss']:.4f}, accuracy {s['eval_accuracy']:.3f}"
+                     + (f", sentence order {s['eval_sop_accuracy']:.3f}" if s.get("eval_sop_accuracy") is not None else ""))
     lines.append(f"throughput     {s['chars_per_s']:.0f} characters/s, {s['examples_per_s']:.2f} examples/s (median step)")
     lines.append(f"curve          {s['curve']}")
     for key in ("consolidated", "hf_export"):

@@ -7,7 +7,9 @@
 2. pretrain the tiny CANINE-C model on a local Ray cluster on 127.0.0.1: 2 CPU workers running
    DeepSpeed ZeRO-2 over gloo, with evaluation and checkpoints;
 3. consolidate the weights, export them to Hugging Face format, draw the loss / accuracy curve,
-   and end with a summary: the figures, the curve's PNG, the TensorBoard command, the export.
+   and end with a summary: the figures, the curve's PNG, the held-out evaluation of the
+   pretrained encoder against its initialization (`canine evaluate`), the TensorBoard command,
+   the export.
 A second run reuses the shards (the preprocessing is a no-op for the same config) and trains afresh.
 Its console is the project's own lines only (jobs/quiet.py; tests/jobs/test_smoke.py counts them).
 """
@@ -36,6 +38,7 @@ def _stage(n, text):
 def main(args) -> int:
     from jobs import report
     from pipeline import output
+    from training import evaluate
     from pipeline.config import PreprocessConfig
     from training.train.config import load_config
     from training.train.run import pretrain
@@ -76,6 +79,9 @@ def main(args) -> int:
     s = report.summarize(str(run))
     # the report's figures and curve, then where to look next: TensorBoard, the export
     print(report.format_summary({k: v for k, v in s.items() if k not in ("consolidated", "hf_export")}))
+    # Proof of learning (canine evaluate): held-out masked characters and a language probe,
+    # the pretrained encoder against itself at initialization.
+    print(evaluate.format_evaluation(evaluate.evaluate_run(str(run))))
     print(f"tensorboard    tensorboard --logdir {run / 'tensorboard'}")
     if summary.get("hf_export"):
         print(f"hf export      {summary['hf_export']}  (transformers AutoModel / AutoTokenizer .from_pretrained)")

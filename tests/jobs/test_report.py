@@ -27,7 +27,8 @@ def test_summary_and_curve(tmp_path):
     assert s["steps"] == 20
     assert s["loss_start"] == round(sum(10.0 - k * 0.3 for k in range(1, 6)) / 5, 4)
     assert s["loss_end"] < s["loss_start"]
-    assert s["eval_accuracy"] == 20 / 50
+    assert s["eval_accuracy"] == 20 / 50 and s["eval_sop_accuracy"] is None
+    assert "sentence order" not in report.format_summary(s)
     png = (tmp_path / report.CURVE_FILE).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
 
@@ -55,3 +56,12 @@ def test_data_comes_from_the_contract_manifest_and_a_torn_last_line_is_dropped(t
     assert s["examples"] == {"train": 90, "validation": 10} and s["languages"] == ["de", "en"]
     left = sorted(os.listdir(tmp_path))
     assert left == sorted([report.CURVE_FILE, "config.yaml", "metrics.jsonl", "shards"])  # no temp file
+
+
+def test_sentence_order_accuracy_is_reported_when_the_run_had_pairs(tmp_path):
+    records = write_run(tmp_path)
+    records[-1].update(eval_sop_loss=0.61, eval_sop_accuracy=0.6875)
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    s = report.summarize(str(tmp_path))
+    assert s["eval_sop_accuracy"] == 0.6875
+    assert "validation     loss 5.0000, accuracy 0.400, sentence order 0.688" in report.format_summary(s)

@@ -16,6 +16,11 @@ STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
 STDOUT = [r"\[1/3\] preprocessing the bundled sample .*", r"    \d+ train / \d+ validation examples from .*",
           r"\[2/3\] pretraining tiny CANINE-C .*", r"\[3/3\] summary", r"run  +.*", r"data  +.*", r"loss  +.*",
           r"validation  +loss .*", r"throughput  +.* characters/s.*", r"curve  +.*/curves\.png",
+          # canine evaluate's comparison (training/evaluate.py format_evaluation)
+          r"held-out  +\d+ validation examples, \d+ masked characters \(CANINE-C\)", r" +accuracy +loss",
+          *(rf"  {name} +0\.\d{{3}} +\d+\.\d{{3}}" for name in ("pretrained", "initial", "unigram")),
+          r"language probe 7 languages, snippets of 32 characters: .*", r" +mean +cls .*",
+          *(rf"  {name} +\d\.\d{{3}} +\d\.\d{{3}}" for name in ("pretrained", "initial")), r"  majority +\d\.\d{3} .*",
           r"tensorboard  +tensorboard --logdir .*/tensorboard", r"hf export  +.*/hf .*", r"smoke run finished in \d+ s"]
 # stderr: the preprocessing progress (first and last line; one more every 30 s of reading), then
 # pretraining's own lines: what it starts, a line per console step, where it exported

@@ -32,6 +32,10 @@ def test_loss_falls_and_the_export_loads_in_transformers(reference_run):
     evals = [r for r in records if "eval_loss" in r]
     assert [r["step"] for r in evals] == [15, 30] and evals[-1]["eval_loss"] < evals[0]["eval_loss"]
     assert 0 < summary["eval_accuracy"] <= 1 and summary["peak_rss_mb_per_worker"] < 2048
+    # SOP end to end (issue 14): the shards are packed with --sentence-order, the tiny preset has the
+    # head on, so every step and evaluation reports sentence-order loss and accuracy over real pairs.
+    assert all(r["sop_loss"] > 0 and 0 <= r["sop_accuracy"] <= 1 for r in records)
+    assert all(0 <= r["eval_sop_accuracy"] <= 1 and r["eval_sop_loss"] > 0 for r in evals)
 
     kept = sorted(os.listdir(os.path.join(output, "ray_train")))
     assert [k for k in kept if k.startswith("checkpoint_step")] == ["checkpoint_step00000020", "checkpoint_step00000030"]

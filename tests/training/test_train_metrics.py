@@ -75,3 +75,6 @@ def test_console_line_has_time_rate_and_eta():
     last = metrics.console_line({**record, "step": 200}, 200, now=now)
     assert "ETA" not in last and "steps/s" in last
     assert " - " in metrics.console_line({k: v for k, v in record.items() if k != "step_s"}, 200, now=now)
+    sop = metrics.console_line({**record, "sop_accuracy": 0.5, "eval_loss": 4.2, "eval_accuracy": 0.07,
+                                "eval_sop_accuracy": 0.625}, 200, now=now)
+    assert "acc 0.054  lr" in line and "sop acc 0.500" in sop and sop.endswith("| eval loss 4.2000 acc 0.070 sop acc 0.625")

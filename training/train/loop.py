@@ -27,7 +27,7 @@ FAULT_MARKER = ".fault_injected"  # in OUTPUT: the fault fires once, not again a
 CONSOLIDATED = "final/model_fp32.pt"
 
 
-def _seed_all(seed: int) -> None:
+def seed_all(seed: int) -> None:
     torch.manual_seed(seed)
     np.random.seed(seed % 2**32)
     random.seed(seed)
@@ -83,19 +83,35 @@ def dropout_seed(seed: int, step: int, micro: int) -> int:
     return int(np.random.SeedSequence([seed, step, micro]).generate_state(1, np.uint64)[0] >> 1)
 
 
+def _sop_sums(out, device) -> torch.Tensor:
+    """[SOP loss x pairs, correct, pairs] of one forward; zeros without the SOP head or pairs."""
+    if out.sop_loss is None:
+        return torch.zeros(3, dtype=torch.float64, device=device)
+    return torch.stack([out.sop_loss.double() * out.sop_count, out.sop_correct.double(), out.sop_count.double()])
+
+
+def _sop_record(loss_x_count: float, correct: float, count: float, prefix: str = "") -> dict:
+    """The sentence-order figures (ALBERT SOP) of a step or an evaluation, where it had pairs."""
+    if not count:
+        return {}
+    return {f"{prefix}sop_loss": loss_x_count / count, f"{prefix}sop_accuracy": correct / count}
+
+
 def _train_step(engine, train, accum: int, device, seed: int, step: int, rank: int) -> torch.Tensor:
     """Forward/backward over `accum` micro batches (DeepSpeed updates at the last one); returns
-    this worker's sums of [loss, correct, count, characters, examples]."""
-    sums = torch.zeros(5, dtype=torch.float64, device=device)
+    this worker's sums of [loss, correct, count, characters, examples, SOP loss x pairs, SOP
+    correct, SOP pairs]."""
+    sums = torch.zeros(8, dtype=torch.float64, device=device)
     for i in range(accum):
         batch = {k: v.to(device, non_blocking=True) for k, v in train.next().items()}
         torch.manual_seed(dropout_seed(seed, step, rank * accum + i))  # this worker's block: micro batches rank*accum+i
         out = engine(batch)
         engine.backward(out.loss)
         engine.step()  # DeepSpeed only updates at the accumulation boundary
-        sums += torch.stack([out.loss.detach().double(), out.correct.double(), out.count.double(),
-                             batch["attention_mask"].sum().double(),
-                             torch.tensor(len(batch["input_ids"]), dtype=torch.float64, device=device)])
+        sums += torch.cat([torch.stack([out.loss.detach().double(), out.correct.double(), out.count.double(),
+                                        batch["attention_mask"].sum().double(),
+                                        torch.tensor(len(batch["input_ids"]), dtype=torch.float64, device=device)]),
+                           _sop_sums(out, device)])
     return sums
 
 
@@ -103,19 +119,20 @@ def _evaluate(engine, batches, device) -> dict:
     """Objective loss (weighted by predictions) and masked-prediction accuracy over all workers."""
     import torch.distributed as dist
 
-    sums = torch.zeros(3, dtype=torch.float64, device=device)  # loss * count, correct, count
+    sums = torch.zeros(6, dtype=torch.float64, device=device)  # loss * count, correct, count; the same for SOP
     engine.eval()
     with torch.no_grad():
         for batch in batches:
             out = engine({k: v.to(device, non_blocking=True) for k, v in batch.items()})
-            sums += torch.stack([out.objective_loss.double() * out.count, out.correct.double(), out.count.double()])
+            sums += torch.cat([torch.stack([out.objective_loss.double() * out.count, out.correct.double(),
+                                            out.count.double()]), _sop_sums(out, device)])
     engine.train()
     dist.all_reduce(sums)
-    loss_x_count, correct, count = sums.tolist()
+    loss_x_count, correct, count, *sop = sums.tolist()
     if count == 0:  # a validation split too small to give every worker an example
         return {}
     return {"eval_loss": loss_x_count / max(count, 1.0), "eval_accuracy": correct / max(count, 1.0),
-            "eval_predictions": int(count)}
+            "eval_predictions": int(count), **_sop_record(*sop, prefix="eval_")}
 
 
 def _save_and_report(engine, state: dict, shapes: dict, rank: int, log) -> None:
@@ -152,7 +169,7 @@ def train_loop_per_worker(loop_config: dict) -> None:
     model_cfg = config.model_config(cfg)
     seq_len = cfg.data.seq_len
 
-    _seed_all(cfg.train.seed)  # the same initial weights on every rank
+    seed_all(cfg.train.seed)  # the same initial weights on every rank
     model = CaninePretrainingModel(model_cfg, cfg.train.objective)
     shapes = checkpoint.model_shapes(model)
     flops_per_example = model.num_flops_per_example(seq_len)
@@ -163,7 +180,7 @@ def train_loop_per_worker(loop_config: dict) -> None:
                  and checkpoint.resharded(cfg))
     engine = wrap(model, cfg, world, on_gpu, load_universal=universal)
     device = engine.device
-    _seed_all(cfg.train.seed * 1_000_003 + rank + 1)  # anything else drawing randomness differs per rank
+    seed_all(cfg.train.seed * 1_000_003 + rank + 1)  # anything else drawing randomness differs per rank
 
     state = {"step": 0, "epoch": 0, "rows": 0, "world": world, "data_sha256": manifest.config_sha256}
     if restored is not None:
@@ -198,7 +215,7 @@ def train_loop_per_worker(loop_config: dict) -> None:
         dist.all_reduce(sums)  # sync point: the logged numbers are global means
         dist.all_reduce(peaks, op=dist.ReduceOp.MAX)  # the worst worker's memory
         seconds = time.perf_counter() - start
-        loss, correct, count, chars, examples = sums.tolist()
+        loss, correct, count, chars, examples, *sop = sums.tolist()
         grad_norm = engine.get_global_grad_norm()
         record = {
             "step": state["step"], "epoch": state["epoch"], "loss": loss / (accum * world),
@@ -206,7 +223,7 @@ def train_loop_per_worker(loop_config: dict) -> None:
             "grad_norm": None if grad_norm is None else float(grad_norm),
             "examples_per_s": examples / seconds, "chars_per_s": chars / seconds,
             "data_wait_fraction": (train.wait_s - wait_before) / seconds, "step_s": seconds,
-            "peak_rss_mb": peaks[0].item(),
+            "peak_rss_mb": peaks[0].item(), **_sop_record(*sop),
         }
         if on_gpu:
             record["gpu_peak_mb"] = peaks[1].item()

@@ -144,6 +144,8 @@ def console_line(r: dict, max_steps: int, now: float | None = None, steps_per_s:
              "-" if not steps_per_s else (f"{steps_per_s:.2f} steps/s" if steps_per_s < 10 else f"{steps_per_s:.0f} steps/s"),
              f"{r['examples_per_s']:.1f} ex/s",
              f"{r['chars_per_s'] / 1e3:.1f}k ch/s", f"wait {r['data_wait_fraction']:.0%}"]
+    if "sop_accuracy" in r:  # ALBERT's sentence order, on shards packed with --sentence-order
+        parts.append(f"sop acc {r['sop_accuracy']:.3f}")
     if "mfu" in r:
         parts.append(f"mfu {r['mfu']:.1%}")
     left = max(0, max_steps - r["step"])
@@ -152,7 +154,8 @@ def console_line(r: dict, max_steps: int, now: float | None = None, steps_per_s:
         h, m = divmod(s // 60, 60)
         parts.append(f"ETA {h}:{m:02d}:{s % 60:02d}" if h else f"ETA {m}:{s % 60:02d}")
     if "eval_loss" in r:
-        parts.append(f"| eval loss {r['eval_loss']:.4f} acc {r['eval_accuracy']:.3f}")
+        parts.append(f"| eval loss {r['eval_loss']:.4f} acc {r['eval_accuracy']:.3f}"
+                     + (f" sop acc {r['eval_sop_accuracy']:.3f}" if "eval_sop_accuracy" in r else ""))
     return "  ".join(parts)
 
 

@@ -1,0 +1,37 @@
+"""`canine evaluate RUN`: does the pretrained encoder beat its own initialization on held-out data?
+
+    canine evaluate runs/smoke/train
+    canine evaluate gs://bucket/runs/base --examples 4096 --json
+
+Masked prediction on the validation split (pretrained, initial, unigram baseline) and a linear
+probe of the pooled output for language identification of short snippets (training/evaluate.py
+says how each is measured). Reads the run's config, its consolidated weights (written after the
+last step) and its shards. Exit codes: 0 evaluated, 2 refused (no such run, not finished).
+"""
+
+import json
+import sys
+
+
+def add_arguments(p):
+    p.add_argument("run", metavar="RUN", help="a run directory (fsspec URL), the --output of canine pretrain")
+    p.add_argument("--examples", type=int, default=1024, help="validation examples (the first ones of the split)")
+    p.add_argument("--train-examples", type=int, default=2048,
+                   help="train examples for the unigram counts and the probe's training snippets")
+    p.add_argument("--snippet-chars", type=int, default=32, help="characters per language-probe snippet")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def main(args) -> int:
+    from pipeline.contract import redact
+    from training.evaluate import evaluate_run, format_evaluation
+    from training.export import ExportError
+
+    try:
+        result = evaluate_run(args.run, examples=args.examples, train_examples=args.train_examples,
+                              snippet_chars=args.snippet_chars)
+    except (ExportError, FileNotFoundError, ValueError) as e:
+        print(f"canine evaluate: {redact(str(e))}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=1) if args.json else format_evaluation(result))
+    return 0

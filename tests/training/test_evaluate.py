@@ -1,0 +1,121 @@
+"""`canine evaluate` (training/evaluate.py, jobs/evaluate.py): a run's encoder against its own
+initialization on held-out data: masked prediction beside a unigram baseline, and a linear
+language probe of the pooled output."""
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+from jobs import cli
+from pipeline import contract
+from training import evaluate
+from training.train import config as config_mod
+
+from test_export import write_run
+
+
+def test_unigram_baseline_by_hand():
+    train = [{"char_targets": torch.tensor([[5, 5, 7, 0]]), "char_weights": torch.tensor([[1.0, 1.0, 1.0, 0.0]])}]
+    held_out = [{"char_targets": torch.tensor([[5, 7, 9]]), "char_weights": torch.tensor([[1.0, 1.0, 0.0]])}]
+    got = evaluate.unigram_baseline(train, held_out, "char", classes=10)
+    # add-one counts: 5 -> 3, 7 -> 2, the 8 others -> 1 (the padding slot's 0 has weight 0): total 13
+    assert got["predictions"] == 2 and got["accuracy"] == 0.5  # always 5: right once of two
+    assert got["loss"] == pytest.approx(-(np.log(3 / 13) + np.log(2 / 13)) / 2)
+
+
+def test_snippets_are_whole_text_windows_labelled_by_language():
+    cps = [contract.CLS] + [ord(c) for c in "abcdefghij"] + [contract.SEP] + [ord(c) for c in "KLMNO"] + [contract.SEP]
+    rows = pa.table({"codepoints": [cps, [contract.CLS, 65, 66, contract.SEP]], "lang": ["xx", "yy"]})
+    ids, langs = evaluate.snippets(rows, chars=4, per_row=5, seed=0)
+    # "abcdefghij" holds two whole windows of 4 (abcd, efgh), "KLMNO" one; the 2-character row none
+    assert langs == ["xx"] * 3 and ids.shape == (3, 6)
+    assert (ids[:, 0] == contract.CLS).all() and (ids[:, -1] == contract.SEP).all()
+    assert sorted("".join(map(chr, r[1:-1])) for r in ids) == ["KLMN", "abcd", "efgh"]
+    assert len(evaluate.snippets(rows, chars=4, per_row=1, seed=0)[1]) == 1
+
+
+def test_linear_probe_separates_what_is_separable_and_not_noise():
+    gen = torch.Generator().manual_seed(0)
+    y = torch.arange(300) % 3
+    x = torch.randn(300, 8, generator=gen)
+    separable = x.clone()
+    separable[:, 0] += 10 * y  # the class is in one feature, 10 standard deviations apart
+    assert evaluate.linear_probe(separable[:200], y[:200], separable[200:], y[200:], 3) == 1.0
+    assert evaluate.linear_probe(x[:200], y[:200], x[200:], y[200:], 3) < 0.6  # nothing to find: about 1/3
+
+
+def test_an_untrained_run_equals_its_initialization(tmp_path, contract_shards):
+    """write_run saves the weights of torch.manual_seed(0), the initialization of a train.seed 0
+    run: evaluate rebuilds the run's own initial model, so every figure agrees exactly."""
+    run = str(tmp_path / "run")
+    write_run(run, contract_shards)
+    r = evaluate.evaluate_run(run, examples=16, train_examples=64)
+    m, p = r["masked"], r["probe"]
+    assert m["pretrained"] == m["initial"] and m["pretrained"]["predictions"] > 100
+    assert p["pretrained"] == p["initial"] and len(p["languages"]) == 6 and p["test_snippets"] > 0
+    assert not evaluate.beats_initialization(r)
+
+
+def _train_briefly(run: str, data: str, steps: int) -> None:
+    """Overwrite the run's weights with those of a short in-process AdamW run on its data."""
+    from training.heads import CaninePretrainingModel
+    from training.train.checkpoint import save_consolidated
+    from training.train.loop import CONSOLIDATED
+    from training.train.stream import build_seed
+
+    cfg, manifest, _, _ = evaluate.load_run(run)
+    model = CaninePretrainingModel(config_mod.model_config(cfg), "char")
+    torch.manual_seed(0)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    rows = evaluate.read_rows(manifest.splits["train"], 400)
+    for step in range(steps):
+        batch = evaluate.build_batch(rows.slice(16 * step % 384, 16), 256, "char", build_seed(0, step),
+                                     num_hash_buckets=model.config.num_hash_buckets)
+        model(batch).loss.backward()
+        opt.step()
+        opt.zero_grad()
+    save_consolidated(model.state_dict(), f"{run}/{CONSOLIDATED}")
+
+
+def test_a_trained_run_beats_its_initialization_and_the_unigram(tmp_path, contract_shards, capsys):
+    run = str(tmp_path / "run")
+    write_run(run, contract_shards)
+    _train_briefly(run, contract_shards, steps=60)
+    assert cli.main(["evaluate", run, "--examples", "64", "--train-examples", "400", "--snippet-chars", "32",
+                     "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    m, p = r["masked"], r["probe"]
+    assert evaluate.beats_initialization(r), m
+    assert m["initial"]["accuracy"] < 0.01 < m["pretrained"]["accuracy"]
+    assert m["pretrained"]["accuracy"] > m["unigram"]["accuracy"] and m["pretrained"]["loss"] < m["unigram"]["loss"]
+    assert p["test_snippets"] > 20 and 0 <= p["majority"] < 1
+    assert all(0 < p[model][kind] <= 1 for model in ("pretrained", "initial") for kind in evaluate.FEATURES)
+    text = evaluate.format_evaluation(r)
+    assert f"  pretrained   {m['pretrained']['accuracy']:>10.3f}" in text and "language probe 6 languages" in text
+    assert f"  initial      {p['initial']['mean']:>10.3f}{p['initial']['cls']:>9.3f}" in text
+
+
+def test_evaluate_refuses_what_it_cannot_read(tmp_path, contract_shards, capsys):
+    assert cli.main(["evaluate", str(tmp_path / "nothing")]) == 2
+    assert "has no config.yaml" in capsys.readouterr().err
+    run = tmp_path / "unfinished"
+    write_run(str(run), contract_shards)
+    (run / "final" / "model_fp32.pt").unlink()
+    assert cli.main(["evaluate", str(run)]) == 2
+    assert "no consolidated weights" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_reference_run_beats_its_initialization_on_held_out_text(reference_run):
+    """The real thing: 30 steps of Ray Train + DeepSpeed ZeRO-2 on the pipeline's shards of the
+    bundled sample (7 languages, sentence-order pairs, so the CLS pooler is trained too)."""
+    output, _, _ = reference_run
+    r = evaluate.evaluate_run(output, examples=64, train_examples=1024)
+    print(evaluate.format_evaluation(r))
+    assert evaluate.beats_initialization(r), r["masked"]
+    p = r["probe"]
+    assert p["languages"] == ["ar", "de", "en", "hi", "ko", "ru", "zh"] and p["test_snippets"] > 100
+    assert p["pretrained"]["mean"] > max(p["initial"]["mean"], p["majority"]), p  # 0.870 vs 0.830 when written

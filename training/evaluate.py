@@ -1,0 +1,245 @@
+"""Proof of learning (issue 14): a finished run's encoder against the same encoder at its
+initialization, on held-out data, by two measures:
+
+1. Masked prediction on the validation split (the run's own objective, its stored mask plans and
+   the evaluation seed): loss and accuracy of the pretrained model, of the initial one, and of a
+   unigram baseline that predicts from the training split's target counts alone (add-one
+   smoothed; its accuracy is always the most frequent target). A model that learned anything
+   about context beats the unigram; one that learned nothing is at ~1/classes.
+2. A linear probe of pooled outputs (`FEATURES`: the final character outputs averaged, and the
+   CLS pooler) for language identification of short snippets: windows of `snippet_chars` characters cut
+   from the shards' unmasked text, labelled with the row's `lang`. A multinomial logistic
+   regression is fit on snippets of the train split and scored on snippets of the validation
+   split, once on each encoder's features (frozen), beside the best constant answer. A small
+   validation split may hold only some of the languages: the result says which. An encoder at
+   initialization is already a fair language identifier (its random hash embeddings make a bag of
+   characters, and scripts differ), so the margin is small early and grows with training
+   (docs/pretraining.md has figures).
+
+The initial model is the run's own: built from the saved config with torch seeded by
+train.seed, exactly as every worker builds it before training (training/train/loop.py).
+Runs on one CPU process, no Ray; the shards are read through fsspec and checked against the
+manifest's hashes (training/train/data.py).
+"""
+
+import math
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import torch
+
+from pipeline import contract
+from training.batch import build_batch
+from training.heads import CaninePretrainingModel
+from training.train import config as config_mod
+from training.train import data as plan
+from training.train.checkpoint import load_consolidated
+from training.train.stream import build_seed
+
+
+def read_rows(shards, limit: int) -> pa.Table:
+    """The first `limit` rows of a split, in stored order (read only as far as needed)."""
+    tables, left = [], limit
+    for shard in shards:
+        if left <= 0:
+            break
+        n = min(left, shard.rows)
+        if n:
+            tables.append(plan.read_unit(shard.url, shard.sha256, 0, n))
+            left -= n
+    if not tables:
+        raise ValueError("the split has no rows")
+    return pa.concat_tables(tables)
+
+
+def load_run(run: str):
+    """(config, manifest, pretrained model, initial model) of a finished run, both in eval mode."""
+    from training.export import read_run_config
+    from training.train.loop import CONSOLIDATED, seed_all
+
+    cfg = read_run_config(run)
+    manifest = plan.read_manifest(cfg.data.path)
+    model_cfg = config_mod.model_config(cfg)
+    if cfg.train.objective == "subword" and not model_cfg.num_subword_vocab:
+        model_cfg = config_mod.model_config(cfg, plan.vocab_size(manifest.tokenizer_url))
+    seed_all(cfg.train.seed)  # as loop.train_loop_per_worker: the run's own starting point
+    initial = CaninePretrainingModel(model_cfg, cfg.train.objective).eval()
+    pretrained = CaninePretrainingModel(model_cfg, cfg.train.objective)
+    weights = plan.join(run, CONSOLIDATED)
+    fs, path = fsspec.core.url_to_fs(weights)
+    if not fs.exists(path):
+        raise FileNotFoundError(f"{contract.redact(run)} has no consolidated weights ({contract.redact(weights)}): "
+                                "they are written after the run's last step")
+    load_consolidated(pretrained, weights)
+    return cfg, manifest, pretrained.eval(), initial
+
+
+def _batches(rows: pa.Table, cfg, model_cfg, seq_len: int, batch_size: int):
+    seed = build_seed(cfg.train.seed, None)  # the run's evaluation seed: its validation figures
+    for start in range(0, rows.num_rows, batch_size):
+        yield build_batch(rows.slice(start, batch_size), seq_len, cfg.train.objective, seed,
+                          num_hash_buckets=model_cfg.num_hash_buckets)
+
+
+def _target_key(objective: str) -> tuple[str, str]:
+    return ("char_targets", "char_weights") if objective == "char" else ("subword_labels", "subword_weights")
+
+
+@torch.no_grad()
+def masked_prediction(model, batches) -> dict:
+    """Weighted loss and accuracy of the objective over the batches (dropout off)."""
+    loss = correct = count = 0.0
+    for batch in batches:
+        out = model(batch)
+        loss += float(out.objective_loss) * float(out.count)
+        correct += float(out.correct)
+        count += float(out.count)
+    return {"loss": loss / max(count, 1.0), "accuracy": correct / max(count, 1.0), "predictions": int(count)}
+
+
+def unigram_baseline(train_batches, eval_batches, objective: str, classes: int) -> dict:
+    """Loss and accuracy of predicting every target from the train split's target frequencies."""
+    targets, weights = _target_key(objective)
+    counts = np.ones(classes)  # add-one smoothing: a target never seen in training is not -inf
+    for b in train_batches:
+        np.add.at(counts, b[targets].numpy().ravel(), b[weights].numpy().ravel())
+    log_p = np.log(counts / counts.sum())
+    best = int(counts.argmax())
+    loss = correct = count = 0.0
+    for b in eval_batches:
+        t, w = b[targets].numpy().ravel(), b[weights].numpy().ravel()
+        loss -= float((log_p[t] * w).sum())
+        correct += float(((t == best) * w).sum())
+        count += float(w.sum())
+    return {"loss": loss / max(count, 1.0), "accuracy": correct / max(count, 1.0), "predictions": int(count)}
+
+
+def snippets(rows: pa.Table, chars: int, per_row: int, seed: int) -> tuple[np.ndarray, list[str]]:
+    """Up to `per_row` non-overlapping windows of `chars` text characters per row (no special
+    codepoint inside), each as CLS window SEP: ((N, chars + 2) int64 ids, their languages)."""
+    rng = np.random.default_rng(seed)
+    out, langs = [], []
+    for cps, lang in zip(rows["codepoints"].to_pylist(), rows["lang"].to_pylist()):
+        cps = np.asarray(cps, dtype=np.int64)
+        special = (cps == contract.PAD) | ((cps >= contract.ALIASED_RANGE[0]) & (cps <= contract.ALIASED_RANGE[1]))
+        # Runs of text between specials, cut into whole windows; a few of them, at random.
+        bounds = np.flatnonzero(np.diff(np.concatenate([[1], special.astype(np.int8), [1]])))
+        windows = [s for a, b in zip(bounds[::2], bounds[1::2]) for s in range(a, b - chars + 1, chars)]
+        for s in rng.permutation(len(windows))[:per_row]:
+            start = windows[s]
+            out.append(np.concatenate([[contract.CLS], cps[start : start + chars], [contract.SEP]]))
+            langs.append(lang)
+    return (np.stack(out) if out else np.zeros((0, chars + 2), np.int64)), langs
+
+
+# Probe features: a snippet's final character outputs averaged (what CANINE-C trains: the head
+# reads them), and the CLS pooler (HF's pooler_output, what a classifier fine-tunes), which only
+# a sentence-order loss trains: without SOP it stays as initialized, on top of a trained stack.
+FEATURES = {"mean": "final character outputs, averaged", "cls": "CLS pooler (tanh(dense(molecule 0)))"}
+
+
+@torch.no_grad()
+def features(encoder, ids: np.ndarray, batch_size: int = 64) -> dict[str, torch.Tensor]:
+    """Both probe features (FEATURES), (N, d) each, of full-length snippets (no padding, one segment)."""
+    parts = {name: [] for name in FEATURES}
+    for start in range(0, len(ids), batch_size):
+        x = torch.from_numpy(ids[start : start + batch_size])
+        out = encoder(x, torch.ones_like(x))
+        parts["mean"].append(out.sequence_output.float().mean(1))
+        parts["cls"].append(out.pooled_output.float())
+    return {name: torch.cat(p) for name, p in parts.items()}
+
+
+def linear_probe(train_x, train_y, test_x, test_y, classes: int, l2: float = 1e-3, seed: int = 0) -> float:
+    """Test accuracy of a multinomial logistic regression (L-BFGS, L2 `l2`) fit on standardized
+    frozen features."""
+    mean, std = train_x.mean(0), train_x.std(0).clamp(min=1e-6)
+    train_x, test_x = (train_x - mean) / std, (test_x - mean) / std
+    torch.manual_seed(seed)
+    probe = torch.nn.Linear(train_x.shape[1], classes)
+    torch.nn.init.zeros_(probe.weight)
+    torch.nn.init.zeros_(probe.bias)
+    opt = torch.optim.LBFGS(probe.parameters(), lr=1.0, max_iter=200, history_size=20, line_search_fn="strong_wolfe")
+    y = torch.as_tensor(train_y)
+
+    def closure():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(probe(train_x), y) + l2 * probe.weight.square().sum()
+        loss.backward()
+        return loss
+
+    with torch.enable_grad():
+        opt.step(closure)
+    with torch.no_grad():
+        return float((probe(test_x).argmax(1) == torch.as_tensor(test_y)).float().mean())
+
+
+def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, snippet_chars: int = 32,
+                 snippets_per_row: int = 4, batch_size: int = 16) -> dict:
+    """Both measures (module docstring) for the run at `run`, as a JSON-ready dict."""
+    cfg, manifest, pretrained, initial = load_run(run)
+    model_cfg = pretrained.config
+    seq_len = cfg.data.seq_len or manifest.seq_len
+    val_rows = read_rows(manifest.splits["validation"], examples)
+    train_rows = read_rows(manifest.splits["train"], train_examples)
+    objective = cfg.train.objective
+    classes = model_cfg.num_hash_buckets if objective == "char" else model_cfg.num_subword_vocab
+
+    def batches(rows):
+        return list(_batches(rows, cfg, model_cfg, seq_len, batch_size))
+
+    val = batches(val_rows)
+    result = {
+        "run": run, "objective": objective, "validation_examples": val_rows.num_rows,
+        "masked": {"pretrained": masked_prediction(pretrained, val), "initial": masked_prediction(initial, val),
+                   "unigram": unigram_baseline(batches(train_rows), val, objective, classes)},
+    }
+    snippet_chars = min(snippet_chars, seq_len - 2)
+    train_ids, train_langs = snippets(train_rows, snippet_chars, snippets_per_row, cfg.train.seed)
+    test_ids, test_langs = snippets(val_rows, snippet_chars, snippets_per_row, cfg.train.seed + 1)
+    languages = sorted(set(train_langs))
+    index = {lang: i for i, lang in enumerate(languages)}
+    keep = [i for i, lang in enumerate(test_langs) if lang in index]  # a language only in validation: unscorable
+    test_ids, test_langs = test_ids[keep], [test_langs[i] for i in keep]
+    probe = {"languages": languages, "test_languages": sorted(set(test_langs)), "snippet_chars": snippet_chars,
+             "train_snippets": len(train_langs), "test_snippets": len(test_langs)}
+    if len(languages) >= 2 and test_langs:
+        train_y, test_y = [index[x] for x in train_langs], [index[x] for x in test_langs]
+        # The best constant answer on these test snippets: the floor any feature must clear.
+        probe["majority"] = max(test_y.count(y) for y in set(test_y)) / len(test_y)
+        for name, model in (("pretrained", pretrained), ("initial", initial)):
+            train_x, test_x = features(model.encoder, train_ids), features(model.encoder, test_ids)
+            probe[name] = {kind: linear_probe(train_x[kind], train_y, test_x[kind], test_y, len(languages))
+                           for kind in FEATURES}
+    result["probe"] = probe
+    return result
+
+
+def format_evaluation(r: dict) -> str:
+    m, p = r["masked"], r["probe"]
+    what = "masked characters (CANINE-C)" if r["objective"] == "char" else "masked subwords (CANINE-S)"
+    lines = [f"held-out       {r['validation_examples']} validation examples, {m['pretrained']['predictions']} {what}",
+             f"{'':15}{'accuracy':>10}{'loss':>9}"]
+    for name in ("pretrained", "initial", "unigram"):
+        lines.append(f"  {name:<13}{m[name]['accuracy']:>10.3f}{m[name]['loss']:>9.3f}")
+    if "pretrained" in p:
+        lines.append(f"language probe {len(p['languages'])} languages, snippets of {p['snippet_chars']} characters: "
+                     f"{p['train_snippets']} from train, {p['test_snippets']} held out "
+                     f"({' '.join(p['test_languages'])}); linear, accuracy on")
+        lines.append(f"{'':15}{'mean':>10}{'cls':>9}   (mean: {FEATURES['mean']}; cls: {FEATURES['cls']})")
+        for name in ("pretrained", "initial"):
+            lines.append(f"  {name:<13}{p[name]['mean']:>10.3f}{p[name]['cls']:>9.3f}")
+        lines.append(f"  {'majority':<13}{p['majority']:>10.3f}   (the most frequent held-out language, always)")
+    else:
+        lines.append(f"language probe skipped: {len(p['languages'])} language(s) in the train snippets, "
+                     f"{p['test_snippets']} test snippets")
+    return "\n".join(lines)
+
+
+def beats_initialization(r: dict) -> bool:
+    """Whether the pretrained encoder predicts held-out masked targets better than the same
+    encoder at its initialization, in accuracy and in loss. (The unigram is the next bar: a short
+    run reaches it first in accuracy, since both predict the most frequent characters.)"""
+    pre, init = r["masked"]["pretrained"], r["masked"]["initial"]
+    return math.isfinite(pre["loss"]) and pre["accuracy"] > init["accuracy"] and pre["loss"] < init["loss"]
