@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training import model as model_module  # noqa: E402
+from training import kernels  # noqa: E402
 from training.batch import build_batch  # noqa: E402
 from training.config import PRESETS, preset  # noqa: E402
 from training.flops import encoder_flops, pretraining_flops  # noqa: E402
@@ -97,7 +97,7 @@ def main(argv=None):
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.aten_linear:
-        model_module.ONEDNN_LINEAR = False
+        kernels.ONEDNN_LINEAR = False
     device = torch.device(args.device)
     config = preset(args.config, max_position_embeddings=max(args.seq_len, PRESETS[args.config].max_position_embeddings))
     torch.manual_seed(0)
@@ -132,13 +132,13 @@ def main(argv=None):
     chars = args.batch * args.seq_len
     results = {"config": args.config, "batch": args.batch, "seq_len": args.seq_len, "device": str(device),
                "threads": torch.get_num_threads(), "compile": args.compile,
-               "onednn_linear": model_module.ONEDNN_LINEAR, "chars_per_s": {}, "chars_per_s_median": {}, "failed": {}}
+               "onednn_linear": kernels.ONEDNN_LINEAR, "chars_per_s": {}, "chars_per_s_median": {}, "failed": {}}
     flop = {"a": encoder_flops(config, args.seq_len, reference_upsampling=True), "b": pretraining_flops(config, "char", args.seq_len),
             "c": pretraining_flops(config.replace(targeted_upsampling=False), "char", args.seq_len)}
     params = {v: num_parameters(m) / 1e6 for v, m in models.items()}
     print(f"\nconfig {args.config} ({', '.join(f'{v}: {n:.1f}M' for v, n in params.items())} parameters), "
           f"batch {args.batch} x {args.seq_len} chars, {device}, {torch.get_num_threads()} threads, "
-          f"ours {'compiled' if args.compile else 'eager'} with {'oneDNN' if model_module.ONEDNN_LINEAR else 'aten'} "
+          f"ours {'compiled' if args.compile else 'eager'} with {'oneDNN' if kernels.ONEDNN_LINEAR else 'aten'} "
           f"fp32 linears, HF eager, "
           f"fastest of {args.steps} steps (chars/s, s/step) and median")
     print(f"{'variant':44s} {'dtype':5s} {'chars/s':>10s} {'s/step':>8s} {'median':>8s} {'GFLOP/ex':>9s} {'TFLOP/s':>8s}")

@@ -7,7 +7,7 @@ training/batch.py), so every shape is static. The encoder computes its final lay
 slots (targeted upsampling, §3.2.3).
 """
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -15,11 +15,11 @@ from torch import nn
 from pipeline import contract
 from training import flops
 from training.config import OBJECTIVES, CanineConfig
-from training.model import CanineModel, Linear, TransformerLayer, activation, init_weights, linear
+from training.kernels import Linear, linear, linear_cross_entropy
+from training.model import CanineModel, TransformerLayer, activation, init_weights
 
 
-@dataclass
-class PretrainingOutput:
+class PretrainingOutput(NamedTuple):  # a tuple: wrappers (ZeRO-3's hooks) find the tensors in it
     loss: torch.Tensor  # scalar: objective loss + sop_loss_weight * sop_loss
     correct: torch.Tensor  # weighted count of correct objective predictions (for accuracy)
     count: torch.Tensor  # sum of the objective's weights (predictions that count)
@@ -30,70 +30,15 @@ class PretrainingOutput:
     logits: torch.Tensor | None = None  # (B, P, classes) with forward(..., return_logits=True)
 
 
-# Logit elements per chunk of rows in `linear_cross_entropy`. CPU: 4M fp32 = 16 MB, below glibc's
-# 32 MB mmap ceiling, so chunks reuse heap memory instead of page-faulting fresh mappings (a full
-# 640 x 16384 fp32 softmax, 42 MB, spent ~35 ms of 120 ms in page faults here). CUDA: large
-# chunks keep the matmuls efficient; the full logits of a big batch would still take GBs.
-_CHUNK_ELEMENTS = {"cpu": 2**22, "cuda": 2**28}
+class Output(Linear):
+    """A prediction layer: logits of `h`, or with targets, the weighted cross-entropy of those
+    logits through `linear_cross_entropy` (chunked, never holding all of them), as
+    (loss, correct, count)."""
 
-
-class _LinearCrossEntropy(torch.autograd.Function):
-    """Weighted mean cross-entropy of h @ W^T + b, never holding all the logits: rows go in chunks,
-    and since the loss is terminal the gradients are computed in the same pass (no recompute)."""
-
-    @staticmethod
-    def forward(ctx, h, weight, bias, targets, weights, chunk_rows):
-        # h is in the compute dtype; the parameters are cast here, so their gradients come back
-        # in their own dtype without a round trip through the compute dtype.
-        w, b = weight.to(h.dtype), bias.to(h.dtype)
-        count = weights.sum()
-        scale = weights / count.clamp(min=1.0)  # (N,) fp32
-        need_grad = any(ctx.needs_input_grad[:3])
-        loss = torch.zeros((), dtype=torch.float32, device=h.device)
-        correct = torch.zeros((), dtype=torch.float32, device=h.device)
-        if need_grad:
-            grad_h = torch.empty_like(h)
-            grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=h.device)
-            grad_b = torch.zeros(bias.shape, dtype=torch.float32, device=h.device)
-        for start in range(0, h.shape[0], chunk_rows):
-            rows = slice(start, start + chunk_rows)
-            # Softmax and argmax in fp32 (argmax on bf16 logits measured 6x slower).
-            logits = linear(h[rows], w, b).float()  # (n, V)
-            t = targets[rows].unsqueeze(1)  # (n, 1)
-            correct += ((logits.argmax(dim=1) == t.squeeze(1)).float() * weights[rows]).sum()
-            log_probs = torch.log_softmax(logits, dim=1)  # one fused pass
-            loss -= (log_probs.gather(1, t).squeeze(1) * scale[rows]).sum()
-            if need_grad:
-                probs = log_probs.exp_()  # softmax, in place
-                probs.scatter_add_(1, t, probs.new_full(t.shape, -1.0))  # minus the one-hot
-                probs.mul_(scale[rows].unsqueeze(1))  # d loss / d logits
-                g = probs.to(h.dtype)
-                grad_h[rows] = linear(g, w.t())  # g @ w
-                grad_w.add_(linear(g.t(), h[rows].t()))  # g^T @ h; fp32 += compute dtype, converted on the fly
-                grad_b += probs.sum(0)
-        if need_grad:
-            ctx.save_for_backward(grad_h, grad_w.to(weight.dtype), grad_b.to(bias.dtype))
-        ctx.mark_non_differentiable(correct, count)
-        return loss, correct, count
-
-    @staticmethod
-    def backward(ctx, grad_loss, _grad_correct, _grad_count):
-        grad_h, grad_w, grad_b = ctx.saved_tensors
-        return grad_h * grad_loss.to(grad_h.dtype), grad_w * grad_loss, grad_b * grad_loss, None, None, None
-
-
-def linear_cross_entropy(h, linear: nn.Linear, targets, weights):
-    """(loss, correct, count) of `linear(h)` against `targets` with per-row `weights` (0 = padding):
-    loss = sum(w * ce) / max(sum(w), 1); correct and count are detached, for accuracy."""
-    h = h.reshape(-1, h.shape[-1])  # (N, d)
-    device = h.device.type
-    if torch.is_autocast_enabled(device):  # the Function runs outside autocast: cast like a Linear would
-        h = h.to(torch.get_autocast_dtype(device))
-    chunk = max(1, _CHUNK_ELEMENTS.get(device, 2**26) // linear.weight.shape[0])
-    with torch.autocast(device, enabled=False):
-        loss, correct, count = _LinearCrossEntropy.apply(
-            h, linear.weight, linear.bias, targets.reshape(-1), weights.reshape(-1).float(), chunk)
-    return loss, correct, count
+    def forward(self, h, targets=None, weights=None):
+        if targets is None:
+            return linear(h, self.weight, self.bias)
+        return linear_cross_entropy(h, self.weight, self.bias, targets, weights)
 
 
 class Transform(nn.Module):
@@ -131,10 +76,11 @@ class CharHead(nn.Module):
         # [y (d) ; gold embedding (E, the hash tables' width: d unless ALBERT-factorized)] -> d
         self.project = Transform(config, config.hidden_size + config.embedding_width)
         self.layer = TransformerLayer(config)
-        self.output = Linear(config.hidden_size, config.num_hash_buckets)
+        self.output = Output(config.hidden_size, config.num_hash_buckets)
 
     def forward(self, y_steps, gold_steps, embed):
         """y_steps (B, P, d) and gold codepoints (B, P), both in step order -> (B, P, d) for `output`.
+        `embed`: the encoder's hash embedding module (codepoints -> (.., E)), called, not read.
         Padding slots come last in the order, so a real step never sees one."""
         B, P = gold_steps.shape
         steps = torch.arange(P, device=y_steps.device)
@@ -161,7 +107,7 @@ class SubwordHead(nn.Module):
         if config.num_subword_vocab <= 0:
             raise ValueError("CANINE-S needs config.num_subword_vocab > 0 (the tokenizer's vocabulary size)")
         self.transform = Transform(config, config.hidden_size)
-        self.output = Linear(config.hidden_size, config.num_subword_vocab)
+        self.output = Output(config.hidden_size, config.num_subword_vocab)
 
     def forward(self, y):
         return self.transform(y)  # (B, P, d) for `output`
@@ -177,7 +123,7 @@ class CaninePretrainingModel(nn.Module):
         self.config, self.objective = config, objective
         self.encoder = CanineModel(config)
         self.head = CharHead(config) if objective == "char" else SubwordHead(config)
-        self.sop = Linear(config.hidden_size, 2) if config.sop_loss_weight else None
+        self.sop = Output(config.hidden_size, 2) if config.sop_loss_weight else None
         self.init_weights()
 
     def init_weights(self):
@@ -194,23 +140,21 @@ class CaninePretrainingModel(nn.Module):
             positions = batch["char_positions"].gather(1, order)  # (B, P), step order
             out = self.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"], positions)
             hidden = self.head(out.sequence_output, batch["char_gold_ids"].gather(1, order),
-                               self.encoder.embeddings.hash_embed)
+                               self.encoder.embeddings.hash_tables)
             targets, weights = batch["char_targets"].gather(1, order), batch["char_weights"].gather(1, order)
         else:
             out = self.encoder(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
                                batch["subword_positions"])
             hidden = self.head(out.sequence_output)
             targets, weights = batch["subword_labels"], batch["subword_weights"]
-        loss, correct, count = linear_cross_entropy(hidden, self.head.output, targets, weights)
-        result = PretrainingOutput(loss=loss, correct=correct, count=count, objective_loss=loss.detach(),
-                                   logits=self.head.output(hidden) if return_logits else None)
-        if self.sop is not None and "sop_labels" in batch:
-            labels = batch["sop_labels"]  # (B,), SOP_NO_PAIR (-1) where the example has one segment
-            sop_loss, result.sop_correct, result.sop_count = linear_cross_entropy(
-                out.pooled_output, self.sop, labels.clamp(min=0), labels != contract.SOP_NO_PAIR)
-            result.sop_loss = sop_loss.detach()
-            result.loss = loss + self.config.sop_loss_weight * sop_loss
-        return result
+        loss, correct, count = self.head.output(hidden, targets, weights)
+        logits = self.head.output(hidden) if return_logits else None
+        if self.sop is None or "sop_labels" not in batch:
+            return PretrainingOutput(loss, correct, count, loss.detach(), logits=logits)
+        labels = batch["sop_labels"]  # (B,), SOP_NO_PAIR (-1) where the example has one segment
+        sop_loss, sop_correct, sop_count = self.sop(out.pooled_output, labels.clamp(min=0), labels != contract.SOP_NO_PAIR)
+        return PretrainingOutput(loss + self.config.sop_loss_weight * sop_loss, correct, count, loss.detach(),
+                                 sop_loss.detach(), sop_correct, sop_count, logits)
 
     def num_flops_per_example(self, seq_len: int) -> int:
         """Forward + backward matmul FLOPs of encoder + head (exact count, training/flops.py)."""

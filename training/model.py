@@ -4,16 +4,17 @@
       -> strided conv (r = 4), drop last molecule, prepend CLS -> deep BERT stack -> pooler
       -> repeat molecules r times, concat with h_init -> conv (1 left / 2 right) -> final layer = y_seq
 
-Speed choices (measured with benchmarks/model_speed.py): fused QKV; attention through
-`scaled_dot_product_attention` (explicit matmuls only on CPU in bf16 or with dropout, where they
-are faster, see `attention`); the local layer as one batched call over blocks; the strided conv
-as one matmul; the upsampling conv's molecule half at molecule resolution; cheap dropout bits on
-CPU; fp32 linears on CPU in oneDNN rather than MKL (`linear`, ~2x on this project's AMD CPU); and
-targeted upsampling (§3.2.3): the final layer computes queries only at the positions the loss reads.
+Speed choices of the architecture (measured with benchmarks/model_speed.py): fused QKV; the local
+layer as one batched call over blocks; the strided conv as one matmul; the upsampling conv's
+molecule half at molecule resolution; and targeted upsampling (§3.2.3): the final layer computes
+queries only at the positions the loss reads. The kernels (oneDNN linears, cheap dropout bits,
+CPU attention) are in training/kernels.py. Every weight is used inside the forward of the
+module that owns it, so a wrapper that gathers a module's parameters around its forward
+(DeepSpeed ZeRO-3, FSDP) needs no special case.
 """
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -22,6 +23,7 @@ from torch.utils.checkpoint import checkpoint
 
 from training import flops
 from training.config import HASH_PRIMES, CanineConfig
+from training.kernels import Dropout, Linear, attention, linear
 
 # n-gram ids: a rolling polynomial hash of the codepoints, kept below 2**31 so that
 # (hash * multiplier + codepoint) stays inside int64 on every device.
@@ -29,8 +31,7 @@ _NGRAM_MULTIPLIER = 1_000_003
 _NGRAM_MODULUS = 2**31 - 1
 
 
-@dataclass
-class CanineOutput:
+class CanineOutput(NamedTuple):  # a tuple: wrappers (ZeRO-3's hooks) find the tensors in it
     sequence_output: torch.Tensor  # (B, L, d), or (B, P, d) at `output_positions`
     pooled_output: torch.Tensor  # (B, d): tanh(dense(molecule 0))
     molecule_output: torch.Tensor  # (B, L // r, d): the deep stack's output
@@ -40,112 +41,6 @@ def activation(name: str):
     """GELU as named in the HF config: exact erf, or the tanh approximation Google's code used."""
     approximate = "none" if name == "gelu" else "tanh"
     return lambda x: F.gelu(x, approximate=approximate)
-
-
-def keep_mask(shape, p: float, device, dtype=torch.bool) -> torch.Tensor:
-    """Bernoulli(1 - p) as 0/1 in `dtype`, p rounded to a multiple of 2**-16: 16 random bits per
-    element cut from int64 draws. On this project's CPU that is ~5x faster than `bernoulli_`
-    (1.3 ms vs 7.8 ms per 1M elements, measured), and dropout's draws were ~5% of a step.
-    Multiplying by a mask of the tensor's own dtype is 3x faster than by a bool one (measured)."""
-    if torch.compiler.is_compiling():  # random_ breaks the graph; inductor fuses its own RNG
-        return (torch.rand(shape, device=device) >= p).to(dtype)
-    n = math.prod(shape)
-    bits = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-(2**63), None)
-    return (bits.view(torch.int16)[:n].view(shape) >= round(p * 65536) - 32768).to(dtype)
-
-
-def dropout(x, p: float):
-    """Inverted dropout with `keep_mask`'s cheap bits (training only; callers check)."""
-    return torch.mul(x, keep_mask(x.shape, p, x.device, x.dtype)).mul_(1.0 / (1.0 - p))
-
-
-class Dropout(nn.Module):
-    """nn.Dropout with cheap random bits on CPU (`keep_mask`); F.dropout elsewhere (fused on GPU)."""
-
-    def __init__(self, p: float):
-        super().__init__()
-        self.p = p
-
-    def forward(self, x):
-        if not self.training or self.p == 0:
-            return x
-        if x.device.type != "cpu" or torch.compiler.is_compiling():
-            return F.dropout(x, self.p, training=True)
-        return dropout(x, self.p)
-
-
-def _onednn_mm(a, b_t, bias=None):
-    """a @ b_t^T (+ bias) for 2-D fp32 `a` (N, k) and `b_t` (n, k), contiguous or transposed."""
-    return torch.ops.mkldnn._linear_pointwise(_dense(a), _dense(b_t), bias, "none", [], "")
-
-
-def _dense(x):
-    """x, or a contiguous copy if its rows are padded (a slice of a wider tensor, like the pooler's
-    molecule 0 of each example): oneDNN's kernel for those measured ~800x slower."""
-    return x if x.is_contiguous() or x.t().is_contiguous() else x.contiguous()
-
-
-class _OneDNNLinear(torch.autograd.Function):
-    """F.linear whose forward and both backward matmuls run in oneDNN rather than MKL's sgemm:
-    fp32 on this project's AMD CPU (Zen 5, AVX-512), MKL reached 95-190 GFLOP/s and oneDNN
-    190-400 on CANINE-base's shapes (measured), and matmuls are ~80% of a CPU training step."""
-
-    @staticmethod
-    def forward(ctx, x, weight, bias):
-        ctx.save_for_backward(x, weight)
-        ctx.has_bias = bias is not None
-        return _onednn_mm(x.reshape(-1, x.shape[-1]), weight, bias).view(*x.shape[:-1], weight.shape[0])
-
-    @staticmethod
-    def backward(ctx, grad):
-        x, weight = ctx.saved_tensors
-        g = grad.reshape(-1, grad.shape[-1])  # (N, out)
-        grad_x = _onednn_mm(g, weight.t()).view(x.shape) if ctx.needs_input_grad[0] else None
-        grad_w = _onednn_mm(g.t(), x.reshape(-1, x.shape[-1]).t()) if ctx.needs_input_grad[1] else None
-        grad_b = g.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
-        return grad_x, grad_w, grad_b
-
-
-def linear(x, weight, bias=None):
-    """F.linear, through oneDNN for fp32 on CPU (`_OneDNNLinear`); unchanged under autocast (bf16
-    matmuls already go to oneDNN), torch.compile, on GPU and in builds without oneDNN."""
-    if (x.device.type == "cpu" and x.dtype == weight.dtype == torch.float32 and ONEDNN_LINEAR
-            and not torch.is_autocast_enabled("cpu") and not torch.compiler.is_compiling()):
-        return _OneDNNLinear.apply(x, weight, bias)
-    return F.linear(x, weight, bias)
-
-
-# False: torch's default CPU kernels, as every nn.Linear uses (benchmarks/model_speed.py --aten-linear).
-ONEDNN_LINEAR = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
-
-
-class Linear(nn.Linear):
-    """nn.Linear (same parameters and state dict) computed by `linear`."""
-
-    def forward(self, x):
-        return linear(x, self.weight, self.bias)
-
-
-def attention(q, k, v, bias, dropout_p: float, backend: str = "auto"):
-    """softmax(q k^T / sqrt(dh) + bias) v with attention-probability dropout; (B, H, Lq, dh).
-
-    SDPA on every device but one: on CPU, SDPA in bf16 runs the flash kernel 2-4x slower than
-    plain matmuls (head_dim 64, shapes of the small config, measured: local blocks 50 vs 13 ms,
-    deep 22 vs 8 ms, targeted final 54 vs 24 ms forward + backward), and with dropout it falls
-    back to an unfused path drawing the mask with slow `bernoulli_`. There (backend "auto") we
-    write the same math out, with exact dropout of the probabilities from `keep_mask`'s bits.
-    """
-    if backend == "sdpa" or q.device.type != "cpu" or (dropout_p == 0 and q.dtype == torch.float32):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p)
-    with torch.autocast("cpu", enabled=False):  # q, k, v are already in the compute dtype
-        scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2))  # (B, H, Lq, Lk)
-        if bias is not None:
-            scores.add_(bias)  # in place: the matmul's backward does not need its output
-        probs = torch.softmax(scores, dim=-1)
-        if dropout_p == 0:
-            return torch.matmul(probs, v)
-        probs = probs * keep_mask(probs.shape, dropout_p, probs.device, probs.dtype)
-        return torch.matmul(probs, v) * (1.0 / (1.0 - dropout_p))  # rescale (B, H, Lq, dh), not probs
 
 
 def attention_bias(dtype, key_valid=None, key_absent=None):
@@ -173,6 +68,19 @@ def stacked(param: nn.Parameter, parts: int) -> None:
     param.stacked_parts = parts
 
 
+class QKV(Linear):
+    """The fused query / key / value projection (rows: query, key, value; HF keeps three Linears).
+    With `queries`: the query projection of those rows only, key and value of all of `x`."""
+
+    def forward(self, x, queries=None):
+        if queries is None:
+            return linear(x, self.weight, self.bias)  # (B, L, 3d)
+        d = self.out_features // 3
+        w_q, w_kv = self.weight.split([d, 2 * d])
+        b_q, b_kv = self.bias.split([d, 2 * d])
+        return linear(queries, w_q, b_q), linear(x, w_kv, b_kv)  # (B, P, d), (B, L, 2d)
+
+
 class TransformerLayer(nn.Module):
     """A post-LayerNorm BERT layer with fused QKV and SDPA. `query_index` selects the query rows."""
 
@@ -180,7 +88,7 @@ class TransformerLayer(nn.Module):
         super().__init__()
         d = config.hidden_size
         self.num_heads, self.head_dim = config.num_attention_heads, config.head_dim
-        self.qkv = Linear(d, 3 * d)  # rows: query, key, value (HF keeps three Linears)
+        self.qkv = QKV(d, 3 * d)
         stacked(self.qkv.weight, 3)
         self.attn_out = Linear(d, d)
         self.attn_norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
@@ -200,16 +108,38 @@ class TransformerLayer(nn.Module):
             q, k, v = self.qkv(x).view(B, Lk, 3, H, dh).permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, L, dh)
         else:  # targeted: queries only at query_index, keys/values everywhere (paper §3.2.3)
             residual = x.gather(1, query_index.unsqueeze(-1).expand(-1, -1, d))  # (B, P, d)
-            w_q, w_kv = self.qkv.weight.split([d, 2 * d])
-            b_q, b_kv = self.qkv.bias.split([d, 2 * d])
-            q = linear(residual, w_q, b_q).view(B, -1, H, dh).transpose(1, 2)  # (B, H, P, dh)
-            k, v = linear(x, w_kv, b_kv).view(B, Lk, 2, H, dh).permute(2, 0, 3, 1, 4).unbind(0)
+            q, kv = self.qkv(x, queries=residual)
+            q = q.view(B, -1, H, dh).transpose(1, 2)  # (B, H, P, dh)
+            k, v = kv.view(B, Lk, 2, H, dh).permute(2, 0, 3, 1, 4).unbind(0)
         dropout_p = self.attn_dropout if self.training else 0.0
         bias = attention_bias(q.dtype, key_valid, key_absent)
         ctx = attention(q, k, v, bias, dropout_p, self.attn_backend)  # (B, H, Lq, dh)
         ctx = ctx.transpose(1, 2).reshape(B, -1, d)  # (B, Lq, d)
         h = self.attn_norm(residual + self.dropout(self.attn_out(ctx)))
         return self.ffn_norm(h + self.dropout(self.ffn_out(self.act(self.ffn_in(h)))))
+
+
+class HashEmbedding(nn.Embedding):
+    """K hash tables of E/K columns stacked into one (rows k*B .. (k+1)*B-1 are table k: one lookup,
+    not K): (B, L) ids -> (B, L, E), hash k of x being ((x + 1) * PRIME[k]) % B (CANINE.md "Encoder")."""
+
+    def __init__(self, num_hashes: int, num_buckets: int, width: int):
+        super().__init__(num_hashes * num_buckets, width // num_hashes)
+        self.num_buckets = num_buckets
+        stacked(self.weight, num_hashes)
+        self.register_buffer("primes", torch.tensor(HASH_PRIMES[:num_hashes]), persistent=False)
+        self.register_buffer("table_offsets", torch.arange(num_hashes) * num_buckets, persistent=False)
+
+    def forward(self, ids):
+        buckets = ((ids.unsqueeze(-1) + 1) * self.primes) % self.num_buckets + self.table_offsets  # (B, L, K)
+        return super().forward(buckets).flatten(-2)  # (B, L, K, E/K) -> (B, L, E)
+
+
+class Positions(nn.Embedding):
+    """The absolute position table, read as its first `length` rows (no index tensor)."""
+
+    def forward(self, length: int):
+        return self.weight[:length]  # (L, E)
 
 
 class CharEmbeddings(nn.Module):
@@ -219,35 +149,22 @@ class CharEmbeddings(nn.Module):
     def __init__(self, config: CanineConfig):
         super().__init__()
         K, B, e = config.num_hash_functions, config.num_hash_buckets, config.embedding_width
-        self.num_buckets = B
-        # The K tables stacked into one (rows k*B .. (k+1)*B-1 are table k): one lookup, not K.
-        self.hash_tables = nn.Embedding(K * B, e // K)
+        self.hash_tables = HashEmbedding(K, B, e)
         self.ngram_orders = config.ngram_orders
-        self.ngram_tables = nn.ModuleList(nn.Embedding(K * B, e // K) for _ in config.ngram_orders)
-        for table in (self.hash_tables, *self.ngram_tables):
-            stacked(table.weight, K)
-        self.position = nn.Embedding(config.max_position_embeddings, e)
+        self.ngram_tables = nn.ModuleList(HashEmbedding(K, B, e) for _ in config.ngram_orders)
+        self.position = Positions(config.max_position_embeddings, e)
         self.token_type = nn.Embedding(config.type_vocab_size, e)
         self.norm = nn.LayerNorm(e, eps=config.layer_norm_eps)
         self.dropout = Dropout(config.hidden_dropout_prob)
         # ALBERT's `embedding_hidden_mapping_in` (google-research/albert modeling.py
         # transformer_model): after the embeddings' LayerNorm and dropout, only where E != d.
         self.hidden_mapping = Linear(e, config.hidden_size) if config.factorized_embedding else None
-        self.register_buffer("primes", torch.tensor(HASH_PRIMES[:K]), persistent=False)
-        self.register_buffer("table_offsets", torch.arange(K) * B, persistent=False)
-
-    def hash_embed(self, ids, table=None):
-        """(B, L) ids -> (B, L, E): hash k of x is ((x + 1) * PRIME[k]) % B (CANINE.md "Encoder")."""
-        buckets = ((ids.unsqueeze(-1) + 1) * self.primes) % self.num_buckets + self.table_offsets  # (B, L, K)
-        table = self.hash_tables if table is None else table
-        return table(buckets).flatten(-2)  # (B, L, K, E/K) -> (B, L, E)
 
     def forward(self, input_ids, token_type_ids):
-        L = input_ids.shape[1]
-        x = self.hash_embed(input_ids)
+        x = self.hash_tables(input_ids)
         for order, table in zip(self.ngram_orders, self.ngram_tables):
-            x = x + self.hash_embed(ngram_ids(input_ids, order), table)
-        x = x + self.token_type(token_type_ids) + self.position.weight[:L]
+            x = x + table(ngram_ids(input_ids, order))
+        x = x + self.token_type(token_type_ids) + self.position(input_ids.shape[1])
         x = self.dropout(self.norm(x))  # (B, L, E)
         return x if self.hidden_mapping is None else self.hidden_mapping(x)  # (B, L, d)
 
@@ -281,30 +198,23 @@ class Downsample(nn.Module):
         return self.norm(torch.cat([h_init[:, :1], molecules], dim=1))  # (B, M, d)
 
 
-class Upsample(nn.Module):
-    """Repeat molecules to characters, concat after h_init, Conv1d(2d, d, kernel 4, padding 1 left /
-    2 right) + GELU, LayerNorm, dropout. No residual from h_init (CANINE.md "Upsampling").
+class UpsampleConv(nn.Conv1d):
+    """Conv1d(2d, d, kernel K, "same" padding: 1 left / 2 right for 4) over [h_init ; molecules
+    repeated r times], computed split by input channels: the h_init half is an ordinary conv,
+    while the repeated molecules are constant over runs of r characters, so their taps are
+    computed once per molecule (M x d x K*d instead of L x d x K*d multiply-adds, 3/8 of the conv's
+    FLOPs saved) and gathered. One Conv1d's weight, as HF stores it (projection.conv)."""
 
-    The conv is split by input channels: the h_init half is an ordinary conv, while the repeated
-    molecules are constant over runs of r characters, so their taps are computed once per molecule
-    (M x d x K*d instead of L x d x K*d multiply-adds, 3/8 of the conv's FLOPs saved) and gathered.
-    """
-
-    def __init__(self, config: CanineConfig):
-        super().__init__()
-        self.rate, self.width = config.downsampling_rate, config.upsampling_kernel_size
-        self.padding = ((self.width - 1) // 2, self.width - 1 - (self.width - 1) // 2)  # "same": (1, 2) for 4
-        # One Conv1d over [h_init ; molecules] channels, as HF stores it (projection.conv).
-        self.conv = nn.Conv1d(2 * config.hidden_size, config.hidden_size, self.width)
-        self.act = activation(config.hidden_act)
-        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
-        self.dropout = Dropout(config.hidden_dropout_prob)
+    def __init__(self, hidden_size: int, width: int, rate: int):
+        super().__init__(2 * hidden_size, hidden_size, width)
+        self.rate = rate
+        self.pads = ((width - 1) // 2, width - 1 - (width - 1) // 2)
 
     def forward(self, h_init, molecules):
         B, L, d = h_init.shape
-        M, K, left = molecules.shape[1], self.width, self.padding[0]
-        w_chars, w_molecules = self.conv.weight.split(d, dim=1)  # (d, d, K) each
-        y = F.conv1d(F.pad(h_init.transpose(1, 2), self.padding), w_chars, self.conv.bias).transpose(1, 2)  # (B, L, d)
+        M, K, left = molecules.shape[1], self.kernel_size[0], self.pads[0]
+        w_chars, w_molecules = self.weight.split(d, dim=1)  # (d, d, K) each
+        y = F.conv1d(F.pad(h_init.transpose(1, 2), self.pads), w_chars, self.bias).transpose(1, 2)  # (B, L, d)
         taps = linear(molecules, w_molecules.permute(2, 0, 1).reshape(K * d, d))  # (B, M, K*d): tap k of molecule m
         taps = F.pad(taps.view(B, M * K, d), (0, 0, 0, 1))  # (B, M*K + 1, d): a zero row for the padding
         # Output i, tap k reads character j = i + k - left, i.e. molecule 1 + j // r (0 is CLS; the last
@@ -312,8 +222,22 @@ class Upsample(nn.Module):
         j = torch.arange(L, device=h_init.device)[:, None] + torch.arange(K, device=h_init.device) - left  # (L, K)
         source = (j // self.rate + 1).clamp(max=M - 1) * K + torch.arange(K, device=h_init.device)
         source = source.masked_fill((j < 0) | (j >= L), M * K)
-        y = y + taps.index_select(1, source.flatten()).view(B, L, K, d).sum(2)  # (B, L, d)
-        return self.dropout(self.norm(self.act(y)))
+        return y + taps.index_select(1, source.flatten()).view(B, L, K, d).sum(2)  # (B, L, d)
+
+
+class Upsample(nn.Module):
+    """Repeat molecules to characters, concat after h_init, Conv1d(2d, d, kernel 4, padding 1 left /
+    2 right) + GELU, LayerNorm, dropout. No residual from h_init (CANINE.md "Upsampling")."""
+
+    def __init__(self, config: CanineConfig):
+        super().__init__()
+        self.conv = UpsampleConv(config.hidden_size, config.upsampling_kernel_size, config.downsampling_rate)
+        self.act = activation(config.hidden_act)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = Dropout(config.hidden_dropout_prob)
+
+    def forward(self, h_init, molecules):
+        return self.dropout(self.norm(self.act(self.conv(h_init, molecules))))
 
 
 class CanineModel(nn.Module):

@@ -13,7 +13,7 @@ from training import flops
 from training.config import PRESETS, CanineConfig, preset
 from training.heads import CaninePretrainingModel
 from training.hf import to_hf_state_dict
-from training.model import CanineModel, Dropout, attention, attention_bias, keep_mask, linear, ngram_ids, num_parameters
+from training.model import CanineModel, ngram_ids, num_parameters
 
 from canine_fixtures import one_thread, padded_inputs  # noqa: F401 (autouse fixture)
 
@@ -23,11 +23,11 @@ def test_hash_embedding_matches_hand_computed_buckets():
     table = model.embeddings.hash_tables.weight
     # 'a' = 97: ((97 + 1) * p) % 2048 for p = 31, 43, 59, 61, 73, 97, 103, 113, worked by hand.
     expected = [990, 118, 1686, 1882, 1010, 1314, 1902, 834]
-    got = model.embeddings.hash_embed(torch.tensor([[97]]))[0, 0]  # (d,)
+    got = model.embeddings.hash_tables(torch.tensor([[97]]))[0, 0]  # (d,)
     want = torch.cat([table[k * 2048 + b] for k, b in enumerate(expected)])
     assert torch.equal(got, want)
     # CLS = 0xE000 = 57344: 57345 = 28 * 2048 + 1, so bucket k is the prime itself.
-    got = model.embeddings.hash_embed(torch.tensor([[contract.CLS]]))[0, 0]
+    got = model.embeddings.hash_tables(torch.tensor([[contract.CLS]]))[0, 0]
     want = torch.cat([table[k * 2048 + p] for k, p in enumerate([31, 43, 59, 61, 73, 97, 103, 113])])
     assert torch.equal(got, want)
 
@@ -136,19 +136,6 @@ def test_encoder_compiles_without_graph_breaks(train):
     assert explanation.graph_break_count == 0, explanation.break_reasons
 
 
-def test_fast_dropout_rate_and_scale():
-    torch.manual_seed(0)
-    keep = keep_mask((1000, 1000), 0.1, "cpu")
-    assert abs(keep.float().mean().item() - 0.9) < 0.002
-    drop = Dropout(0.1).train()
-    x = torch.ones(200, 500, requires_grad=True)
-    y = drop(x)
-    assert torch.isclose(y[y != 0], torch.tensor(1 / 0.9)).all()
-    y.sum().backward()
-    assert torch.equal(x.grad, y.detach())  # gradient = the same mask and scale
-    assert torch.equal(drop.eval()(x), x)
-
-
 def _sdpa_flops(q_shape, k_shape, *args, **kwargs):
     """QK^T and PV: 2 * 2 * B * H * Lq * Lk * dh (the counter has no rule for the CPU kernel)."""
     B, H, Lq, dh = q_shape
@@ -160,24 +147,12 @@ def _sdpa_backward_flops(grad_shape, q_shape, k_shape, *args, **kwargs):
 
 
 def _onednn_linear_flops(x_shape, w_shape, *args, **kwargs):
-    """x (N, k) @ w (n, k)^T: the counter has no rule for model.linear's oneDNN kernel."""
+    """x (N, k) @ w (n, k)^T: the counter has no rule for kernels.linear's oneDNN kernel."""
     return 2 * x_shape[0] * x_shape[1] * w_shape[0]
 
 
-def test_onednn_linear_matches_f_linear_with_gradients():
-    x = torch.randn(3, 70, 96).transpose(0, 1).requires_grad_()  # strided input
-    weight, bias = torch.randn(160, 96, requires_grad=True), torch.randn(160, requires_grad=True)
-    grad = torch.randn(70, 3, 160)
-    results = []
-    for fn in (linear, torch.nn.functional.linear):
-        y = fn(x, weight, bias)
-        results.append([y, *torch.autograd.grad(y, (x, weight, bias), grad)])
-    for ours, reference in zip(*results):
-        torch.testing.assert_close(ours, reference, rtol=1e-5, atol=1e-4)
-
-
 def flop_counter() -> FlopCounterMode:
-    """torch's FLOP counter, taught the CPU attention kernel and model.linear's oneDNN kernel."""
+    """torch's FLOP counter, taught the CPU attention kernel and kernels.linear's oneDNN kernel."""
     mapping = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_flops,
                torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward: _sdpa_backward_flops,
                torch.ops.mkldnn._linear_pointwise: _onednn_linear_flops}
@@ -231,7 +206,7 @@ def test_factorized_embedding_counts_and_shapes():
     assert num_parameters(model.embeddings) == tables + (2048 + 16) * E + 2 * E + (E * d + d)
     rest = num_parameters(plain) - num_parameters(plain.embeddings)
     assert num_parameters(model) - num_parameters(model.embeddings) == rest
-    assert model.embeddings.hash_embed(torch.tensor([[97, 98]])).shape == (1, 2, E)
+    assert model.embeddings.hash_tables(torch.tensor([[97, 98]])).shape == (1, 2, E)
     ids, mask, types = padded_inputs()
     assert model.embeddings(ids, types).shape == (2, 133, d)
     out = model(ids, mask, types)
@@ -272,23 +247,6 @@ def test_model_code_imports_no_trainer_or_export_dependencies():
             "print([m for m in ('transformers', 'ray', 'deepspeed', 'apache_beam') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
-
-
-def test_cpu_attention_paths_agree_and_drop_probabilities_exactly():
-    g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(2, 4, n, 16, generator=g) for n in (5, 9, 9))
-    bias = attention_bias(torch.float32, torch.arange(9)[None, None, :] < torch.tensor([9, 6])[:, None, None])
-    reference = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-    lowered = [t.to(torch.bfloat16) for t in (q, k, v, bias)]
-    explicit = attention(*lowered, dropout_p=0.0)  # bf16 on CPU: the explicit path
-    torch.testing.assert_close(explicit.float(), reference, rtol=0.02, atol=0.02)
-    # Dropout: the probabilities times a keep mask (rate p, rescaled), drawn by keep_mask.
-    torch.manual_seed(3)
-    dropped = attention(q, k, v, bias, dropout_p=0.25)
-    torch.manual_seed(3)
-    keep = keep_mask((2, 4, 5, 9), 0.25, "cpu")
-    probs = torch.softmax(q @ k.transpose(-1, -2) / 4 + bias, dim=-1)
-    torch.testing.assert_close(dropped, (probs * keep / 0.75) @ v)
 
 
 def test_original_initialization_is_truncated_normal_with_glorot_uniform_convs():

@@ -5,7 +5,6 @@ worker node dies mid-run (its whole process group SIGKILLed) and a new one joins
 restarts the workers from the last checkpoint on the store, and the run ends with the losses of
 the uninterrupted reference run (conftest.py `reference_run`, on the one-node local cluster)."""
 
-import os
 import re
 import subprocess
 import sys

@@ -2,12 +2,13 @@
 
 The worker loop builds the plain `CaninePretrainingModel`, then calls `wrap()`; the model files
 never import DeepSpeed, and checkpoint.py only uses the engine it is given (and DeepSpeed's
-fp32-gather helper).
+fp32-gather helper). Every ZeRO stage wraps the model as it is: each weight is used in the
+forward of the module that owns it and the outputs are tuples (training/model.py), which is what
+ZeRO-3's per-module gather hooks need.
 On CPU (DS_ACCELERATOR=cpu) DeepSpeed communicates over the gloo group Ray Train created; the
 shared-memory op it would build there with ninja is skipped (`_skip_cpu_inference_allreduce_op`).
 """
 
-import dataclasses
 import logging
 
 import torch
@@ -63,39 +64,6 @@ def _clip_and_record_norm(optimizer: torch.optim.Optimizer, max_norm: float) -> 
     optimizer.register_step_pre_hook(hook)
 
 
-class _AttrDict(dict):
-    """A dict whose keys read as attributes: a dataclass output DeepSpeed can look into."""
-
-    __getattr__ = dict.__getitem__
-
-
-def _dataclass_outputs_as_dicts(module, args, output):
-    """ZeRO-3 re-gathers parameters for backward through hooks on the tensors a module returns,
-    and finds tensors only in tuples, lists and dicts (deepspeed/runtime/zero/utils.py,
-    apply_to_tensors_only). Our modules return dataclasses (CanineOutput, PretrainingOutput):
-    hand DeepSpeed the same fields as an attribute-readable dict."""
-    if dataclasses.is_dataclass(output) and not isinstance(output, type):
-        return _AttrDict((f.name, getattr(output, f.name)) for f in dataclasses.fields(output))
-    return None
-
-
-def _prepare_zero3(model: torch.nn.Module) -> None:
-    """ZeRO-3 gathers a module's own parameters around its forward and backward. The model also
-    reads parameters of descendants directly: the position table sliced by length and the query
-    projection split from the fused QKV (children), the output matrices of the fused
-    cross-entropy (a grandchild of the pretraining model). So every module also gathers the
-    parameters its children and grandchildren own: at most about one transformer layer plus the
-    embedding tables at a time (the encoder), instead of one weight per call."""
-    import deepspeed
-
-    for module in model.modules():
-        module.register_forward_hook(_dataclass_outputs_as_dicts)  # before DeepSpeed's hooks: runs first
-        for child in module.children():
-            for p in list(child.parameters(recurse=False)) + [
-                    q for grandchild in child.children() for q in grandchild.parameters(recurse=False)]:
-                deepspeed.zero.register_external_parameter(module, p)
-
-
 def _skip_cpu_inference_allreduce_op() -> None:
     """DeepSpeed 0.19.8's TorchBackend (deepspeed/comm/torch.py, build_shm_op) JIT-builds its
     shared-memory all-reduce op on CPU at every process-group set-up unless the op is marked
@@ -124,8 +92,6 @@ def wrap(model: torch.nn.Module, cfg: PretrainConfig, world: int, on_gpu: bool, 
     if cfg.parallel.zero_stage == 0 and precision(cfg, on_gpu) == "fp32":
         _clip_and_record_norm(optimizer, config["gradient_clipping"])
         config["gradient_clipping"] = 0.0  # done by the hook above
-    if cfg.parallel.zero_stage == 3:
-        _prepare_zero3(model)
     if not on_gpu:
         _skip_cpu_inference_allreduce_op()
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler,
