@@ -5,8 +5,8 @@
     python benchmarks/train_throughput.py --config base --workers 1 --micro-batch 128 --steps 30 --warmup 8  # one GPU
 
 For each worker count it runs `training.train.run.pretrain` (the same code as `canine pretrain`)
-for --steps steps on --data (default: synthetic multilingual shards written by the test fixture's
-generator at --seq-len) and reports, over the steps after --warmup: examples/s, characters/s,
+for --steps steps on --data (default: synthetic multilingual shards at --seq-len, written by
+training/synthetic.py like the tests' shards) and reports, over the steps after --warmup: examples/s, characters/s,
 data-wait fraction, peak memory per worker (RSS; on GPU also peak allocated), MFU on GPUs (the
 model's exact matmul FLOP count, training/flops.py, against the device's dense bf16 peak), and the
 scaling efficiency against one worker (weak scaling: the micro batch per worker is fixed, the
@@ -33,7 +33,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "training"))  # the fixture's shard writer (conftest.py)
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 import torch  # noqa: E402
 
@@ -62,7 +61,7 @@ def parse_args(argv=None):
 
 
 def synthetic_data(root: str, seq_len: int, rows: int) -> str:
-    from conftest import write_contract_shards
+    from training.synthetic import write_contract_shards
 
     per_shard = max(64, -(-rows // 4))  # one epoch covers the run: no epoch-start stall in the figures
     return write_contract_shards(root, seq_len=seq_len, train_rows=[per_shard] * 4, validation_rows=64)

@@ -42,6 +42,9 @@ MAX_SUBWORD_PREDICTIONS = 80  # CANINE-S: at most 80 predicted subwords per exam
 ACTION_MASK = 0
 ACTION_RANDOM = 1  # replaced by a random vocabulary subword of the same length in characters
 ACTION_KEEP = 2
+# BERT's split of the chosen subwords over those actions: the pipeline's default plan
+# (pipeline/masks.py) and the synthetic shards (training/synthetic.py) both draw it.
+SUBWORD_ACTION_SHARES = {ACTION_MASK: 0.8, ACTION_RANDOM: 0.1, ACTION_KEEP: 0.1}
 # `sop_label`
 SOP_IN_ORDER = 0
 SOP_SWAPPED = 1

@@ -25,8 +25,8 @@ class MaskPlanConfig:
     max_char_predictions: int = contract.MAX_CHAR_PREDICTIONS  # CANINE-C: 320 characters per example
     subword_rate: float = contract.MASK_RATE  # CANINE-S: share of subwords chosen (paper §3.2.2)
     max_subword_predictions: int = contract.MAX_SUBWORD_PREDICTIONS  # CANINE-S: 80 per example
-    p_mask: float = 0.8  # CANINE-S: BERT's 80% MASK ...
-    p_random: float = 0.1  # ... 10% random same-length subword; the remaining 10% keep
+    p_mask: float = contract.SUBWORD_ACTION_SHARES[contract.ACTION_MASK]  # CANINE-S: BERT's 80% MASK ...
+    p_random: float = contract.SUBWORD_ACTION_SHARES[contract.ACTION_RANDOM]  # ... 10% random same-length subword; 10% keep
 
 
 # One vectorized pass plans at most this many codepoints (~500 examples of 2,048): its
