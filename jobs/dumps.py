@@ -3,7 +3,6 @@
     canine preprocess --dump en:20261101 --output gs://bucket/shards
     canine preprocess --dump ja:latest --mirror /data/wikimedia --output out/shards
     canine preprocess --dump latest --lang ko --output out/shards
-    python -m jobs.dumps --pin --check en:latest ja:latest   # prints the output sub-path, then the dump URLs
 
 Wikimedia's layout (https://dumps.wikimedia.org, and every mirror that copies it):
 
@@ -12,17 +11,15 @@ Wikimedia's layout (https://dumps.wikimedia.org, and every mirror that copies it
     <mirror>/<lang>wiki/latest/<lang>wiki-latest-pages-articles-multistream.xml.bz2  (and -index)
 
 The index (`offset:page_id:title`, ~100 pages per bz2 stream) is what lets Beam split a dump
-that bz2 alone cannot (CANINE.md, "Training-stack facts"); pipeline/sources.py finds it beside
+that bz2 alone cannot (CANINE.md, "Training-stack facts"); pipeline/sources/multistream.py finds it beside
 the dump by this same naming. `parse_dump` is pure: nothing is contacted. `pin_latest` and
 `missing_files` read the mirror, and only when called.
 """
 
-import argparse
 import dataclasses
 import datetime
 import hashlib
 import re
-import sys
 import xml.etree.ElementTree as ET
 
 import fsspec
@@ -183,28 +180,17 @@ def _mirror_root(mirror: str | None) -> str:
     return root.rstrip("/") or "/"
 
 
-def main(argv=None) -> int:
-    """Resolve dumps for a shell script (infra/schedule/preprocess-languages.sh): prints the output
-    sub-path on the first line, then one dump URL per line; exit 2 with a message on stderr."""
-    p = argparse.ArgumentParser(prog="python -m jobs.dumps", description=main.__doc__)
-    p.add_argument("specs", nargs="+", metavar="LANG:DATE")
-    p.add_argument("--mirror", default=DEFAULT_MIRROR)
-    p.add_argument("--pin", action="store_true", help="resolve `latest` to its dated dump (reads the mirror's feed)")
-    p.add_argument("--check", action="store_true", help="fail unless every dump and index exists on the mirror")
-    args = p.parse_args(argv)
-    try:
-        dumps = [parse_dump(spec, mirror=args.mirror) for spec in args.specs]
-        dumps = [pin_latest(d) for d in dumps] if args.pin else dumps
-        missing = [url for d in dumps for url in missing_files(d)] if args.check else []
+def resolve(specs: list[str], *, mirror: str | None = None, lang: str | None = None) -> list[Dump]:
+    """`--dump` specs as dumps that exist: `latest` pinned to its date (the output path then names
+    the real date, so reruns find it), every dump and its index checked on the mirror. Raises
+    ValueError naming a bad spec, FileNotFoundError naming what the mirror lacks. The one
+    resolution `canine preprocess --dump` (the CLI, the smoke run, the scheduled script) goes through."""
+    resolved = []
+    for spec in specs:
+        d = pin_latest(parse_dump(spec, mirror=mirror, lang=lang))
+        missing = missing_files(d)
         if missing:
-            raise FileNotFoundError("not on the mirror: " + ", ".join(missing))
-        subpath = output_subpath(dumps)
-    except (ValueError, OSError) as e:
-        print(f"jobs.dumps: {e}", file=sys.stderr)
-        return 2
-    print("\n".join([subpath] + [d.dump_url for d in dumps]))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+            raise FileNotFoundError(f"--dump {spec}: missing on the mirror: {', '.join(missing)}")
+        resolved.append(d)
+    # In language order, as the output path: "ko en" and "en ko" are one run with one config.
+    return sorted(resolved, key=lambda d: d.lang)

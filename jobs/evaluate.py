@@ -14,11 +14,18 @@ import sys
 
 
 def add_arguments(p):
+    import inspect
+
+    from training.evaluate import evaluate_run
+
+    default = {name: param.default for name, param in inspect.signature(evaluate_run).parameters.items()}  # one place
     p.add_argument("run", metavar="RUN", help="a run directory (fsspec URL), the --output of canine pretrain")
-    p.add_argument("--examples", type=int, default=1024, help="validation examples (the first ones of the split)")
-    p.add_argument("--train-examples", type=int, default=2048,
+    p.add_argument("--examples", type=int, default=default["examples"],
+                   help="validation examples (the first ones of the split)")
+    p.add_argument("--train-examples", type=int, default=default["train_examples"],
                    help="train examples for the unigram counts and the probe's training snippets")
-    p.add_argument("--snippet-chars", type=int, default=32, help="characters per language-probe snippet")
+    p.add_argument("--snippet-chars", type=int, default=default["snippet_chars"],
+                   help="characters per language-probe snippet")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 

@@ -3,105 +3,101 @@
     canine preprocess pipeline/sample/*.xml --output out/shards --workers 2
     canine preprocess 'gs://bucket/dumps/*multistream.xml.bz2' --output gs://bucket/shards \\
         --runner DataflowRunner -- --project P --region R --temp_location gs://bucket/tmp
+    canine preprocess --dump en:latest --dump ko:latest --output gs://bucket/shards   # -> .../en-ko/<date>
+    canine preprocess pipeline/sample/*.xml --output out/shards --set seq_len=512 --set keep_tables=true
+
+Flags and `--set` keys are PreprocessConfig's fields (pipeline/config.py), defaults and help included.
+`preprocess()` is the one entry of every run: dump resolution, the output lock, the Beam job.
 """
 
 import dataclasses
 import logging
 import sys
 
-from pipeline import contract
+from jobs import flags
+from pipeline import contract, options
 from pipeline.config import PreprocessConfig
 
 
+# PreprocessConfig fields with a flag of their own (--seq-len for seq_len); help, type, default from the field.
+FLAGS = ["seq_len", "seed", "alpha", "validation_fraction", "lang", "sentence_order", "keep_tables", "keep_end_matter",
+         "shard_codepoints", "pack_group_codepoints", "tokenizer_pages", "streams_per_item"]
+
+
 def add_arguments(p):
-    p.add_argument("inputs", nargs="*", metavar="INPUT", help="fsspec URLs or globs: MediaWiki XML (.xml/.bz2/.gz), JSONL, Parquet")
+    p.add_argument("inputs", nargs="*", metavar="INPUT", help=options.help_of(options.field_at(PreprocessConfig, "inputs")[1]))
     p.add_argument("--output", required=True, help="output directory (fsspec URL)")
     p.add_argument("--dump", action="append", default=[], metavar="LANG:DATE",
                    help="a Wikimedia dump (en:20261101, ja:latest); repeatable; the output goes to OUTPUT/<langs>/<date>")
     p.add_argument("--mirror", help="dump mirror root (default: Wikimedia's own server)")
-    p.add_argument("--seq-len", type=int, default=PreprocessConfig.seq_len, help="codepoints per example, CLS and SEPs included")
-    p.add_argument("--seed", type=int, default=PreprocessConfig.seed, help="root of every mask, sentence-order and sampling decision")
-    tok = p.add_mutually_exclusive_group()
-    tok.add_argument("--vocab-size", type=int, default=PreprocessConfig.vocab_size, help="WordPiece vocabulary to train for CANINE-S")
-    tok.add_argument("--tokenizer", help="use this tokenizer.json instead of training one (default: train one)")
-    p.add_argument("--alpha", type=float, default=PreprocessConfig.alpha, help="language smoothing exponent (share^alpha)")
-    p.add_argument("--validation-fraction", type=float, default=PreprocessConfig.validation_fraction, help="share of pages held out, by a hash of the page id")
-    p.add_argument("--lang", help="language of inputs that name none (default: each input's own)")
-    p.add_argument("--sentence-order", action="store_true", help="[CLS] A [SEP] B [SEP] pairs with SOP labels")
-    p.add_argument("--keep-tables", action="store_true", help="keep table cells' text, a row a line (default: drop tables)")
-    p.add_argument("--keep-end-matter", action="store_true",
-                   help="keep References, See also, External links, ... sections (default: drop them)")
-    p.add_argument("--shard-codepoints", type=int, default=PreprocessConfig.shard_codepoints,
-                   help="codepoints per output shard (the shard count follows from it)")
-    p.add_argument("--pack-group-codepoints", type=int, default=PreprocessConfig.pack_group_codepoints,
-                   help="codepoints of pages packed together in one group")
-    p.add_argument("--tokenizer-pages", type=int, default=PreprocessConfig.tokenizer_pages,
-                   help="pages the WordPiece vocabulary is trained on")
-    p.add_argument("--streams-per-item", type=int, default=PreprocessConfig.streams_per_item,
-                   help="bz2 streams of a multistream dump per work item (about 100 pages a stream)")
+    flags.add_field_flags(p, PreprocessConfig, FLAGS)
+    flags.add_field_flags(p.add_mutually_exclusive_group(), PreprocessConfig, ["vocab_size", "tokenizer"])
+    flags.add_set_flag(p, "seq_len=512 or inputs=[a.xml,b.xml]")
     p.add_argument("--workers", type=int, default=1, help="worker processes: the DirectRunner's, or the DaskRunner LocalCluster's")
     p.add_argument("--runner", default="DirectRunner", help="Beam runner: DirectRunner, DaskRunner, DataflowRunner, FlinkRunner (named, so Beam never falls back to Prism)")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON instead of a table")
 
 
 def config_from_args(args) -> PreprocessConfig:
-    """Every PreprocessConfig field that has a flag of the same name (dashes for underscores)."""
-    fields = {f.name for f in dataclasses.fields(PreprocessConfig)} - {"inputs", "input_fingerprints"}
-    return PreprocessConfig(inputs=tuple(args.inputs), **{k: getattr(args, k) for k in fields if hasattr(args, k)})
+    """The flags' fields, then --set (which wins), each typed by its PreprocessConfig field."""
+    values = {"inputs": tuple(args.inputs), "output": args.output,
+              **flags.values_of(args, FLAGS + ["vocab_size", "tokenizer"]), **options.parse_settings(args.set)}
+    return options.build(PreprocessConfig, values, "preprocess")
 
 
-def resolve_dumps(args) -> None:
-    """--dump specs -> input URLs and an output keyed by language and date (jobs/dumps.py)."""
-    from jobs import dumps
-    from pipeline.sources import InputError
-
-    if not args.dump:
-        return
-    resolved = []
-    for spec in args.dump:
-        d = dumps.parse_dump(spec, mirror=args.mirror, lang=args.lang)
-        if d.date == dumps.LATEST:
-            d = dumps.pin_latest(d)  # the output path names the real date, so reruns find it
-        missing = dumps.missing_files(d)
-        if missing:
-            raise InputError(f"--dump {spec}: missing on the mirror: {', '.join(missing)}")
-        resolved.append(d)
-    args.inputs = [*args.inputs, *(d.dump_url for d in resolved)]
-    args.output = dumps.output_path(args.output, resolved)
-
-
-def main(args) -> int:
-    import json
+def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | None = None, workers: int = 1,
+               runner: str = "DirectRunner", beam_args: list[str] = (), progress: bool = True) -> tuple[str, dict]:
+    """The one way a preprocessing run starts (the CLI, `canine smoke`, and through the CLI the
+    scheduled script): `--dump` specs resolved and added to the inputs (the output becomes
+    OUTPUT/<langs>/<date>), every check that needs no writing done before the output's lock is
+    taken, the Beam job run under that lock (jobs/lock.py). Returns (the output, its manifest).
+    Errors raise; a run that fails before writing leaves no output folder it created."""
     import shlex
 
-    from jobs.inspect import print_manifest
-    from jobs.lock import LockHeld, LockLost, OutputLock
+    from jobs import dumps as dump_specs
+    from jobs.lock import OutputLock
     from pipeline import output, sources
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    created = None
+    if dumps:
+        resolved = dump_specs.resolve(list(dumps), mirror=mirror, lang=cfg.lang)
+        cfg = dataclasses.replace(cfg, inputs=(*cfg.inputs, *(d.dump_url for d in resolved)),
+                                  output=dump_specs.output_path(cfg.output, resolved))
+    # A bad flag or input is found here, before the lock creates the output folder.
+    plan = output.prepare(cfg)
+    created = output.missing_root(cfg.output)
+    command = contract.redact(shlex.join(["canine", "preprocess", *map(str, cfg.inputs), "--output", cfg.output]))
     try:
-        resolve_dumps(args)
-        cfg = config_from_args(args)
-        # Everything that can be checked without writing is checked before the lock creates
-        # the output folder: a bad flag or input leaves nothing behind.
-        plan = output.prepare(cfg)
-        created = output.missing_root(cfg.output)
         # The lock comes before anything touches the output, staging included: two runs of one
         # config would otherwise clean up each other's staging (jobs/lock.py).
-        with OutputLock(cfg.output, command=contract.redact(shlex.join(["canine", "preprocess", *map(str, args.inputs)]))) as lock:
+        with OutputLock(cfg.output, command=command) as lock:
             try:
-                manifest = output.run(cfg, workers=args.workers, runner=args.runner, beam_args=args.passthrough,
-                                      before_publish=lock.check, plan=plan, progress=True)
+                return cfg.output, output.run(cfg, workers=workers, runner=runner, beam_args=list(beam_args),
+                                  before_publish=lock.check, plan=plan, progress=progress)
             except sources.InputError:
                 # Bad input found while reading: the staging of this config (and its cache of
                 # items) is useless once the input is fixed, since the fix changes the config.
                 output.remove_staging(cfg.output, only=output.staging_url(plan.cfg))
                 raise
-    except (ValueError, sources.InputError, output.OutputExistsError, LockHeld, LockLost) as e:
+    except BaseException:
         if created:
             output.remove_empty(cfg.output, created)
+        raise
+
+
+def main(args) -> int:
+    import json
+
+    from jobs.inspect import print_manifest
+    from jobs.lock import LockHeld, LockLost
+    from pipeline import output, sources
+
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    try:
+        cfg = config_from_args(args)
+        where, manifest = preprocess(cfg, dumps=args.dump, mirror=args.mirror, workers=args.workers, runner=args.runner,
+                              beam_args=args.passthrough)
+    except (ValueError, FileNotFoundError, sources.InputError, output.OutputExistsError, LockHeld, LockLost) as e:
         message = contract.redact(str(e))
         print(f"canine preprocess: {message}", file=sys.stderr)
         if args.json:
@@ -109,7 +105,7 @@ def main(args) -> int:
         return 2
     if manifest.get("up_to_date"):
         # stderr under --json: stdout stays one JSON document on every path
-        print(f"{cfg.output}: already complete for this config ({manifest['config_sha256'][:12]}); nothing to do",
-              file=sys.stderr if args.json else sys.stdout)
+        print(f"{where}: already complete for this config ({manifest['config_sha256'][:12]}); "
+              "nothing to do", file=sys.stderr if args.json else sys.stdout)
     print_manifest(manifest, as_json=args.json)
     return 0

@@ -17,7 +17,9 @@ config on resume, another driver holding the output, a cluster that cannot place
 import json
 import sys
 
-# flag -> dotted config key
+from jobs import flags
+
+# The common fields that have a flag of their own: flag dest -> dotted config key.
 FLAGS = {
     "data": "data.path", "output": "output", "objective": "train.objective", "workers": "parallel.workers",
     "max_steps": "train.max_steps", "checkpoint_every": "checkpoint.every", "keep_checkpoints": "checkpoint.keep",
@@ -30,49 +32,20 @@ FLAGS = {
 
 
 def add_arguments(parser) -> None:
+    from training.train.schema import PretrainConfig
+
     parser.add_argument("--config", default="tiny", help="shipped config name (tiny, small, base) or a YAML file")
-    parser.add_argument("--data", help="shard directory or fsspec URL (the output of `canine preprocess`)")
-    parser.add_argument("--output", help="run directory or fsspec URL; an existing run there is resumed")
-    parser.add_argument("--objective", choices=("char", "subword"), help="CANINE-C or CANINE-S")
-    parser.add_argument("--workers", type=int, help="Ray Train workers (0: one per GPU)")
-    parser.add_argument("--max-steps", type=int, help="optimizer steps, also the length of the LR schedule")
-    parser.add_argument("--checkpoint-every", type=int, help="steps between checkpoints")
-    parser.add_argument("--keep-checkpoints", type=int, help="checkpoints kept in the run's storage")
-    parser.add_argument("--max-failures", type=int, help="worker failures to recover from (-1: unlimited)")
-    parser.add_argument("--global-batch", type=int, help="examples per optimizer step over all workers")
-    parser.add_argument("--micro-batch", type=int, help="examples per worker per forward/backward")
-    parser.add_argument("--seq-len", type=int, help="characters per example (0: as the shards were built)")
-    parser.add_argument("--zero-stage", type=int, choices=(0, 1, 2, 3), help="DeepSpeed ZeRO stage")
-    parser.add_argument("--optimizer", choices=("adamw", "lamb"), help="optimizer (LAMB needs ZeRO stage 0)")
-    parser.add_argument("--lr", type=float, help="peak learning rate")
-    parser.add_argument("--eval-every", type=int, help="steps between validation passes (0: only at the end)")
-    parser.add_argument("--seed", type=int, help="model init, data order and dropout seed")
-    parser.add_argument("--stop-at-step", type=int, help="checkpoint and stop at this step (resume later)")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="auto: cuda if the cluster has GPUs")
-    parser.add_argument("--precision", choices=("auto", "bf16", "fp32"), help="auto: bf16 on GPU, fp32 on CPU")
-    parser.add_argument("--ray-address", help="Ray cluster address (default: RAY_ADDRESS or a local cluster)")
-    parser.add_argument("--resource-wait-s", type=float,
-                        help="seconds to wait for an autoscaler or other jobs to free what the run needs "
-                             "(a cluster too small without an autoscaler fails at once)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override any config field, e.g. optim.weight_decay=0.1 (repeatable)")
+    # Help, types and choices come from the config's fields; their defaults from --config.
+    flags.add_field_flags(parser, PretrainConfig, FLAGS, defaults=False)
+    flags.add_set_flag(parser, "model.ngram_orders=[2,3] or optim.weight_decay=0.1")
     parser.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
-    # The flags of config fields default to the config's value (one fact, one place: the YAML files).
-    for action in parser._actions:
-        key = FLAGS.get(action.dest)
-        if key and "default" not in (action.help or ""):
-            action.help = f"{action.help} (default: the config's {key})"
 
 
 def overrides_from_args(args) -> dict:
     """Flags, then --set pairs (which win), as dotted-key overrides."""
-    out = {key: getattr(args, flag) for flag, key in FLAGS.items() if getattr(args, flag, None) is not None}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. optim.lr=1e-3")
-        out[key.strip()] = value
-    return out
+    from pipeline.options import parse_settings
+
+    return {**flags.values_of(args, FLAGS), **parse_settings(args.set)}
 
 
 def main(args) -> int:

@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from jobs import flags
+
 SAMPLE = Path(__file__).resolve().parents[1] / "pipeline" / "sample"
 
 
@@ -29,6 +31,21 @@ def add_arguments(p):
     p.add_argument("--steps", type=int, default=100, help="optimizer steps")
     p.add_argument("--workers", type=int, default=2, help="Beam worker processes and Ray Train workers")
     p.add_argument("--resume", action="store_true", help="continue the previous smoke run instead of starting afresh")
+    flags.add_set_flag(p, "model.ngram_orders=[2,3] (the pretraining config, tiny preset) or preprocess.keep_tables=true")
+
+
+def _settings(items: list[str]) -> tuple[dict, dict]:
+    """--set pairs: (PreprocessConfig fields given as preprocess.FIELD, the pretraining config's keys)."""
+    from pipeline.options import parse_settings
+
+    pre, train = {}, {}
+    for key, value in parse_settings(items).items():
+        section, _, name = key.partition(".")
+        if section == "preprocess":
+            pre[name] = value
+        else:
+            train[key] = value
+    return pre, train
 
 
 def _stage(n, text):
@@ -37,9 +54,10 @@ def _stage(n, text):
 
 def main(args) -> int:
     from jobs import report
-    from pipeline import output
-    from training import evaluate
+    from jobs.preprocess import preprocess
+    from pipeline import options
     from pipeline.config import PreprocessConfig
+    from training import evaluate
     from training.train.config import load_config
     from training.train.run import pretrain
 
@@ -47,32 +65,39 @@ def main(args) -> int:
     root = Path(args.output).resolve()
     shards, run = root / "shards", root / "train"
 
-    _stage(1, f"preprocessing the bundled sample with the Beam DirectRunner ({args.workers} workers) -> {shards}")
+    # Both configs first: a bad --set fails in a second, before any work.
     # A larger validation share than the default 0.5%: the sample has ~200 articles, and the
     # smoke run should report a validation accuracy over more than one page.
-    pre = PreprocessConfig(inputs=(str(SAMPLE / "*.xml"),), output=str(shards), seq_len=args.seq_len,
-                           vocab_size=4000, validation_fraction=0.05)
-    manifest = output.run(pre, workers=args.workers, progress=True)
+    # Four validation points for the curve, two checkpoints (half-way, and the last one, always
+    # written): an evaluation plus a checkpoint (ZeRO-2 states saved, reported to Ray Train) cost
+    # 4-13 s on the shared 2-core machine, against ~7 s for ten steps.
+    try:
+        pre_settings, train_settings = _settings(args.set)
+        pre = options.build(PreprocessConfig, {"inputs": [str(SAMPLE / "*.xml")], "output": str(shards),
+                                               "seq_len": args.seq_len, "vocab_size": 4000,
+                                               "validation_fraction": 0.05, **pre_settings}, "preprocess")
+        cfg = load_config("tiny", {"data.path": str(shards), "output": str(run), "train.objective": "char",
+                                   "train.max_steps": args.steps, "train.eval_every": max(1, args.steps // 4),
+                                   "checkpoint.every": max(1, args.steps // 2), "parallel.workers": args.workers,
+                                   "parallel.zero_stage": 2, "data.seq_len": args.seq_len, **train_settings})
+    except ValueError as e:
+        print(f"canine smoke: {e}", file=sys.stderr)
+        return 2
+
+    _stage(1, f"preprocessing the bundled sample with the Beam DirectRunner ({args.workers} workers) -> {shards}")
+    _, manifest = preprocess(pre, workers=args.workers)
     langs = manifest["languages"]
     print(f"    {manifest['splits']['train']['rows']} train / {manifest['splits']['validation']['rows']} validation "
           f"examples from {sum(c['kept'] for c in langs.values())} articles in {len(langs)} languages "
           f"({' '.join(langs)})" + (" (reused: same config)" if manifest.get("up_to_date") else ""), flush=True)
 
     _stage(2, f"pretraining tiny CANINE-C on a local Ray cluster (127.0.0.1): {args.workers} CPU workers, "
-              f"DeepSpeed ZeRO-2, gloo, {args.steps} steps -> {run}")
+              f"DeepSpeed ZeRO-2, gloo, {cfg.train.max_steps} steps -> {run}")
     if run.exists() and not args.resume:
         shutil.rmtree(run)
-    # Four validation points for the curve, two checkpoints (half-way, and the last one, always
-    # written): an evaluation plus a checkpoint (ZeRO-2 states saved, reported to Ray Train) cost
-    # 4-13 s on the shared 2-core machine, against ~7 s for ten steps.
-    eval_every = max(1, args.steps // 4)
-    cfg = load_config("tiny", {"data.path": str(shards), "output": str(run), "train.objective": "char",
-                               "train.max_steps": args.steps, "train.eval_every": eval_every,
-                               "checkpoint.every": max(1, args.steps // 2), "parallel.workers": args.workers,
-                               "parallel.zero_stage": 2, "data.seq_len": args.seq_len})
     summary = pretrain(cfg)
     if not summary.get("finished"):
-        print(f"canine smoke: training stopped before step {args.steps}", file=sys.stderr)
+        print(f"canine smoke: training stopped before step {cfg.train.max_steps}", file=sys.stderr)
         return 1
 
     _stage(3, "summary")

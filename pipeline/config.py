@@ -10,34 +10,40 @@ import hashlib
 import json
 
 from pipeline import contract
+from pipeline.options import option
 
 
 @dataclasses.dataclass(frozen=True)
 class PreprocessConfig:
-    inputs: tuple = ()  # fsspec URLs or globs, as given on the command line
-    output: str = ""  # output directory (fsspec URL); not part of the fingerprint
-    seq_len: int = contract.DEFAULT_SEQ_LEN  # codepoints per example, CLS and SEPs included (paper: 2048)
-    seed: int = 0  # root of every mask, SOP and sampling decision
-    vocab_size: int = 32000  # WordPiece vocabulary trained for CANINE-S when no --tokenizer is given
-    tokenizer: str | None = None  # an existing tokenizer.json (HF tokenizers format) instead of training one
-    tokenizer_pages: int = 50_000  # tokenizer training sample: the pages with the smallest id hashes (bounded memory)
-    alpha: float = 0.7  # language smoothing exponent: p_lang ~ share^alpha (mBERT's 0.7, CANINE.md "Recipe")
-    validation_fraction: float = 0.005  # share of pages, by a hash of the page id, held out for validation
-    lang: str | None = None  # language for inputs that carry none (no xml:lang, no lang column)
-    sentence_order: bool = False  # [CLS] A [SEP] B [SEP] pairs with a 50% swap (ALBERT's SOP); off = [CLS] A [SEP]
+    inputs: tuple = option((), "fsspec URLs or globs: MediaWiki XML (.xml/.bz2/.gz), JSONL, Parquet")
+    output: str = option("", "output directory (fsspec URL); not part of the fingerprint")
+    seq_len: int = option(contract.DEFAULT_SEQ_LEN, "codepoints per example, CLS and SEPs included (paper: 2048)")
+    seed: int = option(0, "root of every mask, sentence-order and sampling decision")
+    vocab_size: int = option(32000, "WordPiece vocabulary to train for CANINE-S (when no --tokenizer is given)")
+    tokenizer: str | None = option(None, "an existing tokenizer.json (HF tokenizers format) instead of training one "
+                                   "(default: train one)")
+    # The pages with the smallest id hashes: a fixed sample in bounded memory.
+    tokenizer_pages: int = option(50_000, "pages the WordPiece vocabulary is trained on")
+    # mBERT's 0.7 (CANINE.md "Recipe").
+    alpha: float = option(0.7, "language smoothing exponent: p_lang ~ share^alpha")
+    validation_fraction: float = option(0.005, "share of pages held out for validation, by a hash of the page id")
+    lang: str | None = option(None, "language of inputs that name none: no xml:lang, no lang column "
+                              "(default: each input's own)")
+    # ALBERT's SOP; off: [CLS] A [SEP].
+    sentence_order: bool = option(False, "[CLS] A [SEP] B [SEP] pairs with a 50% swap and SOP labels")
     # Shards per split = ceil(split codepoints / shard_codepoints): sized by data, not by workers, and
     # a row's shard is a hash of its example_id. 32M codepoints is ~128 MB of int32 before zstd.
-    shard_codepoints: int = 32_000_000
-    # Pages are packed inside hash groups of about this many codepoints per language and split: big
-    # enough that the one part-filled example a group leaves is negligible, small enough for one worker.
-    pack_group_codepoints: int = 16_000_000
-    streams_per_item: int = 10  # multistream bz2: index streams (~100 pages each) per work item
-    # Cleaning (pipeline/clean.py, issue 12): tables and end-matter sections (References, See also,
-    # External links, ...) are dropped by default, as in mBERT's WikiExtractor text: table cells
-    # are fragments, end matter is citations and lists of titles.
-    keep_tables: bool = False  # keep table cells' text instead, a row a line, cells joined by " | "
-    keep_end_matter: bool = False  # keep end-matter sections (pipeline/endmatter.py) as prose
-    input_fingerprints: tuple = ()  # ((url, size, content id), ...) filled in by output.prepare
+    shard_codepoints: int = option(32_000_000, "codepoints per output shard (the shard count follows from it)")
+    # Big enough that the one part-filled example a group leaves is negligible, small enough for one worker.
+    pack_group_codepoints: int = option(16_000_000, "codepoints of pages packed together in one group "
+                                        "(per language and split)")
+    streams_per_item: int = option(10, "bz2 streams of a multistream dump per work item (about 100 pages a stream)")
+    # Cleaning (pipeline/clean.py, issue 12): tables and end-matter sections are dropped by default,
+    # as in mBERT's WikiExtractor text: table cells are fragments, end matter is citations and lists of titles.
+    keep_tables: bool = option(False, "keep table cells' text, a row a line, cells joined by ' | ' (default: drop tables)")
+    keep_end_matter: bool = option(False, "keep References, See also, External links, ... sections "
+                                   "(pipeline/endmatter.py; default: drop them)")
+    input_fingerprints: tuple = option((), "((url, size, content id), ...) filled in by output.prepare")
 
     def fingerprint(self) -> dict:
         """The part of the config that determines the output, as JSON-ready data."""

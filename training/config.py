@@ -147,16 +147,16 @@ class CanineConfig:
 
 
 PRESETS: dict[str, CanineConfig] = {
-    # Tests and smoke runs: every code path, seconds on a CPU. 2048 buckets bounds the length at
-    # 2048 (position table) and keeps the CANINE-C softmax small.
+    # Tests and smoke runs: every code path, seconds on a CPU. Inputs up to the paper's n (the
+    # position table); 2048 buckets keep the CANINE-C softmax small.
     "tiny": CanineConfig(
         hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-        num_hash_buckets=2048, max_position_embeddings=2048, local_transformer_stride=32,
+        num_hash_buckets=2048, max_position_embeddings=contract.DEFAULT_SEQ_LEN, local_transformer_stride=32,
     ),
-    # The benchmark's "small config" and CPU smoke pretraining at length 2048.
+    # The benchmark's "small config" and CPU smoke pretraining at the paper's n.
     "small": CanineConfig(
         hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
-        max_position_embeddings=2048,
+        max_position_embeddings=contract.DEFAULT_SEQ_LEN,
     ),
     "base": CanineConfig(),  # CANINE-base: 12 x 768, 132M parameters with B = 16384
 }

@@ -14,11 +14,10 @@
 #                           unset: `canine preprocess`'s own default runner (DirectRunner)
 #   CANINE_PREPROCESS_ARGS  extra preprocess arguments, split on spaces (e.g. "--workers 4")
 #   CANINE                  the command (default "canine"; e.g. "python -m jobs.cli")
-#   CANINE_PYTHON           the project's python, to resolve the dumps (default "python")
 #
 # Before any Beam work starts, every dump and its index must be on the mirror (else exit 2,
-# naming the missing URLs). The exit status is then preprocess's own: a run on an output that
-# another run is writing is refused by that output's lock (jobs/lock.py).
+# naming the missing URLs). The exit status is preprocess's own: a run on an output that
+# another run is writing is refused by that output's lock (jobs/lock.py), a finished one is a no-op.
 set -euo pipefail
 
 : "${CANINE_LANGUAGES:?set CANINE_LANGUAGES, e.g. \"en ja ko\"}"
@@ -26,7 +25,6 @@ set -euo pipefail
 date_spec="${CANINE_DUMP_DATE:-latest}"
 mirror="${CANINE_MIRROR:-https://dumps.wikimedia.org}"
 read -r -a canine <<< "${CANINE:-canine}"
-read -r -a python <<< "${CANINE_PYTHON:-python}"
 read -r -a extra <<< "${CANINE_PREPROCESS_ARGS:-}"
 log() { echo "preprocess-languages: $(date -u +%FT%TZ) $*" >&2; }
 
@@ -45,30 +43,24 @@ if [[ -n "${CANINE_BEAM_FLAGS:-}" ]]; then
   done < "$CANINE_BEAM_FLAGS"
 fi
 
-specs=()
+specs=() names=()
 for lang in $CANINE_LANGUAGES; do
-  specs+=("$lang:$date_spec")
+  specs+=(--dump "$lang:$date_spec")
+  names+=("$lang:$date_spec")
 done
-# First line: the output sub-path; then one dump URL per language, `latest` pinned to its date
-# (the dated files never change under a run that takes hours).
-if ! resolved="$("${python[@]}" -m jobs.dumps --mirror "$mirror" --pin --check "${specs[@]}")"; then
-  log "could not resolve ${specs[*]} on $mirror"
-  exit 2
-fi
-mapfile -t lines <<< "$resolved"
-output="${CANINE_OUTPUT%/}/${lines[0]}"
-urls=("${lines[@]:1}")
-
-cmd=("${canine[@]}" preprocess "${urls[@]}" --output "$output" "${extra[@]}")
+# `canine preprocess --dump` resolves the dumps (`latest` pinned to its date, every dump and
+# index checked on the mirror, the output keyed <langs>/<date>) and takes the output's lock:
+# the same code path as a run by hand (jobs/preprocess.py preprocess()).
+cmd=("${canine[@]}" preprocess "${specs[@]}" --mirror "$mirror" --output "${CANINE_OUTPUT%/}" "${extra[@]}")
 if (( ${#beam[@]} )); then
   cmd+=(-- "${beam[@]}")
 fi
-log "start ${specs[*]} -> $output"
+log "start ${names[*]} -> ${CANINE_OUTPUT%/}/<langs>/<date>"
 status=0
 "${cmd[@]}" || status=$?
 if (( status )); then
-  log "FAILED ${specs[*]} -> $output (exit $status)"
+  log "FAILED ${names[*]} (exit $status)"
 else
-  log "done ${specs[*]} -> $output"
+  log "done ${names[*]}"
 fi
 exit "$status"

@@ -301,8 +301,8 @@ def test_deepspeed_configs_are_what_the_trainer_builds(stage):
     (group,) = spec["workerGroupSpecs"]
     world = group["maxReplicas"] * int(group["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"])
     cfg = load_config("base", {"optim.name": "adamw", "parallel.zero_stage": stage, "optim.lr": 1e-4,
-                              "parallel.compile": False})  # compile is refused with ZeRO-3; DeepSpeed's config does not depend on it
-    assert shipped == deepspeed_config(cfg, world=world, on_gpu=True), "regenerate: see docs/cluster.md"
+                              "parallel.device": "cuda", "parallel.precision": "bf16"})  # as resolve() leaves a GPU run
+    assert shipped == deepspeed_config(cfg, world=world), "regenerate: see docs/cluster.md"
     known = {v for mod in (ds_constants, ds_zero) for k, v in vars(mod).items() if k.isupper() and isinstance(v, str)}
     assert set(shipped) <= known, set(shipped) - known  # DeepSpeed ignores unknown top-level keys silently
     assert shipped["train_batch_size"] == (shipped["train_micro_batch_size_per_gpu"]
@@ -388,7 +388,7 @@ def _mirror(make_multistream, root, langs, date="20261101"):
 
 
 def _script(env):
-    env = {"PATH": os.environ["PATH"], "CANINE_PYTHON": sys.executable, "DS_ACCELERATOR": "cpu", **env}
+    env = {"PATH": os.environ["PATH"], "DS_ACCELERATOR": "cpu", **env}
     return subprocess.run(["bash", str(INFRA / "schedule" / "preprocess-languages.sh")], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
 
@@ -405,6 +405,10 @@ def test_schedule_script_preprocesses_the_languages_in_one_run(tmp_path, make_mu
     manifest = read_manifest(str(tmp_path / "shards" / "en-ko" / "20261101"))
     assert manifest is not None and set(manifest["languages"]) == {"en", "ko"}
     assert "done ko:latest en:latest" in r.stderr
+    again = _script({"CANINE": f"{sys.executable} -m jobs.cli", "CANINE_LANGUAGES": "en ko",
+                     "CANINE_MIRROR": str(tmp_path / "mirror"), "CANINE_OUTPUT": str(tmp_path / "shards"),
+                     "CANINE_PREPROCESS_ARGS": "--vocab-size 200 --seq-len 256"})
+    assert again.returncode == 0 and "nothing to do" in again.stdout  # the same output, found by its date
 
 
 RECORDER = """#!/usr/bin/env bash
@@ -413,7 +417,8 @@ printf '%s\\n' "$*" >> "$CALLS"
 
 
 def test_schedule_script_passes_beam_flags_and_refuses_missing_dumps(tmp_path, make_multistream):
-    """Argument passing only, with a recording stand-in for `canine` (the run itself is tested above)."""
+    """Argument passing, with a recording stand-in for `canine` (the run itself is tested above);
+    then missing dumps, refused by `canine preprocess --dump` itself (the one dump resolution)."""
     _mirror(make_multistream, tmp_path / "mirror", ["en"])
     recorder, calls = tmp_path / "canine", tmp_path / "calls"
     recorder.write_text(RECORDER)
@@ -423,11 +428,12 @@ def test_schedule_script_passes_beam_flags_and_refuses_missing_dumps(tmp_path, m
            "CANINE_BEAM_FLAGS": str(INFRA / "beam" / "dataflow.flags"), "CANINE_PREPROCESS_ARGS": "--workers 4"}
     r = _script(env)
     assert r.returncode == 0, r.stderr
-    dump = tmp_path / "mirror" / "enwiki" / "20261101" / "enwiki-20261101-pages-articles-multistream.xml.bz2"
     assert calls.read_text().splitlines() == [
-        f"preprocess {dump} --output gs://b/shards/en/20261101 --workers 4 -- {' '.join(_flags('dataflow.flags'))}"]
-    r = _script({**env, "CANINE_LANGUAGES": "en ja"})
-    assert r.returncode == 2 and "not on the mirror: " in r.stderr and "/jawiki/20261101/" in r.stderr
-    assert len(calls.read_text().splitlines()) == 1  # nothing launched
+        f"preprocess --dump en:20261101 --mirror {tmp_path / 'mirror'} --output gs://b/shards --workers 4 -- "
+        f"{' '.join(_flags('dataflow.flags'))}"]
+    r = _script({**env, "CANINE": f"{sys.executable} -m jobs.cli", "CANINE_LANGUAGES": "en ja",
+                 "CANINE_OUTPUT": str(tmp_path / "shards"), "CANINE_BEAM_FLAGS": ""})
+    assert r.returncode == 2 and "missing on the mirror: " in r.stderr and "/jawiki/20261101/" in r.stderr
+    assert not (tmp_path / "shards").exists()  # nothing launched, nothing written
     r = _script({k: v for k, v in env.items() if k != "CANINE_OUTPUT"})
     assert r.returncode != 0 and "set CANINE_OUTPUT" in r.stderr

@@ -98,7 +98,7 @@ def test_missing_files_checks_the_mirror(tmp_path):
 
 
 def test_the_pipeline_finds_the_index_beside_a_named_dump(tmp_path, make_multistream):
-    """The names agree with pipeline/sources.py: it finds the index and splits the dump by stream."""
+    """The names agree with pipeline/sources/multistream.py: it finds the index and splits the dump by stream."""
     from pipeline.sources import plan_work_items, read_pages
 
     sample_dir = SAMPLE_DIR
@@ -123,15 +123,15 @@ def test_output_subpath_of_a_multilingual_run():
         dumps.output_subpath([en, dumps.parse_dump("en:20261020")])
 
 
-def test_module_cli_resolves_for_shell_scripts(tmp_path, capsys):
+def test_resolve_pins_latest_and_checks_the_mirror(tmp_path):
+    """The one dump resolution (`canine preprocess --dump`, hence the CLI, smoke and the scheduled script)."""
     latest = tmp_path / "kowiki" / "latest"
     latest.mkdir(parents=True)
     (latest / "kowiki-latest-pages-articles-multistream.xml.bz2-rss.xml").write_text(FEED.format(wiki="kowiki", date="20261101"))
-    assert dumps.main(["--mirror", str(tmp_path), "--pin", "en:20261101", "ko:latest"]) == 0
-    assert capsys.readouterr().out.splitlines() == [
-        "en-ko/20261101",
-        f"{tmp_path}/enwiki/20261101/enwiki-20261101-pages-articles-multistream.xml.bz2",
-        f"{tmp_path}/kowiki/20261101/kowiki-20261101-pages-articles-multistream.xml.bz2",
-    ]
-    assert dumps.main(["--mirror", str(tmp_path), "--check", "en:20261101"]) == 2
-    assert "not on the mirror: " + f"{tmp_path}/enwiki/20261101/" in capsys.readouterr().err
+    with pytest.raises(FileNotFoundError, match="--dump ko:latest: missing on the mirror: .*/kowiki/20261101/kowiki-20261101-"):
+        dumps.resolve(["ko:latest"], mirror=str(tmp_path))
+    for name in ("pages-articles-multistream.xml.bz2", "pages-articles-multistream-index.txt.bz2"):
+        (tmp_path / "kowiki" / "20261101" / f"kowiki-20261101-{name}").parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "kowiki" / "20261101" / f"kowiki-20261101-{name}").write_bytes(b"")
+    (ko,) = dumps.resolve(["ko:latest"], mirror=str(tmp_path))
+    assert ko.date == "20261101" and dumps.output_path("out", [ko]) == "out/ko/20261101"

@@ -92,3 +92,28 @@ def test_staging_left_by_another_config_is_removed_when_the_run_publishes(tmp_pa
     assert code == 0, err
     assert not [n for n in os.listdir(out) if n.startswith(".")]  # no staging, no lock
     assert "staging of another config's unfinished run" in caplog.text
+
+
+def test_set_takes_any_config_field_typed_by_it(tmp_path, capsys):
+    """`--set` on preprocess: PreprocessConfig's fields, lists included, typed by the field, wins over flags."""
+    from jobs import preprocess
+
+    parser = cli.build_parser("preprocess")
+    args = parser.parse_args(["preprocess", "a.xml", "--output", "o", "--seq-len", "1024", "--set", "seq_len=512",
+                              "--set", "inputs=[x.xml, y.jsonl]", "--set", "keep_tables=true", "--set", "lang=ko"])
+    cfg = preprocess.config_from_args(args)
+    assert (cfg.seq_len, cfg.inputs, cfg.keep_tables, cfg.lang, cfg.tokenizer) == (512, ("x.xml", "y.jsonl"), True, "ko", None)
+    out = tmp_path / "out"
+    code, _, err = run_cli([str(SAMPLE / "kowiki-20261101-pages-articles.xml"), "--output", str(out), "--set", "no_such=1"], capsys)
+    assert code == 2 and "preprocess: unknown key(s) ['no_such']" in err
+    code, _, err = run_cli([str(SAMPLE / "kowiki-20261101-pages-articles.xml"), "--output", str(out), "--set", "alpha=x"], capsys)
+    assert code == 2 and "preprocess.alpha: expected float, got 'x'" in err
+    assert not out.exists()
+
+
+def test_smoke_refuses_a_bad_set_before_any_work(tmp_path, capsys):
+    assert cli.main(["smoke", "--output", str(tmp_path / "s"), "--set", "optim.lr=fast"]) == 2
+    assert "override.optim.lr: expected float, got 'fast'" in capsys.readouterr().err
+    assert cli.main(["smoke", "--output", str(tmp_path / "s"), "--set", "preprocess.seq_len=x"]) == 2
+    assert "preprocess.seq_len: expected int, got 'x'" in capsys.readouterr().err
+    assert not (tmp_path / "s").exists()

@@ -1,9 +1,12 @@
-"""Shared by the model tests (test_model, test_heads, test_hf): import the names you use."""
+"""Shared by the model and engine tests: import the names you use."""
 
 import pytest
 import torch
 
 from pipeline import contract
+
+# The overrides that make a tiny config what resolve() leaves a CPU run (the engine takes no "auto").
+CPU = {"parallel.device": "cpu", "parallel.precision": "fp32"}
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from canine_fixtures import CPU
 from training.batch import build_batch
 from training.config import PRESETS
 from training.heads import CaninePretrainingModel
@@ -65,11 +66,11 @@ def test_rng_state_round_trips_through_a_weights_only_file(tmp_path):
 
 def _engine(stage: int):
     """A tiny model under DeepSpeed ZeRO `stage` in this process (world 1), and its shapes."""
-    cfg = config.load_config("tiny", {"parallel.zero_stage": stage, "parallel.workers": 1, "train.global_batch": 4,
+    cfg = config.load_config("tiny", {**CPU, "parallel.zero_stage": stage, "parallel.workers": 1, "train.global_batch": 4,
                                       "train.micro_batch": 4, "train.max_steps": 10})
     torch.manual_seed(0)
     model = CaninePretrainingModel(config.model_config(cfg), "char")
-    return engine.wrap(model, cfg, world=1, on_gpu=False), checkpoint.model_shapes(model)
+    return engine.wrap(model, cfg, world=1), checkpoint.model_shapes(model)
 
 
 def _step(wrapped, batch) -> float:

@@ -1,6 +1,9 @@
 """Run configuration: shipped YAMLs, overrides, validation messages, resume conflicts, the CLI."""
 
+import dataclasses
+
 import pytest
+import yaml
 
 from jobs import cli
 from training.train import config
@@ -107,7 +110,9 @@ def test_a_float_flag_and_a_config_built_in_code_are_checked_too(capsys):
     assert cli.main(["pretrain", "--lr", "nan", "--dry-run"]) == 2
     assert "optim.lr: expected a finite number, got nan" in capsys.readouterr().err
     cfg = config.load_config("tiny")
-    cfg.optim.lr = float("inf")
+    with pytest.raises(dataclasses.FrozenInstanceError):  # resolved and validated once, then frozen
+        cfg.optim.lr = float("inf")
+    cfg = dataclasses.replace(cfg, optim=dataclasses.replace(cfg.optim, lr=float("inf")))
     with pytest.raises(ValueError, match=r"optim\.lr must be > 0, got inf"):
         config.validate(cfg)
 
@@ -148,3 +153,84 @@ def test_a_resumed_run_keeps_its_workers_device_and_precision_whatever_the_clust
                                    cluster_gpus=4))
     with pytest.raises(ValueError, match="trained with 4 workers under ZeRO-3; resuming it on 2 is not exact"):
         resolve(config.load_config("tiny", {"parallel.zero_stage": 3, "parallel.workers": 2}), manifest, 4, zero3)
+
+
+# --- one config source (issue 13 item 2) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["tiny", "small", "base"])
+def test_presets_hold_only_what_differs_from_the_defaults(name):
+    values, _ = config.read_yaml(name)
+    defaults = config.to_dict(config.PretrainConfig())
+    for section, fields in values.items():
+        for key, value in fields.items():
+            assert defaults[section][key] != value, f"{name}.yaml restates the default {section}.{key}: {value!r}"
+
+
+def test_every_field_has_help_and_its_choices_are_checked():
+    from pipeline import options
+    from pipeline.config import PreprocessConfig
+
+    for cls in (PreprocessConfig, config.PretrainConfig, *[f.type for f in dataclasses.fields(config.PretrainConfig)
+                                                             if dataclasses.is_dataclass(f.type)]):
+        for f in dataclasses.fields(cls):
+            assert options.help_of(f), f"{cls.__name__}.{f.name} has no help"
+    cfg = config.load_config("tiny")
+    bad = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, objective="words"))
+    with pytest.raises(ValueError, match=r"train\.objective must be one of char, subword, got 'words'"):
+        config.validate(bad)
+    assert config.PretrainConfig.__dataclass_fields__["train"].default_factory().objective == "char"
+
+
+def test_resumable_fields_are_the_ones_that_do_not_change_the_trajectory():
+    assert {"output", "data.path", "parallel.workers", "parallel.compile", "log.profile_steps"} <= config.RESUMABLE_CHANGES
+    assert not {"train.seed", "optim.lr", "data.seq_len", "data.streams", "parallel.zero_stage", "parallel.precision",
+                "model.overrides", "data.noise_rate"} & config.RESUMABLE_CHANGES
+
+
+@pytest.mark.parametrize("value", ["[2,3]", "[2, 3]", "2,3", "(2,3)"])
+def test_set_takes_lists_on_pretrain(value, capsys):
+    assert cli.main(["pretrain", "--config", "tiny", "--dry-run", "--set", f"model.ngram_orders={value}"]) == 0
+    saved = yaml.safe_load(capsys.readouterr().out)
+    assert saved["model"]["overrides"] == {"ngram_orders": [2, 3]}  # typed once, when loaded
+    assert config.model_config(config.from_dict(saved)).ngram_orders == (2, 3)
+    assert cli.main(["pretrain", "--dry-run", "--set", "model.ngram_orders=[2,x]"]) == 2
+    assert "model.overrides.ngram_orders[1]: expected int, got 'x'" in capsys.readouterr().err
+
+
+def test_a_run_saved_with_an_older_spelling_resumes_without_conflicts():
+    """config.yaml of runs saved before the typing at load time held '2,3' for ngram_orders and
+    lacked data.streams / noise_rate: today's config of the same run has no conflicts with it."""
+    current = config.to_dict(config.load_config("tiny", {"model.ngram_orders": "2,3", "data.streams": 2}))
+    old = config.to_dict(config.load_config("tiny", {"data.streams": 2}))
+    old["model"]["overrides"] = {"ngram_orders": "2,3"}
+    del old["data"]["streams"], old["data"]["noise_rate"]
+    assert config.resume_conflicts(config.saved_run_config(old, "config.yaml"), current) == []
+
+
+def test_the_config_goes_to_the_workers_resolved_and_the_engine_refuses_auto():
+    from training.train import data, engine
+    from training.train.run import resolve
+
+    cfg = config.load_config("tiny")
+    with pytest.raises(ValueError, match="call training.train.config.resolve first"):
+        config.require_resolved(cfg)
+    with pytest.raises(ValueError, match="resolve the config first"):
+        engine.deepspeed_config(cfg, world=2)
+    manifest = data.Manifest("mem://d", {}, 256, "abc", "mem://d/_tokenizer.json")
+    resolved = resolve(cfg, manifest, cluster_gpus=0)
+    config.require_resolved(resolved)
+    assert engine.deepspeed_config(resolved, world=2)["bf16"] == {"enabled": False}
+
+
+def test_pretrain_flags_come_from_the_fields():
+    import argparse
+
+    from jobs import pretrain
+
+    parser = argparse.ArgumentParser()
+    pretrain.add_arguments(parser)
+    actions = {a.dest: a for a in parser._actions}
+    assert actions["optimizer"].choices == config.OptimConfig.__dataclass_fields__["name"].metadata["choices"]
+    assert actions["zero_stage"].type is int and actions["lr"].type is float and actions["lr"].default is None
+    assert "peak learning rate" in actions["lr"].help and "optim.lr" in actions["lr"].help

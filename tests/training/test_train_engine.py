@@ -4,6 +4,7 @@ fp32 weights gathered from the shards equal the unsharded ones."""
 import pytest
 import torch
 
+from canine_fixtures import CPU
 from training.batch import build_batch
 from training.heads import CaninePretrainingModel
 from training.train import checkpoint, config, data, engine
@@ -18,12 +19,12 @@ def _batches(contract_shards, objective, n=3):
 
 def _train(batches, objective, **overrides):
     """(losses, gathered fp32 weights) of the tiny model wrapped with `overrides`, on `batches`."""
-    cfg = config.load_config("tiny", {"parallel.workers": 1, "train.objective": objective, "train.global_batch": 4,
+    cfg = config.load_config("tiny", {**CPU, "parallel.workers": 1, "train.objective": objective, "train.global_batch": 4,
                                       "train.micro_batch": 4, "train.max_steps": 10, **overrides})
     torch.manual_seed(0)
     model = CaninePretrainingModel(config.model_config(cfg, num_subword_vocab=300), objective)
     shapes = checkpoint.model_shapes(model)
-    wrapped = engine.wrap(model, cfg, world=1, on_gpu=False)
+    wrapped = engine.wrap(model, cfg, world=1)
     torch.manual_seed(1)
     losses = []
     for batch in batches:

@@ -5,6 +5,7 @@ import copy
 import pytest
 import torch
 
+from canine_fixtures import CPU
 from training.train import config, engine, optim
 from training.train.lamb import Lamb
 
@@ -93,7 +94,7 @@ def test_no_weight_decay_on_biases_and_norms():
 @pytest.mark.parametrize("name, stage", [("lamb", 0), ("adamw", 2)])
 def test_deepspeed_wrap_matches_plain_torch(one_process_group, name, stage):
     """engine.wrap (accumulation, clipping, schedule, ZeRO) trains exactly like a plain torch loop."""
-    cfg = config.load_config("tiny", {"optim.name": name, "parallel.zero_stage": stage, "parallel.workers": 1,
+    cfg = config.load_config("tiny", {**CPU, "optim.name": name, "parallel.zero_stage": stage, "parallel.workers": 1,
                                       "train.global_batch": 8, "train.micro_batch": 4, "train.max_steps": 10,
                                       "optim.lr": 0.05, "optim.warmup_fraction": 0.2, "optim.grad_clip": 0.5})
     torch.manual_seed(0)
@@ -101,7 +102,7 @@ def test_deepspeed_wrap_matches_plain_torch(one_process_group, name, stage):
     reference = copy.deepcopy(model)
     ref_opt = optim.build_optimizer(reference, cfg.optim)
     ref_sched = optim.build_scheduler(ref_opt, cfg.optim, cfg.train.max_steps)
-    wrapped = engine.wrap(model, cfg, world=1, on_gpu=False)
+    wrapped = engine.wrap(model, cfg, world=1)
     data = torch.randn(3, 2, 4, 6)  # steps, micro batches, examples, features
     for step in data:
         for micro in step:

@@ -14,17 +14,21 @@ import logging
 import torch
 
 from training.train import optim
-from training.train.config import PretrainConfig
+from training.train.schema import PretrainConfig
 
 
-def precision(cfg: PretrainConfig, on_gpu: bool) -> str:
-    """bf16 on GPUs, fp32 on CPU (issue 4; the exact-resume guarantee is stated for fp32 on CPU)."""
-    return cfg.parallel.precision if cfg.parallel.precision != "auto" else ("bf16" if on_gpu else "fp32")
+def _resolved(cfg: PretrainConfig) -> tuple[bool, bool]:
+    """(on a GPU, bf16) of a config resolve() has filled in (config.py: the one place "auto" is decided)."""
+    p = cfg.parallel
+    if p.device not in ("cpu", "cuda") or p.precision not in ("bf16", "fp32"):
+        raise ValueError(f"parallel.device {p.device!r} / precision {p.precision!r}: resolve the config first "
+                         "(training.train.config.resolve)")
+    return p.device == "cuda", p.precision == "bf16"
 
 
-def deepspeed_config(cfg: PretrainConfig, world: int, on_gpu: bool) -> dict:
+def deepspeed_config(cfg: PretrainConfig, world: int) -> dict:
+    on_gpu, bf16 = _resolved(cfg)
     stage = cfg.parallel.zero_stage
-    bf16 = precision(cfg, on_gpu) == "bf16"
     zero = {"stage": stage}
     if stage in (1, 2):
         # Overlapping the gradient reduce-scatter with backward only pays with NCCL streams.
@@ -78,18 +82,20 @@ def _skip_cpu_inference_allreduce_op() -> None:
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 
 
-def wrap(model: torch.nn.Module, cfg: PretrainConfig, world: int, on_gpu: bool, load_universal: bool = False):
-    """`deepspeed.initialize` with our optimizer and schedule; returns the engine. load_universal:
-    the engine will load a DeepSpeed universal checkpoint (an elastic resume, checkpoint.py)."""
+def wrap(model: torch.nn.Module, cfg: PretrainConfig, world: int, load_universal: bool = False):
+    """`deepspeed.initialize` with our optimizer and schedule, for the resolved config's device and
+    precision; returns the engine. load_universal: the engine will load a DeepSpeed universal
+    checkpoint (an elastic resume, checkpoint.py)."""
     import deepspeed
 
     logging.getLogger("DeepSpeed").setLevel(logging.WARNING)  # one INFO line per rank per call otherwise
     optimizer = optim.build_optimizer(model, cfg.optim)
     scheduler = optim.build_scheduler(optimizer, cfg.optim, cfg.train.max_steps)
-    config = deepspeed_config(cfg, world, on_gpu)
+    on_gpu, bf16 = _resolved(cfg)
+    config = deepspeed_config(cfg, world)
     if load_universal:
         config["checkpoint"] = {"load_universal": True}
-    if cfg.parallel.zero_stage == 0 and precision(cfg, on_gpu) == "fp32":
+    if cfg.parallel.zero_stage == 0 and not bf16:
         _clip_and_record_norm(optimizer, config["gradient_clipping"])
         config["gradient_clipping"] = 0.0  # done by the hook above
     if not on_gpu:

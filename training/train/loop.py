@@ -147,15 +147,16 @@ def _save_and_report(engine, state: dict, shapes: dict, rank: int, log) -> None:
 
 
 def train_loop_per_worker(loop_config: dict) -> None:
-    """loop_config: {"config": the resolved config as a dict, "progress": the driver's
-    metrics.ProgressSink actor (or None)}."""
+    """loop_config: {"config": the resolved PretrainConfig (config.resolve), "progress": the
+    driver's metrics.ProgressSink actor (or None)}."""
     import ray
     import ray.train
     import torch.distributed as dist
 
     from training.heads import CaninePretrainingModel
 
-    cfg, progress = config.from_dict(loop_config["config"]), loop_config.get("progress")
+    cfg, progress = loop_config["config"], loop_config.get("progress")
+    config.require_resolved(cfg)
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     on_gpu = cfg.parallel.device == "cuda"
@@ -178,7 +179,7 @@ def train_loop_per_worker(loop_config: dict) -> None:
     # optimizer state is partitioned (checkpoint.py).
     universal = (restored is not None and checkpoint.saved_state(restored)["world"] != world
                  and checkpoint.resharded(cfg))
-    engine = wrap(model, cfg, world, on_gpu, load_universal=universal)
+    engine = wrap(model, cfg, world, load_universal=universal)
     device = engine.device
     seed_all(cfg.train.seed * 1_000_003 + rank + 1)  # anything else drawing randomness differs per rank
 

@@ -4,7 +4,7 @@ fused optimizers need CUDA, and this keeps CPU and GPU runs on the same arithmet
 
 import torch
 
-from training.train.config import OptimConfig
+from training.train.schema import OptimConfig
 from training.train.lamb import Lamb
 
 

@@ -19,7 +19,6 @@ output at a time: it holds jobs/lock.py's lock, OUTPUT/.canine.lock, while it ru
 trainer starts, the driver checks that the cluster can place the run (resources.py).
 """
 
-import dataclasses
 import json
 import os
 import shlex
@@ -62,41 +61,10 @@ def _connect(cfg) -> bool:
 
 
 def resolve(cfg, manifest: data.Manifest, cluster_gpus: float, saved: dict | None = None):
-    """Fill in what 'auto' / 0 leave open; then validate again. A run's first start takes them
-    from the data and the cluster; a resumption (`saved`: the run's config.yaml) from the run, so
-    a resized cluster never changes them silently. Another worker count on resume must be asked
-    for (--workers M) and continues elastically; another device or precision is refused
-    (_save_or_check_config) and a saved GPU run on a cluster without GPUs fails the placement
-    check, never falling back to CPU."""
-    p, sp = cfg.parallel, (saved or {}).get("parallel", {})
-    device = p.device if p.device != "auto" else sp.get("device") or ("cuda" if cluster_gpus > 0 else "cpu")
-    workers = p.workers or sp.get("workers") or (int(cluster_gpus) if device == "cuda" else 2)
-    precision = (p.precision if p.precision != "auto" else
-                 sp.get("precision") or ("bf16" if device == "cuda" else "fp32"))
-    streams = cfg.data.streams or (saved or {}).get("data", {}).get("streams") or workers
-    if sp.get("workers") and workers != sp["workers"] and cfg.parallel.zero_stage == 3:
-        # Measured with DeepSpeed 0.19.8: a ZeRO-3 universal-checkpoint resume on 1 of a 2-worker
-        # run's checkpoint has the right weights (the first step's loss is exact) but not the
-        # right optimizer moments: the losses drift apart (4.6e-3 relative 16 steps later; ZeRO 0
-        # and 2 stay within 5e-8). Refused rather than silently continuing another run.
-        raise ValueError(f"{cfg.output} was trained with {sp['workers']} workers under ZeRO-3; resuming it on "
-                         f"{workers} is not exact (DeepSpeed's ZeRO-3 universal checkpoint loses optimizer state): "
-                         f"resume with --workers {sp['workers']}, or train with ZeRO 0-2 to resize")
-    seq_len = cfg.data.seq_len or manifest.seq_len
-    if not seq_len:
-        raise ValueError(f"{manifest.url}: the manifest does not record config.seq_len; set data.seq_len (--seq-len)")
-    if manifest.seq_len and manifest.seq_len > seq_len:
-        raise ValueError(f"{manifest.url}: the shards hold examples of up to {manifest.seq_len} characters; "
-                         f"data.seq_len {seq_len} is shorter")
-    overrides = dict(cfg.model.overrides)
-    if cfg.train.objective == "subword":
-        overrides["num_subword_vocab"] = data.vocab_size(manifest.tokenizer_url)
-    cfg = dataclasses.replace(
-        cfg, model=dataclasses.replace(cfg.model, overrides=overrides),
-        data=dataclasses.replace(cfg.data, seq_len=seq_len, streams=streams),
-        parallel=dataclasses.replace(p, device=device, workers=workers, precision=precision))
-    config_mod.validate(cfg)
-    return cfg
+    """config.resolve with what the data says: the shards' length and the CANINE-S vocabulary."""
+    vocab = data.vocab_size(manifest.tokenizer_url) if cfg.train.objective == "subword" else 0
+    return config_mod.resolve(cfg, manifest_seq_len=manifest.seq_len, num_subword_vocab=vocab,
+                              cluster_gpus=cluster_gpus, saved=saved, where=manifest.url)
 
 
 def _saved_config(output: str) -> dict | None:
@@ -114,10 +82,7 @@ def _save_or_check_config(cfg) -> None:
     current = config_mod.to_dict(cfg)
     saved = _saved_config(cfg.output)
     if saved is not None:
-        # Runs saved before data.streams existed dealt their units to their worker count.
-        saved.setdefault("data", {}).setdefault("streams", saved.get("parallel", {}).get("workers"))
-        saved["data"].setdefault("noise_rate", 0.0)  # runs saved before it existed trained without noise
-        conflicts = config_mod.resume_conflicts(saved, current)
+        conflicts = config_mod.resume_conflicts(config_mod.saved_run_config(saved, url), current)
         if conflicts:
             raise ValueError(f"{url}: this output holds a run with another config; resuming it with these changes "
                              f"would not continue the same run: {'; '.join(conflicts)} (use a new --output)")
@@ -192,7 +157,7 @@ def _trainer(cfg, progress=None):
     env = {k: os.environ[k] for k in WORKER_ENV if k in os.environ}
     return TorchTrainer(
         train_loop_per_worker,
-        train_loop_config={"config": config_mod.to_dict(cfg), "progress": progress},
+        train_loop_config={"config": cfg, "progress": progress},  # the frozen dataclass, pickled
         torch_config=TorchConfig(backend="nccl" if gpu else "gloo"),
         scaling_config=ScalingConfig(num_workers=cfg.parallel.workers, use_gpu=gpu,
                                      placement_strategy=cfg.parallel.placement,

@@ -1,0 +1,65 @@
+"""Command-line flags made from config dataclass fields (pipeline/options.py), and `--set`.
+
+A flag's type, choices and help are its field's, so the CLI never restates a default or a
+choice (../shared/STYLE.md, habit 11). Two kinds of commands use it:
+- `canine preprocess`: flags default to the field's default (shown in --help);
+- `canine pretrain`: flags default to nothing, so the --config preset decides; the help names
+  the config key and the built-in default.
+Every command with a config also takes `--set KEY=VALUE` for any field, lists included
+(`--set model.ngram_orders=[2,3]`).
+"""
+
+import argparse
+import types
+import typing
+
+from pipeline import options
+
+
+def _kind(kind):
+    """The argparse `type` of a field type: int / float / str; None for bool and tuples."""
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):
+        kind = next(k for k in typing.get_args(kind) if k is not type(None))
+    return kind if kind in (int, float, str) else None
+
+
+def add_field_flags(parser, cls, flags: dict[str, str] | list[str], *, defaults: bool = True) -> None:
+    """One flag per entry of `flags` (flag dest -> dotted field key, or field names that are also
+    the dests): `--seq-len` for `seq_len`. defaults=False: the flag's default is None (the config
+    file decides) and its help names the key and the built-in default."""
+    pairs = flags.items() if isinstance(flags, dict) else [(name, name) for name in flags]
+    for dest, key in pairs:
+        found = options.field_at(cls, key)
+        if found is None:
+            raise KeyError(f"{cls.__name__} has no field {key!r}")
+        owner, f = found
+        kind = options.hints(owner)[f.name]
+        help_text = options.help_of(f).replace("%", "%%")  # argparse formats help with %
+        flag = "--" + dest.replace("_", "-")
+        if kind is bool and defaults and f.default is False:
+            parser.add_argument(flag, dest=dest, action="store_true", help=help_text)
+            continue
+        if kind is bool:
+            parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction,
+                                default=f.default if defaults else None, help=help_text)
+            continue
+        kwargs = {"dest": dest, "type": _kind(kind), "help": help_text}
+        if options.choices_of(f):
+            kwargs["choices"] = options.choices_of(f)
+        if defaults:
+            kwargs["default"] = f.default
+        else:
+            kwargs["help"] = f"{help_text} (default: the config's {key}; built in: {f.default!r})"
+        parser.add_argument(flag, **kwargs)
+
+
+def add_set_flag(parser, example: str) -> None:
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help=f"set any config field, lists too, e.g. {example} (repeatable, wins over the flags; "
+                             "default: none)")
+
+
+def values_of(args, flags: dict[str, str] | list[str]) -> dict:
+    """{dotted key: value} of the flags that were given (not None)."""
+    pairs = flags.items() if isinstance(flags, dict) else [(name, name) for name in flags]
+    return {key: getattr(args, dest) for dest, key in pairs if getattr(args, dest, None) is not None}
