@@ -29,7 +29,7 @@ pretrained on (paper §4.1): WikiExtractor-style text without templates and tabl
 - After that: NFC, then characters that alias a special codepoint (U+0000, U+E000..U+E0FF,
   pipeline/contract.py) become U+FFFD and are counted.
 - A lone surrogate left by an entity (`&#xD800;` in the wikitext decodes to U+D800) makes the
-  page parse_errors, like one in a row's text (pipeline/sources.py): UTF-8 cannot encode it.
+  page parse_errors, like one in a row's text (pipeline/sources/common.py): UTF-8 cannot encode it.
 What a kept page loses is counted per reason (contract.CONSTRUCT_DROPS) in
 `CleanResult.dropped`; the job sums the counts per language into the manifest.
 

@@ -1,5 +1,5 @@
 """Bad preprocessing input (issue 10): whole-input errors name the file and stop before anything
-is written; row-level rejects keep their title and are counted. pipeline/sources.py's docstring
+is written; row-level rejects keep their title and are counted. pipeline/sources/__init__.py's docstring
 says which case is which and why."""
 
 import bz2
@@ -146,7 +146,7 @@ def test_a_file_name_that_is_not_utf8_fails_when_planning(tmp_path):
         plan_work_items([str(tmp_path / "odd")])
 
 
-# --- 6. Parquet without its text column: tests/pipeline/test_sources.py and the CLI test below --
+# --- 6. Parquet without its text column: tests/pipeline/sources/test_sources_rows.py and the CLI test below --
 
 
 # --- 7. lone surrogates ----------------------------------------------------------------------

@@ -1,16 +1,24 @@
-"""Each composite of pipeline/job.py on its own, with TestPipeline and no I/O (Beam's own habit)."""
+"""Each composite of pipeline/job.py on its own, with TestPipeline (Beam's own habit): Create -> the
+transform -> assert_that; the reader and the writers on files in tmp_path, nothing else."""
 
+import hashlib
+import json
 import math
 
 import apache_beam as beam
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline import job
+from pipeline import contract, itemcache, job
 from pipeline.config import PreprocessConfig
-from pipeline.sources import RawPage
+from pipeline.examples import codepoints_to_text, example_id, pack_pages
+from pipeline.hashing import stable_int
+from pipeline.sources import RawPage, plan_work_items
+from pipeline.tokenizer import train_wordpiece
 
 
 def _opts():
@@ -48,8 +56,6 @@ def test_clean_pages_gives_every_page_one_outcome_and_keeps_rejects():
 
 
 def test_clean_pages_counts_what_kept_pages_lost_and_follows_the_config():
-    from pipeline import contract
-
     pages = [raw(1, "Text.{{Infobox x}}\n{|\n| a\n|}\n== See also ==\n* [[Y]]"), raw(2, "{{Infobox only}}"), raw(3, "Plain.")]
     lost = tuple(int(r in ("infoboxes", "tables", "end_matter")) for r in contract.CONSTRUCT_DROPS)
     with TestPipeline(options=_opts()) as p:
@@ -114,3 +120,146 @@ def test_shard_counts_follow_data_size():
     assert plan["shards"]["train"] == 10  # the total is kept: 1000 codepoints expected
     assert job.sizing(dict(reversed(sizes.items())), 0.5, 100) == plan  # arrival order does not matter
     assert job.shard_name("train", 3, 12) == "train/part-00003-of-00012.parquet"
+
+
+# --- the composites not covered above: reading, splitting, the tokenizer, packing, the writers ---
+
+
+def _counters(result) -> dict:
+    found = result.metrics().query(MetricsFilter().with_namespace(job._NS))["counters"]
+    return {c.key.metric.name: c.committed for c in found}
+
+
+def test_read_and_clean_gives_each_row_an_outcome_and_replays_a_finished_item(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text("\n".join(['{"id": 2, "title": "B", "text": "Second page.", "lang": "en"}', "{not json",
+                               '{"id": 1, "title": "A", "text": "First page.", "lang": "en"}',
+                               '{"id": 4, "title": "E", "text": "  ", "lang": "en"}']) + "\n")
+    items, staging = plan_work_items([str(rows)]), str(tmp_path / "staging")
+    for run, counter in (("parsed", "items_parsed"), ("replayed", "items_reused")):
+        p = TestPipeline(options=_opts())
+        out = p | job.ReadAndClean(items, staging, PreprocessConfig())
+        assert_that(out.outcomes, equal_to([("en", "kept"), ("en", "parse_errors"), ("en", "kept"), ("en", "empty")]),
+                    label="Outcomes")
+        assert_that(out.kept, equal_to([job.Page("en", 1, "First page."), job.Page("en", 2, "Second page.")]), label="Kept")
+        assert_that(out.rejects | beam.Map(lambda r: (r["page_id"], r["source"].rsplit(":", 1)[1], r["outcome"], r["reason"])),
+                    equal_to([(-1, "2", "parse_errors", "parse error: invalid JSON at line 2, column 2: "
+                                                        "Expecting property name enclosed in double quotes"),
+                              (4, "4", "empty", "empty after cleaning")]), label="Rejects")
+        result = p.run()
+        result.wait_until_finish()
+        assert _counters(result) == {counter: 1, "kept": 2, "parse_errors": 1, "empty": 1}, run
+        # The finished item is cached in staging: the second run must replay it, not read the changed file.
+        cached = itemcache.cache_url(staging, items[0]).rsplit("/", 1)[1]
+        assert [f.name for f in (tmp_path / "staging" / "items").iterdir()] == [cached]
+        rows.write_text('{"id": 9, "title": "Z", "text": "Changed.", "lang": "en"}\n')
+
+
+def test_assign_split_keys_every_page_by_its_split():
+    pages = [job.Page("en", i, "x") for i in range(40)]
+    expected = [(job.split_of(p, 0.3), p) for p in pages]
+    assert {s for s, _ in expected} == {"train", "validation"}  # both splits are exercised
+    with TestPipeline(options=_opts()) as p:
+        assert_that(p | beam.Create(pages) | job.AssignSplit(0.3), equal_to(expected))
+
+
+def test_train_tokenizer_learns_from_the_bottom_k_training_pages_only():
+    words = {1: "zebra", 2: "yak", 3: "walrus", 4: "vole", 5: "otter"}
+    split_pages = [("validation" if i == 5 else "train", job.Page("en", i, " ".join([w] * 20))) for i, w in words.items()]
+    # The two smallest hashes of the training pages (page 5's is smaller than all but one, but it is held out).
+    bottom = sorted((stable_int("tok", "en", i), i) for i in words if i != 5)[:2]
+    assert {words[i] for _, i in bottom} == {"walrus", "zebra"}
+
+    def in_vocab(outputs):
+        [tokenizer_json] = outputs
+        vocab = json.loads(tokenizer_json)["model"]["vocab"]
+        assert {w for w in words.values() if w in vocab} == {"walrus", "zebra"}
+
+    with TestPipeline(options=_opts()) as p:
+        pages = p | beam.Create(split_pages)
+        assert_that(pages | "Train" >> job.TrainTokenizer(PreprocessConfig(tokenizer_pages=2, vocab_size=120), None),
+                    in_vocab, label="Trained")
+        assert_that(pages | "Given" >> job.TrainTokenizer(PreprocessConfig(), '{"given": 1}'), equal_to(['{"given": 1}']),
+                    label="Given")
+
+
+def test_pack_examples_packs_each_language_and_split_apart_in_page_id_order():
+    split_pages = [("train", job.Page("en", 3, "gamma delta")), ("validation", job.Page("en", 2, "held out")),
+                   ("train", job.Page("de", 1, "eins zwei")), ("train", job.Page("en", 1, "alpha beta"))]
+
+    def readable(x):
+        split, lang, ex = x
+        text = codepoints_to_text(ex.codepoints)
+        assert text[0] == chr(contract.CLS) and text[-1] == chr(contract.SEP) and not ex.segment_ids.any()
+        return split, lang, tuple(ex.page_ids), text[1:-1], ex.part, ex.sop_label
+
+    with TestPipeline(options=_opts()) as p:
+        packed = p | beam.Create(split_pages) | job.PackExamples(PreprocessConfig(seq_len=64))
+        assert_that(packed | beam.Map(readable), equal_to([
+            ("train", "en", (1, 3), "alpha beta\ngamma delta", 0, contract.SOP_NO_PAIR),
+            ("validation", "en", (2,), "held out", 0, contract.SOP_NO_PAIR),
+            ("train", "de", (1,), "eins zwei", 0, contract.SOP_NO_PAIR),
+        ]))
+
+
+def test_write_shards_puts_each_example_in_its_hashed_shard_in_hashed_order(tmp_path):
+    texts = [f"page {i} says alpha beta gamma" for i in range(8)]
+    exs = pack_pages([(i, t) for i, t in enumerate(texts)], 16)
+    sampled = [("train", "en", ex, copy) for ex in exs for copy in (0, 1)] + [("validation", "sw", exs[0], 0)]
+    sizing = {"weights": {"en": 2.0}, "shards": {"train": 2, "validation": 1}}
+    tokenizer_json = train_wordpiece(texts, vocab_size=100).to_str()
+    staging = str(tmp_path)
+    with TestPipeline(options=_opts()) as p:
+        plan, tok = p | "Sizing" >> beam.Create([sizing]), p | "Tokenizer" >> beam.Create([tokenizer_json])
+        records = p | "Sampled" >> beam.Create(sampled) | job.WriteShards(PreprocessConfig(), staging, plan, tok)
+        assert_that(records | beam.Map(lambda r: (r["split"], r["path"])), equal_to([
+            ("train", "train/part-00000-of-00002.parquet"), ("train", "train/part-00001-of-00002.parquet"),
+            ("validation", "validation/part-00000-of-00001.parquet")]))
+        assert_that(records | beam.Map(lambda r: r["rows"]) | beam.CombineGlobally(sum), equal_to([len(sampled)]),
+                    label="Rows")
+        # What the manifest records of each shard is what is on disk.
+        assert_that(records | beam.Map(lambda r: r["sha256"] == hashlib.sha256((tmp_path / r["path"]).read_bytes()).hexdigest()),
+                    equal_to([True] * 3), label="Sha256")
+    expected = {}
+    for split, lang, ex, copy in sampled:
+        total = sizing["shards"][split]
+        name = job.shard_name(split, stable_int("shard", example_id(lang, ex, copy)) % total, total)
+        expected.setdefault(name, []).append(example_id(lang, ex, copy))
+    for name, ids in expected.items():
+        written = pq.read_table(tmp_path / name).column("example_id").to_pylist()
+        assert written == sorted(ids, key=lambda i: (stable_int("order", i), i)), name
+
+
+def test_write_rejects_writes_one_sorted_file_per_language(tmp_path):
+    def reject(lang, page_id, source):
+        return {"lang": lang, "page_id": page_id, "title": f"T{page_id}", "source": source, "outcome": "parse_errors",
+                "reason": "parse error: x"}
+
+    rejects = [reject("en", 7, "a:9"), reject("de", 3, "b:1"), reject("en", -1, "a:5"), reject("en", 2, "a:1"),
+               reject("en", -1, "a:2")]
+    with TestPipeline(options=_opts()) as p:
+        assert_that(p | beam.Create(rejects) | job.WriteRejects(str(tmp_path)), equal_to(["de", "en"]))
+    folder = tmp_path / contract.REJECTS
+    assert sorted(f.name for f in folder.iterdir()) == ["de.jsonl", "en.jsonl"]
+    en = [json.loads(line) for line in (folder / "en.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(r["page_id"], r["source"]) for r in en] == [(-1, "a:2"), (-1, "a:5"), (2, "a:1"), (7, "a:9")]
+    assert (folder / "de.jsonl").read_text(encoding="utf-8") == json.dumps(rejects[1], sort_keys=True) + "\n"
+
+
+def test_collect_stats_writes_every_count_as_one_sorted_json_file(tmp_path):
+    n = len(contract.CONSTRUCT_DROPS)
+    with TestPipeline(options=_opts()) as p:
+        outcomes = p | "Outcomes" >> beam.Create([("en", "kept"), ("en", "kept"), ("sw", "empty"), ("en", "redirects")])
+        replaced = p | "Replaced" >> beam.Create([("en", 2), ("en", 3)])
+        dropped = p | "Dropped" >> beam.Create([("en", (1,) + (0,) * (n - 1)), ("en", (1,) * n)])
+        example_langs = p | "Examples" >> beam.Create(["en", "en", "sw"])
+        weights = p | "Weights" >> beam.Create([{"en": 0.5, "sw": 2.0}])
+        path = (outcomes, replaced, dropped, example_langs, weights) | job.CollectStats(str(tmp_path))
+        assert_that(path, equal_to([f"{tmp_path}/stats.json"]))
+    assert json.loads((tmp_path / "stats.json").read_text(encoding="utf-8")) == [
+        ["dropped", "en", [2] + [1] * (n - 1)],
+        ["examples", "en", 2], ["examples", "sw", 1],
+        ["outcome", "en", "kept", 2], ["outcome", "en", "redirects", 1], ["outcome", "sw", "empty", 1],
+        ["replaced", "en", 5],
+        ["weight", "en", 0.5], ["weight", "sw", 2.0],
+    ]

@@ -1,0 +1,69 @@
+"""What every reader hands on and every check shares: the work item, the raw page, the input
+error, and the checks of a page's id, its language code and a lone surrogate in its text. XML
+pages and JSON Lines / Parquet rows are checked by the same functions, so one bad value gets one
+message whatever the input kind; pipeline/clean.py uses lone_surrogate on cleaned text too.
+"""
+
+import re
+from dataclasses import dataclass
+
+from pipeline import contract
+
+SURROGATE_RE = re.compile("[\ud800-\udfff]")
+# Language codes name files (rejects/<lang>.jsonl): letters, digits and inner - or _ only
+# (en, zh-min-nan, be_x_old; 35 at most, BCP 47's longest tag), so that no row's `lang` can be a path.
+LANG_RE = re.compile(r"(?=.{1,35}$)[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*")
+
+
+class InputError(Exception):
+    """Bad or missing input; the message names the file and the position (with any credentials
+    in its URL masked: contract.redact)."""
+
+    # The name the package exports it under, as before the split into modules: a worker's
+    # exception reaches the launcher as traceback text, which pipeline/output.py matches by
+    # "pipeline.sources.InputError: MSG" (_WORKER_INPUT_ERROR); pickle finds it there too.
+    __module__ = "pipeline.sources"
+
+    def __init__(self, message: str):
+        super().__init__(contract.redact(message))
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    path: str  # fsspec URL of one input file
+    kind: str  # "xml" | "jsonl" | "parquet"
+    start: int = 0  # multistream: byte offset of the first bz2 stream of the range
+    end: int | None = None  # exclusive byte offset (None = to end of file)
+    lang: str | None = None  # known at planning time: the dump's xml:lang, else --lang
+
+
+@dataclass
+class RawPage:
+    page_id: int  # -1 when the page's id is missing or not an integer (then `error` says so)
+    title: str
+    ns: int  # MediaWiki namespace; 0 = article
+    redirect: bool  # the dump's <redirect/> element (the cleaner also checks #REDIRECT text)
+    text: str  # wikitext (XML) or plain text (JSON Lines / Parquet)
+    lang: str
+    source: str  # "path:line", "path@start:line" or "path#row", for messages and rejects
+    error: str | None = None  # malformed page: counted as parse_errors, written to rejects/
+    markup: str = "wikitext"  # "wikitext" (dumps) or "plain" (already-cleaned corpora)
+
+
+def as_id(value, field: str) -> tuple[int, str | None]:
+    """(integer, None) for a non-negative integer id, else (-1, reason)."""
+    if value is None:
+        return -1, f"missing {field}"
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value, None
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit():
+        return int(value), None
+    return -1, f"non-integer {field} {str(value)[:40]!r}"
+
+
+def lone_surrogate(text: str) -> str | None:
+    """'lone surrogate U+D800 at character 2' where `text` has one (from a `\\ud800` JSON escape or
+    a `&#xD800;` entity in wikitext), else None. UTF-8 cannot encode it: Parquet and the
+    rejects file would fail on it."""
+    match = None if text.isascii() else SURROGATE_RE.search(text)  # isascii: O(1), a flag of the str
+    return None if match is None else f"lone surrogate U+{ord(match.group()):04X} at character {match.start()}"

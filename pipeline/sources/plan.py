@@ -1,0 +1,139 @@
+"""Work items: fsspec URLs and globs expanded into input files, each file's kind told by its
+name, each file planned by its format's module into one or more work items, and each item
+read back by the same module (`read_pages`).
+
+Whatever is cheap to see is seen here, before anything is written (the package docstring,
+"Bad input"): a pattern that matches nothing, an unknown kind, a 0-byte file, a name that is
+not UTF-8, and a cut download seen from the file's last bytes.
+"""
+
+import posixpath
+import re
+from collections.abc import Iterator
+
+import fsspec
+import fsspec.core
+
+from pipeline.sources import jsonl, mediawiki, multistream, parquet
+from pipeline.sources.common import LANG_RE, SURROGATE_RE, InputError, RawPage, WorkItem
+from pipeline.sources.compressed import codec_of
+
+_XML_RE = re.compile(r"\.xml(?:-p\d+p\d+)?(?:\.(?:bz2|gz))?$")
+_JSONL_RE = re.compile(r"\.jsonl?(?:\.(?:bz2|gz))?$")
+_PARQUET_RE = re.compile(r"\.parquet$")
+_KINDS = "expected .xml[.bz2|.gz], .jsonl/.json[.gz|.bz2] or .parquet"
+# Every bzip2 stream ends with this 48-bit marker (BCD of sqrt(pi)), a 32-bit CRC and 0-7 bits
+# of padding to a whole byte; the marker is not byte-aligned, so each padding is tried.
+_BZ2_END = 0x177245385090
+
+
+def plan_work_items(patterns: list[str], lang: str | None = None, streams_per_item: int = 1) -> list[WorkItem]:
+    """Expand fsspec URLs / globs into work items, sorted by (path, start).
+
+    Fails with InputError before reading any page if a pattern matches nothing, a file's kind
+    is unknown, a file has no language (its own xml:lang / `lang` column, else `lang`), or it
+    is empty, cut or not what its name says, as far as its first and last bytes tell (package
+    docstring, "Bad input").
+    """
+    if streams_per_item < 1:
+        raise ValueError(f"streams_per_item must be >= 1, got {streams_per_item}")
+    if lang is not None and not LANG_RE.fullmatch(lang):
+        raise InputError(f"--lang {lang!r}: not a language code (e.g. en, zh-min-nan)")
+    items = []
+    for path, fs, fs_path in _expand(patterns):
+        kind, size = _kind(path), fs.size(fs_path)
+        if size == 0:
+            raise InputError(f"{path}: empty file (0 bytes)")
+        if kind == "xml":
+            items.extend(mediawiki.plan_items(path, fs, fs_path, lang, streams_per_item))
+        elif kind == "jsonl":
+            items.append(WorkItem(path, kind, lang=jsonl.file_language(path, lang)))
+        else:
+            items.append(WorkItem(path, kind, lang=parquet.file_language(path, lang)))
+        if size:  # None: the server did not say. After the header checks above, which name a wrong format better
+            _check_end(path, kind, size)
+    return sorted(items, key=lambda it: (it.path, it.start))
+
+
+def work_item_key(item: WorkItem) -> str:
+    """A stable id of the item's input bytes (language is config, not identity)."""
+    return f"{item.path}@{item.start}:{'eof' if item.end is None else item.end}"
+
+
+def read_pages(item: WorkItem) -> Iterator[RawPage]:
+    """Stream the item's pages. Raises InputError on corrupt / truncated input or malformed XML."""
+    reader = {"xml": mediawiki.read_pages, "jsonl": jsonl.read_pages, "parquet": parquet.read_pages}.get(item.kind)
+    if reader is None:
+        raise InputError(f"{item.path}: unknown work item kind {item.kind!r}")
+    return reader(item)
+
+
+def _expand(patterns: list[str]) -> list[tuple[str, fsspec.AbstractFileSystem, str]]:
+    """Every input file as (URL, filesystem, path on it): globs expanded, directories listed,
+    multistream index files skipped (they are read with their dump)."""
+    found = {}
+    for pattern in patterns:
+        literal = not any(c in pattern for c in "*?[")
+        try:
+            fs, _, paths = fsspec.core.get_fs_token_paths(pattern)
+            files = []
+            for p in paths:
+                # isdir only for names that are not input files: on https:// it may fetch the body
+                if not (_kind(p) or multistream.INDEX_RE.search(p)) and fs.isdir(p):
+                    files += sorted(f for f in fs.ls(p, detail=False) if _kind(f) and fs.isfile(f))
+                elif not literal or fs.exists(p):
+                    files.append(p)
+                else:
+                    raise InputError(f"{pattern}: input not found")
+        except OSError as err:
+            raise InputError(f"{pattern}: cannot list input: {err}") from None
+        remote = "://" in pattern or "::" in pattern
+        matched = 0
+        for p in files:
+            if multistream.INDEX_RE.search(p):
+                continue
+            if not _kind(p):
+                if literal:
+                    raise InputError(f"{pattern}: unrecognized input kind ({_KINDS})")
+                continue
+            if SURROGATE_RE.search(p):  # undecodable bytes in the name: the page sources could not be written
+                raise InputError(f"{ascii(p)}: the file name is not valid UTF-8; rename the file")
+            found[fs.unstrip_protocol(p) if remote else p] = (fs, p)
+            matched += 1
+        if not matched:
+            raise InputError(f"{pattern}: no input files match ({_KINDS})")
+    return [(url, fs, p) for url, (fs, p) in sorted(found.items())]
+
+
+def _kind(path: str) -> str | None:
+    name = posixpath.basename(path)
+    if _XML_RE.search(name):
+        return "xml"
+    if _JSONL_RE.search(name):
+        return "jsonl"
+    if _PARQUET_RE.search(name):
+        return "parquet"
+    return None
+
+
+def _check_end(path: str, kind: str, size: int) -> None:
+    """A cut download, the commonest bad input, seen from the file's last bytes where its format
+    has a fixed ending, instead of after parsing everything before the cut. (gzip ends with a CRC
+    and a length, nothing fixed; Parquet's footer is read when planning.)"""
+    codec = codec_of(path)
+    if not (codec == "bz2" or (codec is None and kind == "xml")):
+        return
+    try:
+        with fsspec.open(path, "rb") as f:
+            f.seek(max(size - 64, 0))
+            tail = f.read()
+    except ValueError:  # a server that can't seek: the reader finds a cut just the same, later
+        return
+    except OSError as err:
+        raise InputError(f"{path}: cannot read its last bytes: {err}") from None
+    value = int.from_bytes(tail[-11:], "big")
+    if codec == "bz2" and not any((value >> (32 + pad)) & (2**48 - 1) == _BZ2_END for pad in range(8)):
+        raise InputError(f"{path}: truncated bz2 file: it does not end with a bz2 end-of-stream marker "
+                         f"({size} bytes; an interrupted download?)")
+    if codec is None and not tail.rstrip().endswith(b"</mediawiki>"):
+        raise InputError(f"{path}: truncated XML: it does not end with </mediawiki> ({size} bytes; an interrupted download?)")
