@@ -229,7 +229,7 @@ def _weights_only_loads():
       uses for the module, optimizer and ZeRO files;
     - torch's documented TORCH_FORCE_WEIGHTS_ONLY_LOAD, which overrides an explicit weights_only=False
       (torch/serialization.py, load()).
-    tests/training/test_train_checkpoint.py fails if either changes. Both settings are process-wide
+    tests/training/train/test_train_checkpoint.py fails if either changes. Both settings are process-wide
     for the duration: restore runs before the worker's training starts, alone in its process."""
     keys = ("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")  # torch refuses both set
     saved = {k: os.environ.pop(k, None) for k in keys}

@@ -76,7 +76,7 @@ def _skip_cpu_inference_allreduce_op() -> None:
     build costs ~45 s of both cores on a fresh machine, and again whenever another ninja
     (the system's, the virtual environment's) finds the cached build's log in its own format.
     Relied on: the dict's key "deepspeed_shm_comm" and build_shm_op returning None when it is
-    False (tests/training/test_train_engine.py checks both on the pinned version)."""
+    False (tests/training/train/test_train_engine.py checks both on the pinned version)."""
     import deepspeed.ops
 
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False

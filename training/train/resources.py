@@ -89,7 +89,7 @@ def autoscaling_enabled() -> bool:
     """Whether an autoscaler can add nodes, judged as Ray Data judges it: ray 2.60.0
     ray/data/_internal/cluster_autoscaler/util.py, is_autoscaling_enabled() (a node group in the
     cluster config the autoscaler publishes to the GCS, that can scale up). A private function:
-    tests/training/test_train_resources.py fails if it moves or stops answering on a local cluster."""
+    tests/training/train/test_train_resources.py fails if it moves or stops answering on a local cluster."""
     from ray.data._internal.cluster_autoscaler.util import is_autoscaling_enabled
 
     return is_autoscaling_enabled()

@@ -13,7 +13,7 @@ import pytest
 from training.train import config, resources
 from training.train.resources import Needs, shortfall
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CPU2 = Needs(workers=2, worker={"CPU": 1.0}, data_cpus=0.5)
 GPU2 = Needs(workers=2, worker={"CPU": 4.0, "GPU": 1.0}, data_cpus=1.0)
 

@@ -18,7 +18,7 @@ from reference_settings import REFERENCE_SETTINGS, REFERENCE_STEPS, assert_same_
 from training.train import metrics
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SETTINGS = {**REFERENCE_SETTINGS, "log.console_every": 1}
 
 
