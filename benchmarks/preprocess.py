@@ -142,8 +142,8 @@ def main(argv=None):
         t_b = time_job(Path(tmp), args)
         manifest = output.read_manifest(f"{tmp}/out")
         rate_b = raw_mb / t_b / args.workers
-        rows = sum(s["rows"] for s in manifest["splits"].values())
-        cps = sum(s["codepoints"] for s in manifest["splits"].values())
+        rows = sum(s.rows for s in manifest.splits.values())
+        cps = sum(s.codepoints for s in manifest.splits.values())
         print(f"(b) whole Beam job end to end:               {rate_b:6.2f} MB/s per core ({t_b:.1f} s, "
               f"{rows} examples, fill {cps / max(rows, 1) / args.seq_len:.3f})")
 

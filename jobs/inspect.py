@@ -5,37 +5,47 @@ import sys
 
 from pipeline import contract
 
+# Headings of the per-language table's columns, contract.LANGUAGE_KEYS in order.
+_HEADINGS = ("read", "redirect", "non-art", "parse-err", "empty", "kept", "examples", "weight", "replaced")
+
 
 def add_arguments(p):
     p.add_argument("directory", metavar="DIR", help="a shard directory (fsspec URL), the output of canine preprocess")
     p.add_argument("--json", action="store_true", help="print the manifest as JSON")
 
 
-def format_manifest(m: dict) -> str:
-    lines = [f"schema v{m['schema_version']}  config {m['config_sha256'][:12]}  seq_len {m['config']['seq_len']}"]
-    for split, info in m["splits"].items():
-        lines.append(f"{split:<11} {len(info['shards']):>4} shards {info['rows']:>9} examples {info['codepoints']:>12} codepoints")
-    cols = ("pages_read",) + contract.PAGE_OUTCOMES + ("examples", "sampling_weight", "replaced_characters")
-    heads = ("lang", "read", "redirect", "non-art", "parse-err", "empty", "kept", "examples", "weight", "replaced")
-    lines.append("  ".join(f"{h:>9}" for h in heads))
-    for lang, c in m["languages"].items():
-        vals = [lang] + [f"{c[k]:.3f}" if k == "sampling_weight" else str(c[k]) for k in cols]
+def format_manifest(m, run=None) -> str:
+    """A pipeline.manifest.Manifest as a table; `run`: output.RunStats of the run that made it."""
+    lines = [f"schema v{m.schema_version}  config {m.config_sha256[:12]}  seq_len {m.seq_len}"]
+    for name, split in m.splits.items():
+        lines.append(f"{name:<11} {len(split.shards):>4} shards {split.rows:>9} examples {split.codepoints:>12} codepoints")
+    lines.append("  ".join(f"{h:>9}" for h in ("lang", *_HEADINGS)))
+    for lang, c in m.languages.items():
+        vals = [lang] + [f"{c.sampling_weight:.3f}" if k == "sampling_weight" else str(getattr(c, k))
+                         for k in contract.LANGUAGE_KEYS]
         lines.append("  ".join(f"{v:>9}" for v in vals))
-    if "run" in m:
-        r = m["run"]
-        lines.append(f"{r['work_items']} work items ({r['items_parsed']} parsed, {r['items_reused']} reused "
-                     f"from an interrupted run), {r['elapsed_s']} s")
+    if run is not None:
+        lines.append(f"{run.work_items} work items ({run.items_parsed} parsed, {run.items_reused} reused "
+                     f"from an interrupted run), {run.elapsed_s} s")
     return "\n".join(lines)
 
 
-def print_manifest(m: dict, as_json: bool = False) -> None:
-    print(json.dumps(m, indent=1, sort_keys=True, ensure_ascii=False) if as_json else format_manifest(m))
+def print_manifest(m, as_json: bool = False) -> None:
+    """`m`: a Manifest, or what pipeline.output.run returns (a RunResult: the manifest and how the run went)."""
+    if as_json:
+        print(json.dumps(m.to_dict(), indent=1, sort_keys=True, ensure_ascii=False))
+    else:
+        print(format_manifest(getattr(m, "manifest", m), getattr(m, "run", None)))
 
 
 def main(args) -> int:
-    from pipeline.output import read_manifest
+    from pipeline.output import OutputExistsError, read_manifest
 
-    m = read_manifest(args.directory)
+    try:
+        m = read_manifest(args.directory)
+    except (ValueError, OutputExistsError) as e:  # a broken manifest, or schema 1's
+        print(f"canine inspect: {contract.redact(str(e))}", file=sys.stderr)
+        return 2
     if m is None:
         print(f"canine inspect: {args.directory} has no {contract.MANIFEST} (not a complete output)", file=sys.stderr)
         return 2

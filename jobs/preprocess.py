@@ -46,11 +46,12 @@ def config_from_args(args) -> PreprocessConfig:
 
 
 def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | None = None, workers: int = 1,
-               runner: str = "DirectRunner", beam_args: list[str] = (), progress: bool = True) -> tuple[str, dict]:
+               runner: str = "DirectRunner", beam_args: list[str] = (), progress: bool = True):
     """The one way a preprocessing run starts (the CLI, `canine smoke`, and through the CLI the
     scheduled script): `--dump` specs resolved and added to the inputs (the output becomes
     OUTPUT/<langs>/<date>), every check that needs no writing done before the output's lock is
-    taken, the Beam job run under that lock (jobs/lock.py). Returns (the output, its manifest).
+    taken, the Beam job run under that lock (jobs/lock.py). Returns (the output, output.RunResult:
+    its manifest and how the run went).
     Errors raise; a run that fails before writing leaves no output folder it created."""
     import shlex
 
@@ -95,7 +96,7 @@ def main(args) -> int:
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     try:
         cfg = config_from_args(args)
-        where, manifest = preprocess(cfg, dumps=args.dump, mirror=args.mirror, workers=args.workers, runner=args.runner,
+        where, result = preprocess(cfg, dumps=args.dump, mirror=args.mirror, workers=args.workers, runner=args.runner,
                               beam_args=args.passthrough)
     except (ValueError, FileNotFoundError, sources.InputError, output.OutputExistsError, LockHeld, LockLost) as e:
         message = contract.redact(str(e))
@@ -103,9 +104,9 @@ def main(args) -> int:
         if args.json:
             print(json.dumps({"error": message}, ensure_ascii=False))
         return 2
-    if manifest.get("up_to_date"):
+    if result.up_to_date:
         # stderr under --json: stdout stays one JSON document on every path
-        print(f"{where}: already complete for this config ({manifest['config_sha256'][:12]}); "
+        print(f"{where}: already complete for this config ({result.manifest.config_sha256[:12]}); "
               "nothing to do", file=sys.stderr if args.json else sys.stdout)
-    print_manifest(manifest, as_json=args.json)
+    print_manifest(result, as_json=args.json)
     return 0

@@ -15,7 +15,7 @@ import sys
 import fsspec
 import yaml
 
-from pipeline import contract
+from pipeline.manifest import read_manifest
 
 CURVE_FILE = "curves.png"
 
@@ -30,6 +30,14 @@ def _read(url):
         return None
     with fs.open(path, "r", encoding="utf-8") as f:
         return f.read()
+
+
+def _data_manifest(data_path: str):
+    """The manifest of the shards a run trained on (pipeline/manifest.py), None where it is gone."""
+    try:
+        return read_manifest(data_path)
+    except FileNotFoundError:
+        return None
 
 
 def plot(records: list[dict], url: str) -> str:
@@ -87,12 +95,11 @@ def summarize(run_dir: str) -> dict:
         cfg = yaml.safe_load(cfg_text)
         summary["objective"] = cfg.get("train", {}).get("objective")
         data_path = cfg.get("data", {}).get("path")
-        manifest_text = _read(_join(data_path, contract.MANIFEST)) if data_path else None
-        if manifest_text:
-            m = json.loads(manifest_text)
+        m = _data_manifest(data_path) if data_path else None
+        if m is not None:
             summary["data"] = data_path
-            summary["examples"] = {split: info["rows"] for split, info in m["splits"].items()}
-            summary["languages"] = sorted(m["languages"])
+            summary["examples"] = {name: split.rows for name, split in m.splits.items()}
+            summary["languages"] = sorted(m.languages)
     run_summary = _read(_join(run_dir, "summary.json"))
     if run_summary:
         s = json.loads(run_summary)

@@ -85,11 +85,11 @@ def main(args) -> int:
         return 2
 
     _stage(1, f"preprocessing the bundled sample with the Beam DirectRunner ({args.workers} workers) -> {shards}")
-    _, manifest = preprocess(pre, workers=args.workers)
-    langs = manifest["languages"]
-    print(f"    {manifest['splits']['train']['rows']} train / {manifest['splits']['validation']['rows']} validation "
-          f"examples from {sum(c['kept'] for c in langs.values())} articles in {len(langs)} languages "
-          f"({' '.join(langs)})" + (" (reused: same config)" if manifest.get("up_to_date") else ""), flush=True)
+    _, result = preprocess(pre, workers=args.workers)
+    splits, langs = result.manifest.splits, result.manifest.languages
+    print(f"    {splits['train'].rows} train / {splits['validation'].rows} validation "
+          f"examples from {sum(c.kept for c in langs.values())} articles in {len(langs)} languages "
+          f"({' '.join(langs)})" + (" (reused: same config)" if result.up_to_date else ""), flush=True)
 
     _stage(2, f"pretraining tiny CANINE-C on a local Ray cluster (127.0.0.1): {args.workers} CPU workers, "
               f"DeepSpeed ZeRO-2, gloo, {cfg.train.max_steps} steps -> {run}")

@@ -6,10 +6,9 @@ must not depend on those (issue 2, "Guarantees").
 """
 
 import dataclasses
-import hashlib
-import json
 
 from pipeline import contract
+from pipeline.manifest import config_sha256
 from pipeline.options import option
 
 
@@ -58,8 +57,8 @@ class PreprocessConfig:
         return d
 
     def sha256(self) -> str:
-        blob = json.dumps(self.fingerprint(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        """The data's identity (manifest.config_sha256 of the fingerprint)."""
+        return config_sha256(self.fingerprint())
 
     def validate(self) -> None:
         """Reject settings that cannot produce a valid output, before any work starts."""

@@ -1,10 +1,12 @@
-"""The shard contract, schema version 2: the only module `training/` may import from `pipeline/`.
+"""The shard contract, schema version 2: with pipeline/manifest.py (the manifest's record) and
+pipeline/rows.py (the rules every row obeys), the only modules `training/` may import from `pipeline/`.
 
 One Parquet row (zstd) per example. Positions are absolute indices into `codepoints`
-(position 0 is CLS). Everything here is data, constants and the Arrow schema, but one function; it imports
-pyarrow and fsspec only, so the training side can read it without Beam. It also holds the one
+(position 0 is CLS). Data, constants, the Arrow schema and a few small functions; it imports
+pyarrow, numpy and fsspec only, so the training side can read it without Beam. It also holds the one
 way every published file is written, by both sides (`atomic_write`): a crash leaves the old
-version or the new one, never half of one (issue 10).
+version or the new one, never half of one (issue 10), and the one counter-based random number
+generator both sides draw from (`splitmix64`).
 
 Special codepoints come from CANINE's private-use assignments (CANINE.md "Input",
 google-research/language canine/special_codepoints.py).
@@ -17,6 +19,7 @@ import re
 import uuid
 
 import fsspec
+import numpy as np
 import pyarrow as pa
 
 # 2: the output's side files are named with a leading underscore (below); the rows are as in 1.
@@ -105,9 +108,29 @@ SCHEMA = pa.schema(
 COLUMNS = tuple(SCHEMA.names)
 
 
-def is_aliased(cp: int) -> bool:
-    """True if an input codepoint would alias PAD or a special codepoint."""
-    return cp == 0 or ALIASED_RANGE[0] <= cp <= ALIASED_RANGE[1]
+def is_aliased(cp):
+    """True if an input codepoint would alias PAD or a special codepoint; elementwise on an array."""
+    return (cp == PAD) | ((ALIASED_RANGE[0] <= cp) & (cp <= ALIASED_RANGE[1]))
+
+
+# --- Counter-based random numbers ------------------------------------------------------------
+# Every random decision about a row (the pipeline's mask plans, the batch builder's identity
+# spans, order and noise) is a pure function of named integers, so it is the same in any process
+# and any batch: the SplitMix64 finalizer (Steele, Lea & Flood 2014) of a mix of them.
+GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # 2^64 / golden ratio: SplitMix64's increment
+MIX1, MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def splitmix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's output function of uint64 states (uint64 arithmetic wraps mod 2^64, as intended)."""
+    x = (x ^ (x >> np.uint64(30))) * MIX1
+    x = (x ^ (x >> np.uint64(27))) * MIX2
+    return x ^ (x >> np.uint64(31))
+
+
+def unit_floats(bits: np.ndarray) -> np.ndarray:
+    """uint64 random bits -> float64 uniform in [0, 1): the top 53 bits."""
+    return (bits >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
 # --- Credentials never recorded ----------------------------------------------------------------

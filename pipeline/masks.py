@@ -36,14 +36,6 @@ _BATCH_CODEPOINTS = 1 << 20
 # --- random numbers ------------------------------------------------------------------------
 # One stream per decision, so e.g. a different tokenizer never moves the CANINE-C plan.
 _CHAR_ORDER, _SUBWORD_PICK, _SUBWORD_ACTION, _SUBWORD_OFFSET, _SUBWORD_REPLACE = 1, 2, 3, 4, 5
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64 (Steele et al. 2014) constants
-_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-
-
-def _splitmix(x: np.ndarray) -> np.ndarray:
-    x = (x ^ (x >> np.uint64(30))) * _MIX1  # uint64 arithmetic wraps mod 2^64, as intended
-    x = (x ^ (x >> np.uint64(27))) * _MIX2
-    return x ^ (x >> np.uint64(31))
 
 
 class CounterUniforms:
@@ -53,9 +45,9 @@ class CounterUniforms:
         self.keys = np.asarray(keys, dtype=np.uint64)
 
     def __call__(self, stream: int, example: np.ndarray, index: np.ndarray) -> np.ndarray:
-        seed = _splitmix(self.keys ^ np.uint64((stream * int(_GOLDEN)) % 2**64))
-        state = seed[example] + (np.asarray(index).astype(np.uint64) + np.uint64(1)) * _GOLDEN
-        return (_splitmix(state) >> np.uint64(11)).astype(np.float64) * 2.0**-53  # top 53 bits
+        seed = contract.splitmix64(self.keys ^ np.uint64((stream * int(contract.GOLDEN)) % 2**64))
+        state = seed[example] + (np.asarray(index).astype(np.uint64) + np.uint64(1)) * contract.GOLDEN
+        return contract.unit_floats(contract.splitmix64(state))
 
 
 class GeneratorUniforms:

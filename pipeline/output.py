@@ -25,6 +25,8 @@ import fsspec
 
 from pipeline import contract, faults, runners, sources
 from pipeline.config import PreprocessConfig
+from pipeline.manifest import FileRef, Language, Manifest, Shard, Split, write_manifest
+from pipeline.manifest import read_manifest as _read_manifest
 
 log = logging.getLogger(__name__)
 
@@ -38,18 +40,45 @@ def _fs(url):
     return fs, path.rstrip("/")
 
 
-def read_manifest(output: str) -> dict | None:
+def read_manifest(output: str) -> Manifest | None:
+    """The manifest at `output`, None if there is none yet; OutputExistsError for schema 1's."""
     fs, root = _fs(output)
-    path = f"{root}/{contract.MANIFEST}"
-    if not fs.exists(path):
+    if not fs.exists(f"{root}/{contract.MANIFEST}"):
         if fs.exists(f"{root}/{contract.LEGACY_MANIFEST}"):
             raise OutputExistsError(
                 f"{output} was written by an older version (schema 1, {contract.LEGACY_MANIFEST}); "
                 f"this one reads schema {contract.SCHEMA_VERSION} ({contract.MANIFEST}): run canine preprocess "
                 "again into a new --output")
         return None
-    with fs.open(path, "r", encoding="utf-8") as f:
-        return json.load(f)
+    return _read_manifest(output)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunStats:
+    """How a run went: returned and printed, never in the manifest (which must not depend on it)."""
+
+    elapsed_s: float
+    work_items: int
+    items_parsed: int
+    items_reused: int  # finished by an interrupted run of this config, read back from staging
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """What `run` returns: the output's manifest, and whether and how this run made it."""
+
+    manifest: Manifest
+    up_to_date: bool = False  # the output was already complete for this config: nothing ran
+    run: RunStats | None = None
+
+    def to_dict(self) -> dict:
+        """The manifest's JSON data plus `run` / `up_to_date` when set: `canine preprocess --json`."""
+        d = self.manifest.to_dict()
+        if self.run is not None:
+            d["run"] = dataclasses.asdict(self.run)
+        if self.up_to_date:
+            d["up_to_date"] = True
+        return d
 
 
 # Content checksums that object stores keep for every object: an input whose bytes are the
@@ -140,23 +169,23 @@ def prepare(cfg: PreprocessConfig) -> Plan:
     return Plan(cfg, items, tokenizer_json)
 
 
-def existing_output(cfg: PreprocessConfig) -> dict | None:
+def existing_output(cfg: PreprocessConfig) -> Manifest | None:
     """The manifest already at cfg.output if it was made by this very config, None if there is
     none; OutputExistsError naming what changed if it was made by another."""
     existing = read_manifest(cfg.output)
-    if existing is not None and existing.get("config_sha256") != cfg.sha256():
+    if existing is not None and existing.config_sha256 != cfg.sha256():
         raise OutputExistsError(
             f"{cfg.output} already holds a complete output made with a different config "
-            f"(config_sha256 {existing.get('config_sha256', '?')[:12]}…, this run {cfg.sha256()[:12]}…): "
-            f"{describe_change(existing.get('config', {}), cfg.fingerprint())}; "
+            f"(config_sha256 {existing.config_sha256[:12]}…, this run {cfg.sha256()[:12]}…): "
+            f"{describe_change(existing.config, cfg.fingerprint())}; "
             "choose another --output or remove it first"
         )
     return existing
 
 
 def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", beam_args=(), before_publish=None,
-        plan: Plan | None = None, progress: bool = False) -> dict:
-    """Run the whole job and return the manifest (the existing one if the output is up to date).
+        plan: Plan | None = None, progress: bool = False) -> RunResult:
+    """Run the whole job and return its manifest (the existing one if the output is up to date).
     `plan` is `prepare(cfg)` if the caller made it already (before taking the output's lock).
     `before_publish()` runs after the pipeline, before anything is moved into place: a lock
     holder's check that it still owns the output. `progress`: report on stderr while the job
@@ -173,7 +202,7 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
     if existing is not None:
         remove_staging(cfg.output)  # a run killed between its manifest and its clean-up left it
         log.info("%s is up to date (config %s): nothing to do", cfg.output, cfg.sha256()[:12])
-        return {**existing, "up_to_date": True}
+        return RunResult(existing, up_to_date=True)
     staging = staging_url(cfg)
     fs, staging_path = _fs(staging)
     for other in _stagings(cfg.output):
@@ -213,14 +242,9 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
     if before_publish is not None:
         before_publish()
     manifest = finalize(cfg, staging)
-    # Not in the manifest (which must not depend on how the run went): returned and printed.
-    manifest["run"] = {
-        "elapsed_s": round(time.time() - started, 2),
-        "work_items": len(plan.items),
-        "items_parsed": counters.get("items_parsed", 0),
-        "items_reused": counters.get("items_reused", 0),
-    }
-    return manifest
+    stats = RunStats(round(time.time() - started, 2), len(plan.items), counters.get("items_parsed", 0),
+                     counters.get("items_reused", 0))
+    return RunResult(manifest, run=stats)
 
 
 def missing_root(output: str) -> str | None:
@@ -301,7 +325,7 @@ def _read_json(fs, path):
         return json.load(f)
 
 
-def languages_from_stats(records) -> dict:
+def languages_from_stats(records) -> dict[str, Language]:
     langs = {}
 
     def entry(lang):
@@ -324,14 +348,13 @@ def languages_from_stats(records) -> dict:
             entry(lang)["examples"] += rec[2]
         elif kind == "weight":
             entry(lang)["sampling_weight"] = round(float(rec[2]), 6)
-    return dict(sorted(langs.items()))
+    return {lang: Language(**c) for lang, c in sorted(langs.items())}
 
 
-def check_accounting(languages: dict) -> None:
+def check_accounting(languages: dict[str, Language]) -> None:
     for lang, c in languages.items():
-        parts = sum(c[k] for k in contract.PAGE_OUTCOMES)
-        if c["pages_read"] != parts:
-            raise RuntimeError(f"accounting broken for {lang}: pages_read {c['pages_read']} != outcomes {parts}")
+        if problem := c.accounting_error():
+            raise RuntimeError(f"accounting broken for {lang}: {problem}")
 
 
 def _published_files(fs, stage: str, shard_records: list) -> list[str]:
@@ -354,7 +377,7 @@ def _move(fs, src: str, dst: str) -> None:
         fs.rm_file(src)
 
 
-def finalize(cfg: PreprocessConfig, staging: str) -> dict:
+def finalize(cfg: PreprocessConfig, staging: str) -> Manifest:
     fs, root = _fs(cfg.output)
     _, stage = _fs(staging)
     languages = languages_from_stats(_read_json(fs, f"{stage}/stats.json"))
@@ -372,21 +395,18 @@ def finalize(cfg: PreprocessConfig, staging: str) -> dict:
         faults.point("publish")
     splits = {}
     for split in contract.SPLITS:
-        recs = [r for r in shard_records if r["split"] == split]
-        splits[split] = {
-            "rows": sum(r["rows"] for r in recs),
-            "codepoints": sum(r["codepoints"] for r in recs),
-            "shards": [{k: r[k] for k in ("path", "rows", "codepoints", "sha256")} for r in recs],
-        }
-    manifest = {
-        "schema_version": contract.SCHEMA_VERSION,
-        "config": cfg.fingerprint(),
-        "config_sha256": cfg.sha256(),
-        "splits": splits,
-        "languages": languages,
-        "tokenizer": {"path": contract.TOKENIZER, "sha256": contract.file_sha256(f"{cfg.output.rstrip('/')}/{contract.TOKENIZER}")},
-        "rejects": [rel for rel in published if rel.startswith(contract.REJECTS + "/")],
-    }
+        shards = tuple(Shard(r["path"], r["rows"], r["codepoints"], r["sha256"])
+                       for r in shard_records if r["split"] == split)
+        splits[split] = Split(sum(s.rows for s in shards), sum(s.codepoints for s in shards), shards)
+    manifest = Manifest(
+        schema_version=contract.SCHEMA_VERSION,
+        config=cfg.fingerprint(),
+        config_sha256=cfg.sha256(),
+        splits=splits,
+        languages=languages,
+        tokenizer=FileRef(contract.TOKENIZER, contract.file_sha256(f"{cfg.output.rstrip('/')}/{contract.TOKENIZER}")),
+        rejects=tuple(rel for rel in published if rel.startswith(contract.REJECTS + "/")),
+    )
     write_manifest(cfg.output, manifest)
     faults.point("published")
     # This config's staging, and any other config's: with a manifest of this config in place,
@@ -395,9 +415,3 @@ def finalize(cfg: PreprocessConfig, staging: str) -> dict:
         if path != stage:
             log.warning("removed %s, staging of another config's unfinished run", path)
     return manifest
-
-
-def write_manifest(output: str, manifest: dict) -> None:
-    """Readers see no manifest or a whole one (contract.atomic_write)."""
-    data = json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")
-    contract.atomic_write(f"{output.rstrip('/')}/{contract.MANIFEST}", data)

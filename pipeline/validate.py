@@ -1,7 +1,9 @@
 """`canine validate DIR`: check an output against the shard contract and its own manifest.
 
 Every problem is reported with where it is (shard path, example_id, column); nothing is fixed.
-The checks are the contract's rules (pipeline/contract.py) plus what the manifest promises:
+The checks are the contract's: the manifest's schema (pipeline/manifest.py), the row rules the
+batch builder applies too (pipeline/rows.py) and two that need the pipeline's own definitions
+(whole whitespace spans, the tokenizer's spans); plus what the manifest promises:
 hashes, counts, the per-language accounting identity, train/validation page disjointness, and
 that the folder holds nothing the manifest does not account for (a stray Parquet file would be
 read by every dataset reader; issue 10).
@@ -9,15 +11,15 @@ read by every dataset reader; issue 10).
 
 import hashlib
 import io
-import json
 
 import numpy as np
 import pyarrow.parquet as pq
 
 from pipeline import contract
-from pipeline.examples import is_special, ranges_to_positions
+from pipeline.manifest import Manifest, config_sha256
 from pipeline.masks import whitespace_spans
 from pipeline.output import OutputExistsError, _fs, read_manifest
+from pipeline.rows import RowError, Rows, Violation, violations
 from pipeline.tokenizer import WordPieceTokenizer
 
 MAX_PROBLEMS = 50  # enough to see a pattern; the count says how many more there were
@@ -33,116 +35,77 @@ class Problems:
             self.items.append(f"{where}: {what}")
 
 
-def _check_manifest(m: dict, out: Problems) -> None:
-    where = contract.MANIFEST
-    if m.get("schema_version") != contract.SCHEMA_VERSION:
-        out.add(where, f"schema_version {m.get('schema_version')!r}, expected {contract.SCHEMA_VERSION}")
-    for key in ("config", "config_sha256", "splits", "languages"):
-        if key not in m:
-            out.add(where, f"missing key {key!r}")
-    if "config" in m:
-        blob = json.dumps(m["config"], sort_keys=True, separators=(",", ":")).encode()
-        if hashlib.sha256(blob).hexdigest() != m.get("config_sha256"):
-            out.add(where, "config_sha256 does not match config")
-    for lang, c in m.get("languages", {}).items():
-        missing = [k for k in contract.LANGUAGE_KEYS if k not in c]
-        if missing:
-            out.add(f"{contract.MANIFEST} languages.{lang}", f"missing {missing}")
-            continue
-        parts = sum(c[k] for k in contract.PAGE_OUTCOMES)
-        if c["pages_read"] != parts:
-            out.add(f"{contract.MANIFEST} languages.{lang}", f"pages_read {c['pages_read']} != {' + '.join(contract.PAGE_OUTCOMES)} = {parts}")
+def _check_manifest(m: Manifest, out: Problems) -> None:
+    """What the manifest promises of itself (its schema is checked as it is read)."""
+    if config_sha256(m.config) != m.config_sha256:
+        out.add(contract.MANIFEST, "config_sha256 does not match config")
+    for lang, c in m.languages.items():
+        if problem := c.accounting_error():
+            out.add(f"{contract.MANIFEST} languages.{lang}", problem)
+    for name, split in m.splits.items():
+        for field in ("rows", "codepoints"):
+            if getattr(split, field) != sum(getattr(s, field) for s in split.shards):
+                out.add(f"{contract.MANIFEST} splits.{name}", f"{field} differ from the sum over its shards")
+
+
+def check_rows(rows, seq_len: int, tokenizer: WordPieceTokenizer | None, where: str, out: Problems) -> None:
+    """Examples (a pyarrow Table, or a dict of columns) against the contract: the row rules the
+    batch builder applies too (pipeline/rows.py), then two that need the pipeline's own
+    definitions: whole whitespace spans, and the tokenizer's subword spans."""
+    try:
+        r = Rows(rows)
+        more = [_whole_spans] + ([_tokenizer_spans(tokenizer)] if tokenizer is not None else [])
+        for v in violations(r, seq_len, vocab_size=tokenizer and tokenizer.vocab_size, more=more):
+            out.add(where, v.describe(r.ids))
+    except RowError as e:  # a missing or null column: no row can be checked
+        out.add(where, str(e))
 
 
 def check_row(row: dict, seq_len: int, tokenizer: WordPieceTokenizer | None, where: str, out: Problems) -> None:
-    """One example against the contract's rules."""
-    cps = np.asarray(row["codepoints"], dtype=np.int64)
-    seg = np.asarray(row["segment_ids"], dtype=np.int64)
-    n = len(cps)
-    if n < 2 or n > seq_len:
-        out.add(where, f"length {n} outside [2, seq_len={seq_len}]")
-        return
-    if len(seg) != n:
-        out.add(where, f"segment_ids has {len(seg)} values for {n} codepoints")
-        return
-    seps = np.flatnonzero(cps == contract.SEP)
-    specials = np.flatnonzero(is_special(cps))
-    expected_specials = np.concatenate([[0], seps])
-    if cps[0] != contract.CLS or cps[-1] != contract.SEP or not np.array_equal(specials, expected_specials):
-        out.add(where, "codepoints must be CLS text SEP [text SEP] with no other special or aliased codepoint")
-    pair = len(seps) == 2
-    if len(seps) not in (1, 2):
-        out.add(where, f"{len(seps)} SEPs (expected 1 or 2)")
-    expected_seg = np.zeros(n, np.int64)
-    if pair:
-        expected_seg[seps[0] + 1 :] = 1
-    if not np.array_equal(seg, expected_seg):
-        out.add(where, "segment_ids do not follow the SEPs")
-    if (row["sop_label"] == contract.SOP_NO_PAIR) == pair or row["sop_label"] not in (-1, 0, 1):
-        out.add(where, f"sop_label {row['sop_label']} does not fit {'a pair' if pair else 'one segment'}")
-
-    # CANINE-C: sorted, inside the text, at most 320, whole whitespace spans.
-    pos = np.asarray(row["char_mask_positions"], dtype=np.int64)
-    if len(pos) > contract.MAX_CHAR_PREDICTIONS:
-        out.add(where, f"{len(pos)} char_mask_positions > {contract.MAX_CHAR_PREDICTIONS}")
-    if len(pos) and (np.any(np.diff(pos) <= 0) or pos[0] < 1 or pos[-1] >= n):
-        out.add(where, "char_mask_positions not strictly increasing inside the sequence")
-    elif len(pos):
-        if np.any(is_special(cps[pos])):
-            out.add(where, "char_mask_positions on a special codepoint")
-        starts, ends = whitespace_spans(cps)
-        span_of = np.full(n, -1)
-        span_len = ends - starts
-        span_of[ranges_to_positions(starts, span_len)] = np.repeat(np.arange(len(starts)), span_len)
-        hit = span_of[pos]
-        if np.any(hit < 0):
-            out.add(where, "char_mask_positions on whitespace")
-        else:
-            chosen, counts = np.unique(hit, return_counts=True)
-            if not np.array_equal(counts, span_len[chosen]):
-                out.add(where, "char_mask_positions cover part of a whitespace span, not whole spans")
-
-    # CANINE-S: equal lengths, at most 80, offsets inside spans, replacements of the right length,
-    # spans that the tokenizer itself produces on that segment.
-    names = ("subword_starts", "subword_lengths", "subword_ids", "subword_predict_offsets", "subword_actions")
-    cols = [np.asarray(row[k], dtype=np.int64) for k in names]
-    starts, lengths, ids, offsets, actions = cols
-    if len({len(c) for c in cols}) != 1:
-        out.add(where, "subword_* columns have different lengths")
-        return
-    if len(starts) > contract.MAX_SUBWORD_PREDICTIONS:
-        out.add(where, f"{len(starts)} subwords > {contract.MAX_SUBWORD_PREDICTIONS}")
-    if len(starts) == 0:
-        if len(row["subword_replacements"]):
-            out.add(where, "subword_replacements without subwords")
-        return
-    if np.any(lengths < 1) or np.any(offsets < 0) or np.any(offsets >= lengths):
-        out.add(where, "subword_predict_offsets outside their span (or a span of length < 1)")
-    if np.any(np.diff(starts) <= 0) or starts[0] < 1 or np.any(starts + lengths > n):
-        out.add(where, "subword spans not increasing inside the sequence")
-        return
-    if not np.isin(actions, (contract.ACTION_MASK, contract.ACTION_RANDOM, contract.ACTION_KEEP)).all():
-        out.add(where, "subword_actions outside {0, 1, 2}")
-    expected = int(lengths[actions == contract.ACTION_RANDOM].sum())
-    if len(row["subword_replacements"]) != expected:
-        out.add(where, f"subword_replacements has {len(row['subword_replacements'])} codepoints, random spans need {expected}")
-    if tokenizer is not None:
-        if np.any(ids >= tokenizer.vocab_size) or np.any(ids < 0):
-            out.add(where, "subword_ids outside the tokenizer's vocabulary")
-        # One call over the whole example: specials break words, so each segment gets exactly
-        # the spans the tokenizer gives its text alone (pipeline/tokenizer.py).
-        s, l, i = tokenizer.spans_of_codepoints(cps)
-        produced = set(zip(s.tolist(), l.tolist(), i.tolist()))
-        if not set(zip(starts.tolist(), lengths.tolist(), ids.tolist())) <= produced:
-            out.add(where, "a subword span is not what the tokenizer produces on that segment")
+    """One example (a dict of its columns, as Table.to_pylist gives) against the contract."""
+    check_rows({k: [v] for k, v in row.items()}, seq_len, tokenizer, where, out)
 
 
-def check_files(fs, root: str, manifest: dict, out: Problems) -> None:
+def _whole_spans(k):
+    """CANINE-C: char_mask_positions are whole whitespace spans (pipeline/masks.py's rule)."""
+    name = "char_mask_positions"
+    pos, offsets, row, _ = k.positions(name)  # inside the text: the shared rules passed
+    starts, ends = whitespace_spans(k.cps)  # specials end spans: none crosses two rows
+    starts, ends = np.append(0, starts), np.append(0, ends)  # span 0: an empty one before them all
+    flat = k.offsets[row] + pos
+    span = np.searchsorted(starts, flat, side="right") - 1  # the span that starts at or before each position
+    off = flat >= ends[span]  # past that span's end: on whitespace
+    yield from k.bad_items(off, offsets, name, "position on whitespace")
+    partial = ~off & (np.bincount(span[~off], minlength=len(starts)) != ends - starts)[span]
+    yield from k.bad_items(partial, offsets, name, "positions cover part of a whitespace span, not whole spans")
+
+
+def _tokenizer_spans(tokenizer: WordPieceTokenizer):
+    def rule(k):
+        """CANINE-S: each subword span is one the tokenizer gives that segment. One call over all
+        the rows: specials break words, so each segment gets the spans of its text alone."""
+        s, l, i = tokenizer.spans_of_codepoints(k.cps)
+        starts, offsets, row, _ = k.positions("subword_starts")
+        lengths, ids = k.ragged("subword_lengths")[0], k.ragged("subword_ids")[0]
+        # (start, length, id) as one int64: starts < 2^31, lengths <= seq_len, ids < vocab_size
+        # (the shared rules checked both), so the key is unique below 2^63 for any real shard.
+        width = int(max(lengths.max(initial=0), l.max(initial=0))) + 1
+
+        def key(start, length, subword):
+            return (start.astype(np.int64) * width + length) * tokenizer.vocab_size + subword
+
+        unknown = ~np.isin(key(k.offsets[row] + starts, lengths, ids), key(s, l, i))
+        yield from k.bad_items(unknown, offsets, "subword_starts",
+                               "a subword span is not what the tokenizer produces on that segment")
+
+    return rule
+
+
+def check_files(fs, root: str, manifest: Manifest, out: Problems) -> None:
     """Every file under the output must be one the manifest lists: its shards, tokenizer and
     rejects, plus the manifest itself and a live run's lock. A staging folder is one finding."""
-    expected = {contract.MANIFEST, contract.LOCK, manifest.get("tokenizer", {}).get("path", contract.TOKENIZER),
-                *manifest.get("rejects", []),
-                *(s["path"] for info in manifest.get("splits", {}).values() for s in info.get("shards", []))}
+    expected = {contract.MANIFEST, contract.LOCK, manifest.tokenizer.path, *manifest.rejects,
+                *(s.path for split in manifest.splits.values() for s in split.shards)}
     stray = {}
     for name in fs.find(root):
         rel = name[len(root) + 1 :]
@@ -160,12 +123,44 @@ def check_files(fs, root: str, manifest: dict, out: Problems) -> None:
                          "remove it")
 
 
+def _read_shard(fs, root: str, shard, out: Problems):
+    """The shard's table, checked against what the manifest records of it (bytes, schema, rows,
+    codepoints); None if it is missing, unreadable or of another schema (its rows go unchecked)."""
+    path = f"{root}/{shard.path}"
+    if not fs.exists(path):
+        out.add(shard.path, "listed in the manifest but missing")
+        return None
+    with fs.open(path, "rb") as f:
+        data = f.read()
+    if hashlib.sha256(data).hexdigest() != shard.sha256:
+        out.add(shard.path, "sha256 differs from the manifest")
+    try:
+        table = pq.read_table(io.BytesIO(data))
+    except Exception as e:  # a corrupt file is a finding, not a crash
+        out.add(shard.path, f"unreadable Parquet: {e}")
+        return None
+    schema_ok = True
+    for field in contract.SCHEMA:
+        got = table.schema.field(field.name).type if field.name in table.schema.names else None
+        if got != field.type:
+            out.add(shard.path, f"column {field.name}: {got} (contract: {field.type})")
+            schema_ok = False
+    if table.num_rows != shard.rows:
+        out.add(shard.path, f"{table.num_rows} rows, manifest says {shard.rows}")
+    if not schema_ok:
+        return None
+    codepoints = len(table.column("codepoints").combine_chunks().flatten())
+    if codepoints != shard.codepoints:
+        out.add(shard.path, f"{codepoints} codepoints, manifest says {shard.codepoints}")
+    return table
+
+
 def validate(output: str) -> tuple[list[str], int, dict]:
     """Returns (first problems, number of problems, summary). An empty list means valid."""
     out = Problems()
     try:
         manifest = read_manifest(output)
-    except OutputExistsError as e:  # an output of an older schema
+    except (OutputExistsError, ValueError) as e:  # an output of an older schema, a manifest that breaks its own
         out.add(output, str(e))
         return out.items, out.count, {}
     if manifest is None:
@@ -174,61 +169,39 @@ def validate(output: str) -> tuple[list[str], int, dict]:
     _check_manifest(manifest, out)
     fs, root = _fs(output)
     check_files(fs, root, manifest, out)
-    seq_len = manifest.get("config", {}).get("seq_len", contract.DEFAULT_SEQ_LEN)
     tokenizer = None
-    tok_path = f"{root}/{contract.TOKENIZER}"
+    tok_path = f"{root}/{manifest.tokenizer.path}"
     if fs.exists(tok_path):
         with fs.open(tok_path, "r", encoding="utf-8") as f:
             tokenizer = WordPieceTokenizer.from_str(f.read(), source=tok_path)
     else:
-        out.add(contract.TOKENIZER, "missing")
-    seen_ids, pages_by_split = set(), {}
-    examples_by_lang = {}
-    for split, info in manifest.get("splits", {}).items():
+        out.add(manifest.tokenizer.path, "missing")
+    seen_ids, pages_by_split, examples_by_lang = set(), {}, {}
+    for split, info in manifest.splits.items():
         pages = pages_by_split.setdefault(split, set())
-        for shard in info.get("shards", []):
-            path = f"{root}/{shard['path']}"
-            if not fs.exists(path):
-                out.add(shard["path"], "listed in the manifest but missing")
+        for shard in info.shards:
+            table = _read_shard(fs, root, shard, out)
+            if table is None:
                 continue
-            with fs.open(path, "rb") as f:
-                data = f.read()
-            if hashlib.sha256(data).hexdigest() != shard["sha256"]:
-                out.add(shard["path"], "sha256 differs from the manifest")
-            try:
-                table = pq.read_table(io.BytesIO(data))
-            except Exception as e:  # a corrupt file is a finding, not a crash
-                out.add(shard["path"], f"unreadable Parquet: {e}")
-                continue
-            for field in contract.SCHEMA:
-                got = table.schema.field(field.name).type if field.name in table.schema.names else None
-                if got != field.type:
-                    out.add(shard["path"], f"column {field.name}: {got} (contract: {field.type})")
-            if table.num_rows != shard["rows"]:
-                out.add(shard["path"], f"{table.num_rows} rows, manifest says {shard['rows']}")
-            cps_total = len(table.column("codepoints").combine_chunks().flatten())
-            if cps_total != shard["codepoints"]:
-                out.add(shard["path"], f"{cps_total} codepoints, manifest says {shard['codepoints']}")
-            for row in table.to_pylist():
-                where = f"{shard['path']} example {row['example_id']}"
-                if row["example_id"] in seen_ids:
-                    out.add(where, "duplicate example_id")
-                seen_ids.add(row["example_id"])
-                if row["lang"] not in manifest.get("languages", {}):
-                    out.add(where, f"lang {row['lang']!r} not in the manifest")
-                if not row["page_ids"]:
-                    out.add(where, "empty page_ids")
-                examples_by_lang[row["lang"]] = examples_by_lang.get(row["lang"], 0) + 1
-                pages.update((row["lang"], p) for p in row["page_ids"])
-                check_row(row, seq_len, tokenizer, where, out)
-        shards = info.get("shards", [])
-        if info.get("rows") != sum(s["rows"] for s in shards):
-            out.add(f"{contract.MANIFEST} splits.{split}", "rows differ from the sum over its shards")
+            check_rows(table, manifest.seq_len or contract.DEFAULT_SEQ_LEN, tokenizer, shard.path, out)
+            ids = table["example_id"].to_pylist()
+            for i, (example_id, lang, page_ids) in enumerate(zip(ids, table["lang"].to_pylist(),
+                                                                  table["page_ids"].to_pylist())):
+                if example_id in seen_ids:
+                    out.add(shard.path, Violation(i, "example_id", "duplicate example_id").describe(ids))
+                seen_ids.add(example_id)
+                if lang not in manifest.languages:
+                    out.add(shard.path, Violation(i, "lang", f"{lang!r} not in the manifest").describe(ids))
+                if not page_ids:
+                    out.add(shard.path, Violation(i, "page_ids", "empty").describe(ids))
+                examples_by_lang[lang] = examples_by_lang.get(lang, 0) + 1
+                pages.update((lang, p) for p in page_ids)
     both = pages_by_split.get("train", set()) & pages_by_split.get("validation", set())
     if both:
         out.add("splits", f"{len(both)} pages are in both train and validation, e.g. {sorted(both)[0]}")
-    for lang, c in manifest.get("languages", {}).items():
-        if c.get("examples") != examples_by_lang.get(lang, 0):
-            out.add(f"{contract.MANIFEST} languages.{lang}", f"examples {c.get('examples')} but shards hold {examples_by_lang.get(lang, 0)}")
-    summary = {"examples": len(seen_ids), "shards": sum(len(i.get("shards", [])) for i in manifest.get("splits", {}).values())}
+    for lang, c in manifest.languages.items():
+        if c.examples != examples_by_lang.get(lang, 0):
+            out.add(f"{contract.MANIFEST} languages.{lang}",
+                    f"examples {c.examples} but shards hold {examples_by_lang.get(lang, 0)}")
+    summary = {"examples": len(seen_ids), "shards": sum(len(split.shards) for split in manifest.splits.values())}
     return out.items, out.count, summary

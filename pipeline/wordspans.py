@@ -16,6 +16,7 @@ import threading
 import numpy as np
 from tokenizers import Tokenizer
 
+from pipeline import contract
 from pipeline.examples import codepoints_to_text, is_special, ranges_to_positions
 
 WORD, _SPLIT, _ISOLATED = 0, 1, 2
@@ -27,7 +28,6 @@ _CLASS_TABLES: dict[str, "_CharClasses"] = {}  # per normalizer + pre-tokenizer 
 # match needs both 64-bit hashes of two different words of equal length to agree: for
 # natural text about (lookups x cached words) / 2^128, ~1e-23 for a whole Wikipedia run.
 _BASES = (0xD6E8FEB86659FD93, 0xC2B2AE3D27D4EB4F)
-_FIBONACCI = np.uint64(0x9E3779B97F4A7C15)
 _CACHE_LIMIT = 1 << 20  # cached words (~80 bytes each); past it the cache restarts: same output, bounded memory
 
 
@@ -113,7 +113,7 @@ class _KeyTable:
     def _home(self, keys):
         # Fibonacci hashing: the top bits of key * 2^64/phi; a one-character word's hash is
         # just its codepoint + 1, whose own top bits are all zero
-        return ((keys * _FIBONACCI) >> np.uint64(64 - self.bits)).astype(np.int64)
+        return ((keys * contract.GOLDEN) >> np.uint64(64 - self.bits)).astype(np.int64)
 
     def get(self, keys: np.ndarray) -> np.ndarray:
         out = np.full(len(keys), -1, np.int64)

@@ -61,8 +61,10 @@ def read_run_config(run: str):
     return config_mod.from_dict(yaml.safe_load(text), where=_join(run, "config.yaml"))
 
 
-def _manifest(data_path: str) -> tuple[dict | None, str | None, str]:
-    """(manifest, sha256 of its file, why it is missing) of the shards a run trained on."""
+def _manifest(data_path: str):
+    """(manifest.Manifest, sha256 of its file, why it is missing) of the shards a run trained on."""
+    from pipeline.manifest import Manifest, ManifestError
+
     if not data_path:
         return None, None, "the config names no data.path"
     try:
@@ -71,16 +73,19 @@ def _manifest(data_path: str) -> tuple[dict | None, str | None, str]:
         return None, None, f"unreadable here ({type(e).__name__})"
     if raw is None:
         return None, None, f"{contract.MANIFEST} not found"
-    return json.loads(raw), hashlib.sha256(raw).hexdigest(), ""
+    try:
+        return Manifest.from_dict(json.loads(raw), contract.MANIFEST), hashlib.sha256(raw).hexdigest(), ""
+    except (ValueError, ManifestError) as e:  # JSONDecodeError is a ValueError
+        return None, None, f"unreadable ({e})"
 
 
-def model_card(cfg, encoder_config, records: list[dict], manifest: dict | None, manifest_sha: str | None,
+def model_card(cfg, encoder_config, records: list[dict], manifest, manifest_sha: str | None,
                manifest_missing: str = "") -> str:
     """README.md of an export: what was trained, on what, for how long, and how well."""
     from training.train import config as config_mod
 
     objective = {"char": "CANINE-C (autoregressive character loss)", "subword": "CANINE-S (subword loss)"}
-    langs = sorted(manifest["languages"]) if manifest else []
+    langs = sorted(manifest.languages) if manifest else []
     front = {"library_name": "transformers", "pipeline_tag": "feature-extraction",
              "tags": ["canine", "character-level", "tokenization-free", "canine-pretrain"]}
     if langs:
@@ -106,10 +111,9 @@ def model_card(cfg, encoder_config, records: list[dict], manifest: dict | None, 
              "positions past it were never trained", "",
              "## Data", ""]
     if manifest:
-        splits = ", ".join(f"{k} {v.get('rows', sum(s['rows'] for s in v.get('shards', [])))} examples"
-                           for k, v in manifest["splits"].items())
+        splits = ", ".join(f"{k} {v.rows} examples" for k, v in manifest.splits.items())
         lines += [f"- shards: `{contract.redact(cfg.data.path)}` ({splits})",
-                  f"- manifest: `{contract.MANIFEST}` sha256 `{manifest_sha}`, config sha256 `{manifest['config_sha256']}`",
+                  f"- manifest: `{contract.MANIFEST}` sha256 `{manifest_sha}`, config sha256 `{manifest.config_sha256}`",
                   f"- languages: {' '.join(langs)}"]
     else:
         lines.append(f"- shards: `{contract.redact(cfg.data.path)}` (manifest: {manifest_missing})")

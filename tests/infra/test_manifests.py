@@ -403,7 +403,7 @@ def test_schedule_script_preprocesses_the_languages_in_one_run(tmp_path, make_mu
                  "CANINE_PREPROCESS_ARGS": "--vocab-size 200 --seq-len 256"})
     assert r.returncode == 0, r.stderr[-3000:]
     manifest = read_manifest(str(tmp_path / "shards" / "en-ko" / "20261101"))
-    assert manifest is not None and set(manifest["languages"]) == {"en", "ko"}
+    assert manifest is not None and set(manifest.languages) == {"en", "ko"}
     assert "done ko:latest en:latest" in r.stderr
     again = _script({"CANINE": f"{sys.executable} -m jobs.cli", "CANINE_LANGUAGES": "en ko",
                      "CANINE_MIRROR": str(tmp_path / "mirror"), "CANINE_OUTPUT": str(tmp_path / "shards"),

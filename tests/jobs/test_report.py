@@ -6,7 +6,7 @@ import os
 import yaml
 
 from jobs import cli, report
-from pipeline import contract
+from training.synthetic import WORDS, write_contract_shards
 
 
 def write_run(tmp_path):
@@ -45,15 +45,12 @@ def test_data_comes_from_the_contract_manifest_and_a_torn_last_line_is_dropped(t
     write_run(tmp_path)
     with open(tmp_path / "metrics.jsonl", "a") as f:
         f.write('{"step": 21, "loss": 3.')  # a crash in the middle of writing step 21
-    shards = tmp_path / "shards"
-    shards.mkdir()
-    (shards / contract.MANIFEST).write_text(json.dumps(
-        {"splits": {"train": {"rows": 90}, "validation": {"rows": 10}}, "languages": {"en": {}, "de": {}}}))
+    shards = write_contract_shards(str(tmp_path / "shards"), train_rows=(90,), validation_rows=10)
     run_config = {"train": {"objective": "char"}, "data": {"path": str(shards)}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(run_config))
     s = report.summarize(str(tmp_path))
     assert s["steps"] == 20 and s["objective"] == "char"
-    assert s["examples"] == {"train": 90, "validation": 10} and s["languages"] == ["de", "en"]
+    assert s["examples"] == {"train": 90, "validation": 10} and s["languages"] == sorted(WORDS)
     left = sorted(os.listdir(tmp_path))
     assert left == sorted([report.CURVE_FILE, "config.yaml", "metrics.jsonl", "shards"])  # no temp file
 

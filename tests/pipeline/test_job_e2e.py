@@ -32,26 +32,25 @@ def small_config(out, **kw):
 @pytest.fixture(scope="module")
 def sample_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("shards") / "out"
-    manifest = output.run(small_config(out), workers=1)
-    return out, manifest
+    return out, output.run(small_config(out), workers=1).manifest
 
 
 def shard_hashes(manifest):
-    return {s["path"]: s["sha256"] for split in manifest["splits"].values() for s in split["shards"]}
+    return {s.path: s.sha256 for split in manifest.splits.values() for s in split.shards}
 
 
 def test_sample_output_obeys_the_contract(sample_run):
     out, manifest = sample_run
     problems, count, summary = validate(str(out))
     assert count == 0, problems
-    assert summary["examples"] == sum(s["rows"] for s in manifest["splits"].values()) > 0
-    assert len(manifest["splits"]["train"]["shards"]) >= 2
-    assert manifest["splits"]["validation"]["rows"] > 0
+    assert summary["examples"] == sum(s.rows for s in manifest.splits.values()) > 0
+    assert len(manifest.splits["train"].shards) >= 2
+    assert manifest.splits["validation"].rows > 0
     assert not any(name.startswith(".staging") for name in os.listdir(out))
 
 
 def manifest_rows(manifest):
-    return {split: info["rows"] for split, info in manifest["splits"].items()}
+    return {name: split.rows for name, split in manifest.splits.items()}
 
 
 def test_output_root_reads_as_exactly_the_manifests_rows(sample_run):
@@ -89,7 +88,7 @@ def test_validate_fails_on_files_the_manifest_does_not_list(sample_run, tmp_path
     out, manifest = sample_run
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
-    shard = manifest["splits"]["train"]["shards"][0]["path"]
+    shard = manifest.splits["train"].shards[0].path
     shutil.copy(copy / shard, copy / "train" / "part-99999-of-99999.parquet")
     (copy / "items").mkdir()
     (copy / "items" / "0123.parquet").write_bytes(b"x")
@@ -104,25 +103,25 @@ def test_validate_fails_on_files_the_manifest_does_not_list(sample_run, tmp_path
 
 def test_accounting_identity_and_drop_reasons(sample_run):
     out, manifest = sample_run
-    langs = manifest["languages"]
+    langs = manifest.languages
     for lang, c in langs.items():
-        assert c["pages_read"] == sum(c[k] for k in contract.PAGE_OUTCOMES), lang
-    total = {k: sum(c[k] for c in langs.values()) for k in contract.LANGUAGE_KEYS}
+        assert c.pages_read == sum(getattr(c, k) for k in contract.PAGE_OUTCOMES) and not c.accounting_error(), lang
+    total = {k: sum(getattr(c, k) for c in langs.values()) for k in contract.LANGUAGE_KEYS}
     assert total["redirects"] > 0 and total["non_article"] > 0 and total["parse_errors"] > 0
     assert total["replaced_characters"] >= 1  # the sample's U+E003 was escaped
     # what cleaning dropped from kept pages, per reason: every sample language has infoboxes, tables
     # and See also / External links sections in its own words
     for lang, c in langs.items():
-        assert set(c["dropped"]) == set(contract.CONSTRUCT_DROPS), lang
-        assert min(c["dropped"][r] for r in ("tables", "images", "references", "end_matter")) > 0, (lang, c["dropped"])
-    rejects = [json.loads(l) for f in manifest["rejects"] for l in (out / f).read_text().splitlines()]
+        assert set(c.dropped) == set(contract.CONSTRUCT_DROPS), lang
+        assert min(c.dropped[r] for r in ("tables", "images", "references", "end_matter")) > 0, (lang, c.dropped)
+    rejects = [json.loads(l) for f in manifest.rejects for l in (out / f).read_text().splitlines()]
     assert len([r for r in rejects if r["outcome"] == "parse_errors"]) == total["parse_errors"]
     assert all(r["reason"] for r in rejects)
 
 
 def test_text_round_trips_through_codepoints(sample_run):
     out, manifest = sample_run
-    table = read_table(str(out / manifest["splits"]["train"]["shards"][0]["path"]))
+    table = read_table(str(out / manifest.splits["train"].shards[0].path))
     row = table.slice(0, 1).to_pylist()[0]
     cps = np.array(row["codepoints"])
     text = "".join(map(chr, cps[1:-1]))
@@ -131,18 +130,19 @@ def test_text_round_trips_through_codepoints(sample_run):
 
 
 def test_two_workers_give_byte_identical_shards(sample_run, tmp_path):
-    _, manifest = sample_run
-    other = output.run(small_config(tmp_path / "two"), workers=2)
+    out, manifest = sample_run
+    other = output.run(small_config(tmp_path / "two"), workers=2).manifest
     assert shard_hashes(other) == shard_hashes(manifest)
-    assert other["languages"] == manifest["languages"]
-    assert other["tokenizer"]["sha256"] == manifest["tokenizer"]["sha256"]
+    assert other.languages == manifest.languages
+    assert other.tokenizer.sha256 == manifest.tokenizer.sha256
+    assert (tmp_path / "two" / contract.MANIFEST).read_bytes() == (out / contract.MANIFEST).read_bytes()
 
 
 def test_rerun_is_a_no_op_and_another_config_is_refused(sample_run):
     out, manifest = sample_run
     before = (out / contract.MANIFEST).stat().st_mtime_ns
     again = output.run(small_config(out), workers=1)
-    assert again["up_to_date"] and (out / contract.MANIFEST).stat().st_mtime_ns == before
+    assert again.up_to_date and again.manifest == manifest and (out / contract.MANIFEST).stat().st_mtime_ns == before
     with pytest.raises(output.OutputExistsError, match="different config"):
         output.run(small_config(out, seed=4), workers=1)
     assert (out / contract.MANIFEST).stat().st_mtime_ns == before
@@ -169,14 +169,14 @@ def test_memory_filesystem_urls(tmp_path):
     src = SAMPLE / "enwiki-20261101-pages-articles.xml"
     with fsspec.open("memory://in/enwiki-20261101-pages-articles.xml", "wb") as f:
         f.write(src.read_bytes())
-    manifest = output.run(small_config("memory://out", inputs=("memory://in/*.xml",)), workers=1)
-    assert manifest["splits"]["train"]["rows"] > 0
+    manifest = output.run(small_config("memory://out", inputs=("memory://in/*.xml",)), workers=1).manifest
+    assert manifest.splits["train"].rows > 0
     assert validate("memory://out")[1] == 0
 
 
 def test_validator_rejects_partial_span_masks_and_bad_replacements(sample_run):
     out, manifest = sample_run
-    table = read_table(str(out / manifest["splits"]["train"]["shards"][0]["path"]))
+    table = read_table(str(out / manifest.splits["train"].shards[0].path))
     row = table.slice(0, 1).to_pylist()[0]
 
     def problems(r):
@@ -209,7 +209,7 @@ def test_validator_reports_a_tampered_shard(sample_run, tmp_path):
     out, manifest = sample_run
     copy = tmp_path / "copy"
     shutil.copytree(out, copy)
-    shard = copy / manifest["splits"]["train"]["shards"][0]["path"]
+    shard = copy / manifest.splits["train"].shards[0].path
     shard.write_bytes(shard.read_bytes()[:-10] + b"0123456789")
     problems, count, _ = validate(str(copy))
     assert count >= 1 and any("sha256" in p or "Parquet" in p or "parquet" in p.lower() for p in problems)
@@ -222,16 +222,16 @@ def test_multistream_dump_is_split_and_reads_the_same_pages(tmp_path, make_multi
     assert len(items) > 3  # one work item per range of streams, not one per file
     whole = output.run(small_config(tmp_path / "whole", inputs=(str(xml),)), workers=1)
     split = output.run(small_config(tmp_path / "split", inputs=(str(dump),), streams_per_item=2), workers=2)
-    assert split["run"]["work_items"] == len(items)
-    assert split["languages"] == whole["languages"]
+    assert split.run.work_items == len(items)
+    assert split.manifest.languages == whole.manifest.languages
     assert validate(str(tmp_path / "split"))[1] == 0
     # the same pages, the same examples: only the container differs
-    assert shard_hashes(split) == shard_hashes(whole)
+    assert shard_hashes(split.manifest) == shard_hashes(whole.manifest)
 
 
 def test_languages_are_mixed_inside_a_shard(sample_run):
     out, manifest = sample_run
-    table = read_table(str(out / manifest["splits"]["train"]["shards"][0]["path"]), columns=["lang"])
+    table = read_table(str(out / manifest.splits["train"].shards[0].path), columns=["lang"])
     langs = table.column("lang").to_pylist()
     first_64 = set(langs[:64])
     assert len(first_64) >= 4, first_64  # readers take contiguous ranges: each must mix languages

@@ -7,24 +7,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline import contract
+from pipeline.validate import Problems, check_rows
 from training.batch import IDENTITY_SPAN_RATE, BatchError, build_batch, build_batch_numpy
 from training.synthetic import synthetic_rows
 
+from contract_rows import columns, contract_row
+
 CLS, SEP, MASK = contract.CLS, contract.SEP, contract.MASK
-
-
-def _row(example_id, text, char_positions=(), subwords=(), replacements=(), sop=contract.SOP_NO_PAIR):
-    """One contract row from a text; subwords = (start, length, id, offset, action) tuples."""
-    codepoints = [CLS] + [ord(c) for c in text] + [SEP]
-    sub = list(zip(*subwords)) if subwords else [()] * 5
-    return {
-        "example_id": example_id, "lang": "en", "page_ids": [1],
-        "codepoints": codepoints, "segment_ids": [0] * len(codepoints), "sop_label": sop,
-        "char_mask_positions": list(char_positions),
-        "subword_starts": list(sub[0]), "subword_lengths": list(sub[1]), "subword_ids": list(sub[2]),
-        "subword_predict_offsets": list(sub[3]), "subword_actions": list(sub[4]),
-        "subword_replacements": [ord(c) for c in replacements],
-    }
 
 
 def _table(*rows):
@@ -33,7 +22,7 @@ def _table(*rows):
 
 def test_char_masks_whole_spans_and_builds_prediction_arrays():
     # "ab cd efg": spans at 1-2, 4-5, 7-9 (position 0 is CLS); mask "cd" and "efg".
-    table = _table(_row("r0", "ab cd efg", char_positions=[4, 5, 7, 8, 9]), _row("r1", "xyz"))
+    table = _table(contract_row("r0", "ab cd efg", char_positions=[4, 5, 7, 8, 9]), contract_row("r1", "xyz"))
     # Find a seed where no span of row 0 is drawn as identity, so every position must be MASK.
     for seed in range(50):
         b = build_batch_numpy(table, 16, "char", seed=seed, num_hash_buckets=64)
@@ -99,7 +88,7 @@ def test_subword_actions_mask_replace_keep_and_predict_at_offsets():
     # "hello world": subwords "hel"(1-3) MASK, "lo"(4-5) RANDOM -> "XY", "wor"(7-9) KEEP, "ld"(10-11) RANDOM -> "Q!"
     subwords = [(1, 3, 11, 2, contract.ACTION_MASK), (4, 2, 12, 0, contract.ACTION_RANDOM),
                 (7, 3, 13, 1, contract.ACTION_KEEP), (10, 2, 14, 1, contract.ACTION_RANDOM)]
-    table = _table(_row("s0", "hello world", subwords=subwords, replacements="XYQ!"), _row("s1", "hi"))
+    table = _table(contract_row("s0", "hello world", subwords=subwords, replacements="XYQ!"), contract_row("s1", "hi"))
     b = build_batch_numpy(table, 20, "subword")
     expected = [CLS, MASK, MASK, MASK, ord("X"), ord("Y"), ord(" "), *map(ord, "wor"), *map(ord, "Q!"), SEP]
     assert b["input_ids"][0].tolist() == expected + [0] * 7
@@ -146,7 +135,8 @@ def test_parquet_shards_via_fsspec(contract_shards):
         assert b["attention_mask"].sum(1).tolist() == lengths
 
 
-@pytest.mark.parametrize("change, field, message", [
+# Rows that break one rule each: (change to a good row, the field named, the problem).
+BAD_ROWS = [
     ({"char_mask_positions": [1, 40]}, "char_mask_positions", "outside the example"),
     ({"char_mask_positions": [3, 2]}, "char_mask_positions", "strictly increasing"),
     ({"char_mask_positions": list(range(1, 322))}, "char_mask_positions", "exceed the limit of 320"),
@@ -160,20 +150,36 @@ def test_parquet_shards_via_fsspec(contract_shards):
       "subword_actions": [1]}, "subword_replacements", "differs from the summed lengths"),
     ({"subword_starts": [2], "subword_lengths": [2], "subword_ids": [1, 2], "subword_predict_offsets": [0],
       "subword_actions": [0]}, "subword_ids", "count differs"),
-])
+]
+
+
+@pytest.mark.parametrize("change, field, message", BAD_ROWS)
 def test_bad_rows_are_named(change, field, message):
-    row = _row("good", "ab cd ef")
-    bad = {**_row("bad-one", "ab cd ef"), **change}
+    row = contract_row("good", "ab cd ef")
+    bad = {**contract_row("bad-one", "ab cd ef"), **change}
     objective = "subword" if field.startswith("subword") else "char"
     with pytest.raises(BatchError, match=message) as err:
-        build_batch_numpy({k: [row[k], bad[k]] for k in row}, 32, objective)
+        build_batch_numpy(columns(row, bad), 32, objective)
     assert "'bad-one' (row 1)" in str(err.value) and repr(field) in str(err.value)
 
 
+@pytest.mark.parametrize("change, field, message", BAD_ROWS)
+def test_validate_names_a_broken_row_as_the_batch_builder_does(change, field, message):
+    """One set of row rules (pipeline/rows.py): `canine validate` finds what the batch builder
+    refuses, in the same words, after the shard's path."""
+    rows = columns(contract_row("good", "ab cd ef"), {**contract_row("bad-one", "ab cd ef"), **change})
+    with pytest.raises(BatchError) as err:
+        build_batch_numpy(rows, 32, "subword" if field.startswith("subword") else "char")
+    problems = Problems()
+    check_rows(rows, 32, None, "train/part-00000-of-00001.parquet", problems)
+    assert f"train/part-00000-of-00001.parquet: {err.value}" in problems.items
+    assert all("'bad-one' (row 1)" in p for p in problems.items)
+
+
 def test_missing_column_is_named():
-    row = _row("x", "ab")
+    row = contract_row("x", "ab")
     del row["codepoints"]
     with pytest.raises(BatchError, match="codepoints"):
         build_batch_numpy({k: [v] for k, v in row.items()}, 8, "char")
     with pytest.raises(ValueError, match="objective"):
-        build_batch_numpy(_table(_row("x", "ab")), 8, "mlm")
+        build_batch_numpy(_table(contract_row("x", "ab")), 8, "mlm")

@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from pipeline import contract
+from pipeline.manifest import read_manifest
 from training.export import ExportError, export_run
 from training.heads import CaninePretrainingModel
 from training.hf import EXPORT_MARKER, to_hf_state_dict
@@ -40,12 +40,8 @@ def write_run(root: str, data: str) -> CaninePretrainingModel:
 
 
 @pytest.fixture()
-def shards(tmp_path):
-    manifest = {"schema_version": contract.SCHEMA_VERSION, "config_sha256": "c0ffee" * 10 + "abcd",
-                "splits": {"train": {"rows": 813}, "validation": {"rows": 32}}, "languages": {"en": {}, "ko": {}}}
-    (tmp_path / "shards").mkdir()
-    (tmp_path / "shards" / contract.MANIFEST).write_text(json.dumps(manifest))
-    return str(tmp_path / "shards")
+def shards(contract_shards):
+    return contract_shards
 
 
 def _load_and_check(directory, model):
@@ -71,9 +67,10 @@ def test_a_run_exports_with_tokenizer_and_model_card(tmp_path, shards, monkeypat
     assert export_run(run) == f"{run}/hf"
     _load_and_check(f"{run}/hf", model)
     card = (tmp_path / "run" / "hf" / "README.md").read_text()
-    for expected in ("library_name: transformers", "- en", "config sha256 `" + "c0ffee" * 10 + "abcd`",
+    data = read_manifest(shards)
+    for expected in ("library_name: transformers", "- en", f"config sha256 `{data.config_sha256}`",
                      "steps: 4 of 4", "| 2 | 6.5000 | 0.0200 |", "| 4 | 5.2500 | 0.0625 |", "preset: tiny",
-                     f"{SEQ_LEN} characters", "train 813 examples"):
+                     f"{SEQ_LEN} characters", f"train {data.splits['train'].rows} examples"):
         assert expected in card, expected
     marker = json.loads((tmp_path / "run" / "hf" / EXPORT_MARKER).read_text())
     assert set(marker["files"]) >= {"config.json", "model.safetensors", "tokenizer_config.json", "README.md"}
@@ -105,7 +102,7 @@ def test_an_export_on_a_store_is_whole_once_its_marker_is_there(s3_store, tmp_pa
     assert fs.exists(f"{target.removeprefix('s3://')}/{EXPORT_MARKER}")
     fs.get(target.removeprefix("s3://") + "/", str(tmp_path / "hf") + "/", recursive=True)
     _load_and_check(str(tmp_path / "hf"), model)
-    assert yaml.safe_load((tmp_path / "hf" / "README.md").read_text().split("---")[1])["language"] == ["en", "ko"]
+    assert yaml.safe_load((tmp_path / "hf" / "README.md").read_text().split("---")[1])["language"] == sorted(read_manifest(shards).languages)
 
 
 def test_pretraining_says_where_it_exported_or_why_not(tmp_path, shards, monkeypatch, capsys):

@@ -24,12 +24,12 @@ Each shard is checked against the manifest's sha256 the first time a process rea
 it streams, once per shard per process), so a corrupt or replaced file stops the run by name
 instead of training on what it holds.
 
-Only `pipeline.contract` is imported from the pipeline; files are read through fsspec, so the data
-may be local or on any fsspec filesystem (gs://, s3://, ...).
+Only the contract's modules are imported from the pipeline (pipeline/contract.py, and
+pipeline/manifest.py, which reads and checks the manifest); files are read through fsspec, so the
+data may be local or on any fsspec filesystem (gs://, s3://, ...).
 """
 
 import functools
-import json
 import posixpath
 from dataclasses import dataclass
 
@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline import contract
+from pipeline import manifest as contract_manifest
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class Shard:
 
 @dataclass(frozen=True)
 class Manifest:
+    """What training needs of the contract's manifest (pipeline/manifest.py), with absolute URLs."""
+
     url: str  # the data directory
     splits: dict  # split name -> tuple[Shard, ...]
     seq_len: int  # the length the pipeline built examples for (0 if the manifest does not say)
@@ -71,43 +74,17 @@ def join(base: str, *parts: str) -> str:
 
 def read_manifest(data_url: str) -> Manifest:
     """Load and check `DIR/<contract.MANIFEST>`; errors name the file and the offending field."""
-    url = join(data_url, contract.MANIFEST)
     try:
-        with fsspec.open(url, "rt", encoding="utf-8") as f:
-            raw = json.load(f)
+        m = contract_manifest.read_manifest(data_url)
     except FileNotFoundError:
-        raise FileNotFoundError(f"{url}: no manifest; --data must be a directory written by `canine preprocess`") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{url}: not valid JSON ({e})") from e
-    version = raw.get("schema_version")
-    if version != contract.SCHEMA_VERSION:
-        raise ValueError(f"{url}: schema_version {version!r}, this trainer reads version {contract.SCHEMA_VERSION}")
-    splits = {}
-    for split in contract.SPLITS:
-        entries = (raw.get("splits") or {}).get(split, {}).get("shards")
-        if entries is None:
-            raise ValueError(f"{url}: splits.{split}.shards is missing")
-        shards = []
-        for i, entry in enumerate(entries):
-            where = f"{url}: splits.{split}.shards[{i}]"
-            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
-                raise ValueError(f"{where}.path: missing or not a string")
-            if not isinstance(entry.get("rows"), int) or entry["rows"] < 0:
-                raise ValueError(f"{where}.rows: missing or not a non-negative integer")
-            if not isinstance(entry.get("sha256"), str) or len(entry["sha256"]) != 64:
-                raise ValueError(f"{where}.sha256: missing or not a hex sha256")
-            shards.append(Shard(join(data_url, entry["path"]), entry["rows"], entry["sha256"]))
-        splits[split] = tuple(shards)
+        raise FileNotFoundError(f"{contract_manifest.manifest_url(data_url)}: no manifest; --data must be a "
+                                "directory written by `canine preprocess`") from None
+    splits = {name: tuple(Shard(join(data_url, s.path), s.rows, s.sha256) for s in split.shards)
+              for name, split in m.splits.items()}
     if not sum(s.rows for s in splits["train"]):
-        raise ValueError(f"{url}: the train split has no rows")
-    config = raw.get("config") or {}
-    return Manifest(
-        url=data_url,
-        splits=splits,
-        seq_len=int(config.get("seq_len") or 0),
-        config_sha256=str(raw.get("config_sha256", "")),
-        tokenizer_url=join(data_url, contract.TOKENIZER),
-    )
+        raise ValueError(f"{contract_manifest.manifest_url(data_url)}: the train split has no rows")
+    return Manifest(url=data_url, splits=splits, seq_len=m.seq_len, config_sha256=m.config_sha256,
+                    tokenizer_url=join(data_url, m.tokenizer.path))
 
 
 def vocab_size(tokenizer_url: str) -> int:
