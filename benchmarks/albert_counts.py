@@ -15,13 +15,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from pipeline import contract  # noqa: E402
+
 VARIANTS = {  # name -> CanineConfig overrides
     "default": {},
     "share_layers": {"share_layers": True},
     "embedding_size=128": {"embedding_size": 128},
     "both": {"share_layers": True, "embedding_size": 128},
 }
-SEQ_LEN = 2048
+SEQ_LEN = contract.DEFAULT_SEQ_LEN
 
 
 def counts(preset_name: str, overrides: dict) -> tuple[int, int, int]:

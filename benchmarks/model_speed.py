@@ -32,6 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from pipeline import contract  # noqa: E402
 from training import kernels  # noqa: E402
 from training.batch import build_batch  # noqa: E402
 from training.config import PRESETS, preset  # noqa: E402
@@ -47,7 +48,7 @@ def parse_args(argv=None):
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--steps", type=int, default=3, help="timed steps per variant (after --warmup)")
     p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--seq-len", type=int, default=2048)
+    p.add_argument("--seq-len", type=int, default=contract.DEFAULT_SEQ_LEN)
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtypes", default="fp32,bf16", help="comma list of fp32, bf16")
     p.add_argument("--variants", default="a,b,c", help="comma list of a (HF), b (ours targeted), c (ours full)")

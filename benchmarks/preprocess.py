@@ -125,7 +125,7 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--vocab-size", type=int, default=32000)
-    ap.add_argument("--seq-len", type=int, default=2048)
+    ap.add_argument("--seq-len", type=int, default=PreprocessConfig.seq_len)
     ap.add_argument("--no-marginal", action="store_true", help="skip the second, 1/5-size run")
     ap.add_argument("--real", action="store_true", help="the real pages of tests/data/wiki instead of the sample")
     args = ap.parse_args(argv)

@@ -39,6 +39,8 @@ import torch  # noqa: E402
 if not torch.cuda.is_available():
     os.environ.setdefault("DS_ACCELERATOR", "cpu")  # DeepSpeed on CPU needs telling
 
+from pipeline import contract  # noqa: E402
+from pipeline.options import parse_settings  # noqa: E402
 from training.train import config, metrics  # noqa: E402
 from training.train.run import pretrain  # noqa: E402
 
@@ -51,7 +53,7 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=3, help="steps left out of the figures (start-up, caches)")
     p.add_argument("--micro-batch", type=int, default=0, help="per worker (0: the config's)")
     p.add_argument("--accumulation", type=int, default=1, help="micro batches per worker per step")
-    p.add_argument("--seq-len", type=int, default=0, help="example length (0: 2048, or 256 for tiny)")
+    p.add_argument("--seq-len", type=int, default=0, help="example length (0: the paper's 2048, or 256 for tiny)")
     p.add_argument("--objective", default="char", choices=("char", "subword"))
     p.add_argument("--zero-stage", type=int, default=-1, help="-1: the config's")
     p.add_argument("--data", help="shard directory (default: synthetic shards in a temp dir)")
@@ -81,7 +83,7 @@ def run_one(args, workers: int, data: str, output: str) -> dict:
         overrides["parallel.zero_stage"] = args.zero_stage
     if args.seq_len:
         overrides["data.seq_len"] = args.seq_len  # else: the config's (0 = the shards' length)
-    overrides.update(item.split("=", 1) for item in args.set)
+    overrides.update(parse_settings(args.set))  # as canine pretrain --set: lists too
     cfg = config.load_config(args.config, overrides)
     pretrain(cfg)
     profile = os.path.join(output, "profile.txt")  # --set log.profile_steps=N: printed before the temp dir goes
@@ -109,7 +111,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     counts = [int(w) for w in args.workers.split(",")]
     if not args.data:  # synthetic data is written at this length
-        args.seq_len = args.seq_len or (256 if args.config == "tiny" else 2048)
+        args.seq_len = args.seq_len or (256 if args.config == "tiny" else contract.DEFAULT_SEQ_LEN)
     seq_len = args.seq_len or "as in --data"
     base = config.load_config(args.config)
     micro = args.micro_batch or base.train.micro_batch

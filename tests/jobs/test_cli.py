@@ -1,6 +1,8 @@
-"""The `canine` command itself: --version, a mistyped command, and help on every flag."""
+"""The `canine` command itself: --version, a mistyped command, help on every flag, credentials masked."""
 
 import argparse
+import json
+import logging
 
 import pytest
 
@@ -60,3 +62,27 @@ def test_every_canine_command_of_the_cluster_walk_parses():
             cli.build_parser(words[0]).parse_args(words)
         except SystemExit as e:
             raise AssertionError(f"docs/cluster.md: `canine {' '.join(words)}` does not parse") from e
+
+
+def test_help_lists_every_command(capsys):
+    assert cli.main(["--help"]) == 0
+    text = capsys.readouterr().out
+    for name in cli.COMMANDS:
+        assert name in text
+    assert cli.main(["no-such-command"]) == 2
+
+
+def test_credentials_in_an_input_url_reach_no_message_log_or_manifest(tmp_path, capsys, caplog):
+    from pipeline.config import PreprocessConfig
+
+    url = "https://bob:hunter2@127.0.0.1:9/dumps/enwiki-20261101-pages-articles.xml?X-Amz-Signature=deadbeef"
+    fingerprint = json.dumps(PreprocessConfig(inputs=(url,), input_fingerprints=((url, 1, "etag:x"),)).fingerprint())
+    assert "hunter2" not in fingerprint and "deadbeef" not in fingerprint and "bob" not in fingerprint
+    code = cli.main(["preprocess", url, "--output", str(tmp_path / "out"), "--json"])
+    out = capsys.readouterr()
+    assert code == 2
+    for text in (out.out, out.err, caplog.text):
+        assert "hunter2" not in text and "deadbeef" not in text
+    assert "https://***@127.0.0.1:9/dumps/" in out.err
+    logging.getLogger("pipeline.output").warning("reading %s", url)  # every logger, through the record factory
+    assert "hunter2" not in caplog.text and "deadbeef" not in caplog.text
