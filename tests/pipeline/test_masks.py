@@ -2,7 +2,6 @@
 
 import functools
 import re
-import time
 
 import numpy as np
 import pytest
@@ -225,16 +224,3 @@ def test_plans_do_not_depend_on_the_word_cache():
 def test_bad_layout_is_rejected():
     with pytest.raises(ValueError, match="example layout: codepoints must be CLS"):
         subword_plan(np.array([65, 66], np.int32), np.zeros(2, np.int8), tokenizer(), np.random.default_rng(0))
-
-
-def test_throughput_of_pack_and_plan():
-    """Small version of the benchmark in the report (text -> pack -> both plans), one core."""
-    tok = tokenizer()
-    group = list(synthetic_pages(120, seed=21))
-    plan_examples(pack_pages(group[:10], 2048), "xx", 0, 0, tok)  # warm the probe table and word cache
-    n_bytes = sum(len(t.encode("utf-8")) for _, t in group)
-    t0 = time.process_time()
-    rows = plan_examples(pack_pages(group, 2048), "xx", 0, 0, tok)
-    rate = n_bytes / (time.process_time() - t0) / 1e6
-    print(f"pack + plan: {rate:.1f} MB/s of UTF-8 text per core, {len(rows)} examples")
-    assert rate > 3.0  # conservative on a shared 2-core machine; the report has the real figure
