@@ -117,17 +117,18 @@ def test_without_an_address_a_run_starts_its_own_cluster_and_closes_it():
 
 
 def test_the_job_writes_the_direct_runners_shards_byte_for_byte(cluster, tmp_path):
-    direct = output.run(small_config(tmp_path / "direct"), workers=1)
-    dask = output.run(small_config(tmp_path / "dask"), workers=2, runner="DaskRunner",
-                      beam_args=[f"--dask_client_address={cluster.scheduler_address}"])
+    direct_run = output.run(small_config(tmp_path / "direct"), workers=1)
+    dask_run = output.run(small_config(tmp_path / "dask"), workers=2, runner="DaskRunner",
+                          beam_args=[f"--dask_client_address={cluster.scheduler_address}"])
+    direct, dask = direct_run.manifest, dask_run.manifest
     assert shard_hashes(dask) == shard_hashes(direct) and len(shard_hashes(dask)) >= 3
-    assert dask["languages"] == direct["languages"]
-    assert dask["tokenizer"]["sha256"] == direct["tokenizer"]["sha256"]
-    assert dask["rejects"] == direct["rejects"]
-    for rel in dask["rejects"]:
+    assert dask.languages == direct.languages
+    assert dask.tokenizer.sha256 == direct.tokenizer.sha256
+    assert dask.rejects == direct.rejects
+    for rel in dask.rejects:
         assert (tmp_path / "dask" / rel).read_bytes() == (tmp_path / "direct" / rel).read_bytes()
     # The job's Metrics counters, read back from result.metrics() by output.run.
-    assert dask["run"]["items_parsed"] == direct["run"]["items_parsed"] == dask["run"]["work_items"]
+    assert dask_run.run.items_parsed == direct_run.run.items_parsed == dask_run.run.work_items
     assert not any(name.startswith(".staging") for name in os.listdir(tmp_path / "dask"))
 
 
