@@ -83,9 +83,10 @@ def _set(values: dict, key: str, value, where: str) -> None:
         value = _model_override(parts[2], value, f"{where}.{'.'.join(parts)}")
     else:
         found = options.field_at(PretrainConfig, key)
-        if found is None or dataclasses.is_dataclass(options.hints(found[0])[found[1].name]):
+        kind = found and options.hints(found[0])[found[1].name]
+        if kind is None or dataclasses.is_dataclass(kind):  # not a field, or a whole section
             raise ValueError(f"{where}: unknown key {key!r}")
-        value = options.coerce(value, options.hints(found[0])[found[1].name], f"{where}.{key}")
+        value = options.coerce(value, kind, f"{where}.{key}")
     node = values
     for part in parts[:-1]:
         node = node.setdefault(part, {})
@@ -119,10 +120,7 @@ def read_yaml(name_or_file: str) -> tuple[dict, str]:
 def load_config(name_or_file: str = "tiny", overrides: dict | None = None) -> PretrainConfig:
     """Read a shipped or user YAML config, apply dotted-key overrides (`optim.lr`, `model.hidden_size`),
     build the frozen config once and validate it."""
-    values, where = read_yaml(name_or_file)
-    values = {k: dict(v) if isinstance(v, dict) else v for k, v in values.items()}
-    if isinstance(values.get("model"), dict):
-        values["model"]["overrides"] = dict(values["model"].get("overrides") or {})
+    values, where = read_yaml(name_or_file)  # freshly parsed: the overrides may go into it
     for key, value in (overrides or {}).items():
         _set(values, key, value, "override")
     cfg = from_dict(values, where)
