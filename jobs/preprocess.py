@@ -72,8 +72,9 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
         # config would otherwise clean up each other's staging (jobs/lock.py).
         with OutputLock(cfg.output, command=command) as lock:
             try:
-                return cfg.output, output.run(cfg, workers=workers, runner=runner, beam_args=list(beam_args),
-                                  before_publish=lock.check, plan=plan, progress=progress)
+                result = output.run(cfg, workers=workers, runner=runner, beam_args=list(beam_args),
+                                    before_publish=lock.check, plan=plan, progress=progress)
+                return cfg.output, result
             except sources.InputError:
                 # Bad input found while reading: the staging of this config (and its cache of
                 # items) is useless once the input is fixed, since the fix changes the config.
@@ -96,8 +97,8 @@ def main(args) -> int:
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     try:
         cfg = config_from_args(args)
-        where, result = preprocess(cfg, dumps=args.dump, mirror=args.mirror, workers=args.workers, runner=args.runner,
-                              beam_args=args.passthrough)
+        where, result = preprocess(cfg, dumps=args.dump, mirror=args.mirror, workers=args.workers,
+                                   runner=args.runner, beam_args=args.passthrough)
     except (ValueError, FileNotFoundError, sources.InputError, output.OutputExistsError, LockHeld, LockLost) as e:
         message = contract.redact(str(e))
         print(f"canine preprocess: {message}", file=sys.stderr)
