@@ -135,60 +135,66 @@ def attention(q, k, v, bias, dropout_p: float, backend: str = "auto"):
 _CHUNK_ELEMENTS = {"cpu": 2**22, "cuda": 2**28}
 
 
-class _LinearCrossEntropy(torch.autograd.Function):
-    """Weighted mean cross-entropy of h @ W^T + b, never holding all the logits: rows go in chunks,
-    and since the loss is terminal the gradients are computed in the same pass (no recompute)."""
-
-    @staticmethod
-    def forward(ctx, h, weight, bias, targets, weights, chunk_rows):
-        # h is in the compute dtype; the parameters are cast here, so their gradients come back
-        # in their own dtype without a round trip through the compute dtype.
-        w, b = weight.to(h.dtype), bias.to(h.dtype)
-        count = weights.sum()
-        scale = weights / count.clamp(min=1.0)  # (N,) fp32
-        need_grad = any(ctx.needs_input_grad[:3])
-        loss = torch.zeros((), dtype=torch.float32, device=h.device)
-        correct = torch.zeros((), dtype=torch.float32, device=h.device)
+def _loss_and_gradients(h, w, b, targets, weights, chunk_rows: int, need_grad: bool):
+    """Weighted mean cross-entropy of h @ w^T + b by chunks of rows, never holding all the
+    logits, with its gradients with respect to h, w and b from the same pass: the loss is
+    terminal, so d loss / d logits = (softmax - one-hot) * weight / count needs no recompute.
+    Plain tensors, no autograd (the caller passes detached ones); h, w and b in the compute
+    dtype. Returns (loss, correct, count, grad_h, grad_w, grad_b), gradients None without need_grad."""
+    count = weights.sum()
+    scale = weights / count.clamp(min=1.0)  # (N,) fp32
+    loss = torch.zeros((), dtype=torch.float32, device=h.device)
+    correct = torch.zeros((), dtype=torch.float32, device=h.device)
+    grad_h = grad_w = grad_b = None
+    if need_grad:
+        grad_h = torch.empty_like(h)
+        grad_w = torch.zeros(w.shape, dtype=torch.float32, device=h.device)
+        grad_b = torch.zeros(b.shape, dtype=torch.float32, device=h.device)
+    for start in range(0, h.shape[0], chunk_rows):
+        rows = slice(start, start + chunk_rows)
+        # Softmax and argmax in fp32 (argmax on bf16 logits measured 6x slower).
+        logits = linear(h[rows], w, b).float()  # (n, V)
+        t = targets[rows].unsqueeze(1)  # (n, 1)
+        correct += ((logits.argmax(dim=1) == t.squeeze(1)).float() * weights[rows]).sum()
+        log_probs = torch.log_softmax(logits, dim=1)  # one fused pass
+        loss -= (log_probs.gather(1, t).squeeze(1) * scale[rows]).sum()
         if need_grad:
-            grad_h = torch.empty_like(h)
-            grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=h.device)
-            grad_b = torch.zeros(bias.shape, dtype=torch.float32, device=h.device)
-        for start in range(0, h.shape[0], chunk_rows):
-            rows = slice(start, start + chunk_rows)
-            # Softmax and argmax in fp32 (argmax on bf16 logits measured 6x slower).
-            logits = linear(h[rows], w, b).float()  # (n, V)
-            t = targets[rows].unsqueeze(1)  # (n, 1)
-            correct += ((logits.argmax(dim=1) == t.squeeze(1)).float() * weights[rows]).sum()
-            log_probs = torch.log_softmax(logits, dim=1)  # one fused pass
-            loss -= (log_probs.gather(1, t).squeeze(1) * scale[rows]).sum()
-            if need_grad:
-                probs = log_probs.exp_()  # softmax, in place
-                probs.scatter_add_(1, t, probs.new_full(t.shape, -1.0))  # minus the one-hot
-                probs.mul_(scale[rows].unsqueeze(1))  # d loss / d logits
-                g = probs.to(h.dtype)
-                grad_h[rows] = linear(g, w.t())  # g @ w
-                grad_w.add_(linear(g.t(), h[rows].t()))  # g^T @ h; fp32 += compute dtype, converted on the fly
-                grad_b += probs.sum(0)
-        if need_grad:
-            ctx.save_for_backward(grad_h, grad_w.to(weight.dtype), grad_b.to(bias.dtype))
-        ctx.mark_non_differentiable(correct, count)
-        return loss, correct, count
-
-    @staticmethod
-    def backward(ctx, grad_loss, _grad_correct, _grad_count):
-        grad_h, grad_w, grad_b = ctx.saved_tensors
-        return grad_h * grad_loss.to(grad_h.dtype), grad_w * grad_loss, grad_b * grad_loss, None, None, None
+            probs = log_probs.exp_()  # softmax, in place
+            probs.scatter_add_(1, t, probs.new_full(t.shape, -1.0))  # minus the one-hot
+            probs.mul_(scale[rows].unsqueeze(1))  # d loss / d logits
+            g = probs.to(h.dtype)
+            grad_h[rows] = linear(g, w.t())  # g @ w
+            grad_w.add_(linear(g.t(), h[rows].t()))  # g^T @ h; fp32 += compute dtype, converted on the fly
+            grad_b += probs.sum(0)
+    return loss, correct, count, grad_h, grad_w, grad_b
 
 
 def linear_cross_entropy(h, weight, bias, targets, weights):
     """(loss, correct, count) of `h @ weight^T + bias` against `targets` with per-row `weights`
-    (0 = padding): loss = sum(w * ce) / max(sum(w), 1); correct and count are detached, for accuracy."""
+    (0 = padding): loss = sum(w * ce) / max(sum(w), 1); correct and count are detached, for accuracy.
+
+    The gradients come from the forward pass (`_loss_and_gradients`) and reach autograd through
+    ordinary tensor operations, not a custom autograd.Function: the returned loss is
+    `value + (s - s.detach())` with s = <h, G_h> + <W, G_W> + <b, G_b>, which equals `value`
+    exactly and whose gradient with respect to h, W and b is G_h, G_W, G_b. Autograd, Dynamo,
+    AOTAutograd and Inductor all see the same plain graph. (The Function this replaces computed
+    the same gradients and saved them with ctx.save_for_backward; compiled whole on an H100 with
+    torch 2.11, every parameter's gradient came out exactly zero, while eager and the CPU were
+    right: docs/compile.md.)"""
     h = h.reshape(-1, h.shape[-1])  # (N, d)
     device = h.device.type
-    if torch.is_autocast_enabled(device):  # the Function runs outside autocast: cast like a Linear would
+    if torch.is_autocast_enabled(device):  # computed outside autocast below: cast like a Linear would
         h = h.to(torch.get_autocast_dtype(device))
     chunk = max(1, _CHUNK_ELEMENTS.get(device, 2**26) // weight.shape[0])
+    need_grad = torch.is_grad_enabled() and (h.requires_grad or weight.requires_grad or bias.requires_grad)
     with torch.autocast(device, enabled=False):
-        loss, correct, count = _LinearCrossEntropy.apply(
-            h, weight, bias, targets.reshape(-1), weights.reshape(-1).float(), chunk)
-    return loss, correct, count
+        # The parameters in the compute dtype; their gradients come back in their own dtype.
+        w, b = weight.detach().to(h.dtype), bias.detach().to(h.dtype)
+        loss, correct, count, grad_h, grad_w, grad_b = _loss_and_gradients(
+            h.detach(), w, b, targets.reshape(-1), weights.reshape(-1).float(), chunk, need_grad)
+        if not need_grad:
+            return loss, correct, count
+        # d s / d h = G_h, d s / d W = G_W, d s / d b = G_b; s itself cancels out of the value.
+        s = (torch.sum(h * grad_h, dtype=torch.float32) + torch.sum(weight * grad_w.to(weight.dtype))
+             + torch.sum(bias * grad_b.to(bias.dtype)))
+        return loss + (s - s.detach()), correct, count
