@@ -16,11 +16,16 @@ Measured 2026-11-22 (CPU figures on the shared 2-core machine, load average abou
     tiny  (d 64, length 256, micro 4)   1 worker 39.0 ex/s, 2 workers 53.9 ex/s (69%), 0.3% data wait, 0.7 GB/worker
     small (d 256, length 2048, micro 2) 1 worker 1.43 ex/s, 2 workers 2.31 ex/s (81%), 0.1% data wait, 1.6 GB/worker
     tiny at length 2048, 2 workers (the smoke shape): 14.4 ex/s, 1.0 GB/worker
-    CANINE-base, length 2048, bf16, one H200 (a lent machine; MFU against 989 TFLOP/s dense bf16):
-      LAMB ZeRO-0 micro 32 11.5% (per-tensor LAMB loop; 18.6% at 128), multi-tensor LAMB micro 128
-      21.4%, compiled 25.9% (517 ex/s); AdamW ZeRO-2 micro 128
-      24.2%, compiled 28.2%; micro 256 compiled 31.7% (632 ex/s, 95 GB); data wait 0.1-0.4% throughout.
-      The model alone (benchmarks/model_speed.py, batch 64, eager) ran at 25.5%.
+    CANINE-base, length 2048, bf16, one H200 (a lent machine; MFU against 989 TFLOP/s dense bf16),
+    eager: LAMB ZeRO-0 micro 32 11.5% (per-tensor LAMB loop; 18.6% at 128), multi-tensor LAMB micro
+      128 21.4%; AdamW ZeRO-2 micro 128 24.2%; data wait 0.1-0.4% throughout. The model alone
+      (benchmarks/model_speed.py, batch 64, eager) ran at 25.5%.
+    One H100 80GB, 2026-11-24, eager runs that learn: base preset (LAMB, ZeRO-0, micro 64) 17.0%,
+      AdamW ZeRO-2 micro 128 20.8% (415 ex/s). The compiled figures measured then (up to 31.7%)
+      are withdrawn: those steps had every gradient zero (docs/compile.md). All of these predate
+      bf16 as autocast over fp32 weights.
+Every run prints its losses and gradient norms in the JSON: a figure counts only from a run whose
+loss falls (benchmarks/gpu_check.py checks that).
 """
 
 import argparse
@@ -89,7 +94,8 @@ def run_one(args, workers: int, data: str, output: str) -> dict:
     profile = os.path.join(output, "profile.txt")  # --set log.profile_steps=N: printed before the temp dir goes
     if os.path.exists(profile):
         print(open(profile).read(), flush=True)
-    records = metrics.read_metrics(output)[args.warmup:]
+    every = metrics.read_metrics(output)
+    records = every[args.warmup:]
     if not records:
         raise SystemExit(f"no steps after --warmup {args.warmup}: raise --steps")
     out = {
@@ -98,7 +104,8 @@ def run_one(args, workers: int, data: str, output: str) -> dict:
         "chars_per_s": statistics.median(r["chars_per_s"] for r in records),
         "data_wait_fraction": statistics.mean(r["data_wait_fraction"] for r in records),
         "step_s": statistics.median(r["step_s"] for r in records),
-        "peak_rss_mb_per_worker": max(r["peak_rss_mb"] for r in metrics.read_metrics(output)),
+        "peak_rss_mb_per_worker": max(r["peak_rss_mb"] for r in every),
+        "losses": [r["loss"] for r in every], "grad_norms": [r.get("grad_norm") for r in every],
     }
     if "mfu" in records[-1]:
         out["mfu"] = statistics.median(r["mfu"] for r in records)

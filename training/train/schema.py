@@ -95,9 +95,11 @@ class ParallelConfig:
     placement: str = option("PACK", "how Ray places the workers (a placement group strategy)", choices=PLACEMENTS,
                             resumable=True)
     threads_per_worker: int = option(0, "torch intra-op threads per worker; 0: cpus_per_worker", resumable=True)
-    # Measured figures: benchmarks/train_throughput.py.
+    # Off in every preset until benchmarks/gpu_check.py shows compiled gradients equal to eager ones on a
+    # GPU (docs/compile.md); throughput: benchmarks/train_throughput.py.
     compile: bool = option(False, "torch.compile the model inside DeepSpeed (any ZeRO stage): fused kernels on "
-                           "GPUs, at a one-off compile cost per worker", resumable=True)
+                           "GPUs, at a one-off compile cost per worker; check it on your GPU with "
+                           "benchmarks/gpu_check.py first", resumable=True)
     max_failures: int = option(0, "worker failures Ray Train recovers from, restarting from the last checkpoint "
                                "(-1: unlimited)", resumable=True)
     ray_address: str = option("", "Ray cluster address; empty: RAY_ADDRESS or a new local cluster on 127.0.0.1",
