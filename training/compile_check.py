@@ -24,7 +24,8 @@ RTOL = {"fp32": 1e-4, "bf16": 0.1}
 
 
 def autocast(device: str, precision: str):
-    """The forward's mixed-precision context: bf16 autocast, or nothing for fp32."""
+    """The forward's mixed-precision context: bf16 autocast (over fp32 weights, as the trainer
+    runs it: training/train/engine.py `autocast`), or nothing for fp32."""
     if precision == "bf16":
         return torch.autocast(device, dtype=torch.bfloat16)
     return contextlib.nullcontext()

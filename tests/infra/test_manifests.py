@@ -310,7 +310,7 @@ def test_deepspeed_configs_are_what_the_trainer_builds(stage):
     # DeepSpeed's own parser (pydantic, extra keys forbidden) on the rest; it derives the batch
     # from this process's world of 1, so the global batch is left for it to compute.
     parsed = DeepSpeedConfig({k: v for k, v in shipped.items() if k != "train_batch_size"})
-    assert parsed.zero_optimization_stage == stage and parsed.bfloat16_config.enabled
+    assert parsed.zero_optimization_stage == stage and not parsed.bfloat16_config.enabled  # bf16 = autocast (engine.py)
 
 
 # --- Beam launch settings ------------------------------------------------------------------------------

@@ -17,8 +17,9 @@ Resuming on another worker count (elastic): ZeRO's files hold each rank's slice 
 optimizer state, so they only load into the same count. DeepSpeed's universal checkpointing
 (deepspeed/checkpoint/ds_to_universal.py; its load_universal config) turns them into one file per
 parameter and state, which any count loads. Rank 0 converts the checkpoint it resumes from once
-and stores the result beside it (`make_universal`); every rank then loads that. Without ZeRO in
-fp32 the optimizer state is not partitioned and loads into any count as it is.
+and stores the result beside it (`make_universal`); every rank then loads that. Without ZeRO the
+optimizer state is not partitioned and loads into any count as it is. A bf16 run writes the files
+an fp32 run does: bf16 is autocast over the same fp32 weights and optimizer (engine.py).
 
 Nothing is unpickled beyond plain data. Our own files are JSON or tensors-only, read with
 `torch.load(weights_only=True)`; DeepSpeed's loader asks torch for `weights_only=False`, so its
@@ -108,7 +109,7 @@ def save(engine, directory: str, state: dict, shapes: dict, rank: int) -> None:
             json.dump(shapes, f)
 
 
-# DeepSpeed 0.19 names a rank's partition "[bf16_]zero_pp_rank_R_mp_rank_XX_{optim,model}_states.pt"
+# DeepSpeed 0.19 names a rank's partition "zero_pp_rank_R_mp_rank_XX_{optim,model}_states.pt"
 # (engine.py _get_rank_zero_ckpt_name, _get_ckpt_name); the other files of a tag folder,
 # "mp_rank_XX_model_states.pt" (ZeRO 0-2: the module, and at stage 0 the optimizer too), every
 # rank loads. A rank reads only its own partition: _get_all_zero_checkpoint_state_dicts loads
@@ -165,9 +166,8 @@ def saved_state(ckpt) -> dict:
 
 
 def resharded(cfg) -> bool:
-    """Whether a run's optimizer state is partitioned by rank: under ZeRO >= 1, and in bf16 (whose
-    optimizer, DeepSpeed's BF16_Optimizer, partitions like ZeRO-1 even at stage 0)."""
-    return cfg.parallel.zero_stage >= 1 or cfg.parallel.precision == "bf16"
+    """Whether a run's optimizer state is partitioned by rank: under ZeRO >= 1, in either precision."""
+    return cfg.parallel.zero_stage >= 1
 
 
 def _convert_to_universal(src: str, dst: str) -> None:
@@ -211,7 +211,7 @@ def make_universal(ckpt, rank: int) -> None:
 
 def _deepspeed_globals() -> list:
     """The classes besides tensors and containers that DeepSpeed 0.19 pickles into its files: the
-    ZeRO >= 1 optimizer states of fp32 and bf16 runs (torch.serialization.
+    ZeRO >= 1 optimizer states (torch.serialization.
     get_unsafe_globals_in_checkpoint on checkpoints of ZeRO 0-3; stage 0 files need none). Each
     is rebuilt from its pickled attributes; none runs code of its own while loading."""
     from deepspeed.runtime.fp16.loss_scaler import LossScaler
@@ -292,21 +292,12 @@ def restore(engine, directory: str, shapes: dict, rank: int, world: int, data_sh
     return state
 
 
-def _fp32_master(engine, param: torch.nn.Parameter):
+def _fp32_master(param: torch.nn.Parameter):
     """The fp32 value of a parameter, wherever DeepSpeed keeps it (a collective under ZeRO >= 1)."""
     from deepspeed.utils import safe_get_full_fp32_param
 
-    full = safe_get_full_fp32_param(param)  # ZeRO-1/2/3 and the bf16 optimizer
-    if full is not None:
-        return full
-    if param.dtype == torch.float32:  # no ZeRO, fp32: the module holds the master weights
-        return param
-    opt = engine.optimizer  # no ZeRO, bf16: DeepSpeed's unfused optimizer keeps parallel fp32 groups
-    for low, high in zip(getattr(opt, "fp16_groups", []), getattr(opt, "fp32_groups", [])):
-        for p, master in zip(low, high):
-            if p is param:
-                return master
-    raise RuntimeError(f"no fp32 master weight found for a {param.dtype} parameter of shape {tuple(param.shape)}")
+    full = safe_get_full_fp32_param(param)  # ZeRO-1/2/3: gathered from the partitions
+    return param if full is None else full  # no ZeRO: the module's weights are the fp32 master weights
 
 
 def gather_fp32(engine, shapes: dict, rank: int) -> dict | None:
@@ -315,7 +306,7 @@ def gather_fp32(engine, shapes: dict, rank: int) -> dict | None:
     buffers = dict(engine.module.named_buffers())
     out = {}
     for name in shapes:  # same order on every rank: the gathers are collectives
-        value = _fp32_master(engine, params[name]) if name in params else buffers[name]
+        value = _fp32_master(params[name]) if name in params else buffers[name]
         if rank == 0:
             out[name] = value.detach().to("cpu", torch.float32).clone().reshape(shapes[name])
     return out if rank == 0 else None

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from canine_fixtures import CPU
+from canine_fixtures import CPU, one_thread  # noqa: F401 (autouse: one torch thread)
 from training.batch import build_batch
 from training.config import PRESETS
 from training.heads import CaninePretrainingModel
@@ -64,17 +64,21 @@ def test_rng_state_round_trips_through_a_weights_only_file(tmp_path):
     assert torch.equal(got[0], expected[0]) and np.array_equal(got[1], expected[1]) and got[2] == expected[2]
 
 
-def _engine(stage: int):
+def _engine(stage: int, precision: str = "fp32"):
     """A tiny model under DeepSpeed ZeRO `stage` in this process (world 1), and its shapes."""
-    cfg = config.load_config("tiny", {**CPU, "parallel.zero_stage": stage, "parallel.workers": 1, "train.global_batch": 4,
-                                      "train.micro_batch": 4, "train.max_steps": 10})
+    cfg = config.load_config("tiny", {**CPU, "parallel.zero_stage": stage, "parallel.precision": precision,
+                                      "parallel.workers": 1, "train.global_batch": 4, "train.micro_batch": 4,
+                                      "train.max_steps": 10})
     torch.manual_seed(0)
     model = CaninePretrainingModel(config.model_config(cfg), "char")
-    return engine.wrap(model, cfg, world=1), checkpoint.model_shapes(model)
+    wrapped = engine.wrap(model, cfg, world=1)
+    wrapped.forward_context = lambda: engine.autocast(cfg)  # for _step: the loop's forward
+    return wrapped, checkpoint.model_shapes(model)
 
 
 def _step(wrapped, batch) -> float:
-    out = wrapped(batch)
+    with wrapped.forward_context():
+        out = wrapped(batch)
     wrapped.backward(out.loss)
     wrapped.step()
     return out.loss.item()
@@ -130,3 +134,30 @@ def test_a_planted_pickle_in_a_deepspeed_file_is_refused_and_never_runs(one_proc
     assert not marker.exists()
     torch.load(target, weights_only=False)  # the plant is live: an unguarded load runs it
     assert marker.exists()
+
+
+@pytest.mark.parametrize("stage", [0, 2])
+def test_a_bf16_run_checkpoints_and_gathers_like_an_fp32_run(one_process_group, batch, tmp_path, stage):
+    """bf16 is autocast over the fp32 weights and optimizer (engine.py): the same checkpoint files
+    as fp32 (no DeepSpeed bf16 optimizer's partitions), an exact restore, fp32 weights gathered,
+    and at ZeRO-0 no resharding on another worker count."""
+    state = {"step": 1, "epoch": 0, "rows": 4, "world": 1, "data_sha256": ""}
+    files = {}
+    for precision in ("fp32", "bf16"):
+        saver, shapes = _engine(stage, precision)
+        _step(saver, batch)
+        directory = tmp_path / precision
+        checkpoint.save(saver, str(directory), state, shapes, rank=0)
+        files[precision] = sorted(os.listdir(directory / checkpoint.DS_DIR / checkpoint.tag(1)))
+        expected = _step(saver, batch)
+        restored, _ = _engine(stage, precision)
+        checkpoint.restore(restored, str(directory), shapes, rank=0, world=1, data_sha256="")
+        assert _step(restored, batch) == expected
+        gathered = checkpoint.gather_fp32(restored, shapes, rank=0)
+        assert all(v.dtype == torch.float32 for v in gathered.values())
+        if stage == 0:  # the module's own weights are the fp32 master weights
+            for name, p in restored.module.named_parameters():
+                assert p.dtype == torch.float32 and torch.equal(gathered[name], p.detach())
+    assert files["bf16"] == files["fp32"]
+    cfg = config.load_config("tiny", {**CPU, "parallel.zero_stage": stage, "parallel.precision": "bf16"})
+    assert checkpoint.resharded(cfg) == (stage >= 1)

@@ -5,7 +5,7 @@ import copy
 import pytest
 import torch
 
-from canine_fixtures import CPU
+from canine_fixtures import CPU, one_thread  # noqa: F401 (autouse: one torch thread)
 from training.train import config, engine, optim
 from training.train.lamb import Lamb
 
@@ -117,3 +117,78 @@ def test_deepspeed_wrap_matches_plain_torch(one_process_group, name, stage):
     for ours, theirs in zip(wrapped.module.parameters(), reference.parameters()):
         torch.testing.assert_close(ours.detach(), theirs.detach(), rtol=1e-5, atol=1e-6)
     assert wrapped.get_lr()[0] == pytest.approx(ref_sched.get_last_lr()[0])
+
+
+def _tiny_lamb(precision: str, stage: int = 0):
+    """(config, tiny CANINE) with LAMB at `stage` in `precision`, one micro batch of 2 per step."""
+    from training.config import preset
+    from training.heads import CaninePretrainingModel
+
+    cfg = config.load_config("tiny", {**CPU, "optim.name": "lamb", "parallel.zero_stage": stage,
+                                      "parallel.precision": precision, "parallel.workers": 1, "train.global_batch": 2,
+                                      "train.micro_batch": 2, "train.max_steps": 10, "optim.lr": 0.01,
+                                      "optim.grad_clip": 0.5})
+    torch.manual_seed(0)
+    return cfg, CaninePretrainingModel(preset("tiny"), "char")
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_lamb_in_the_engine_steps_the_models_own_tensors(one_process_group, precision):
+    """Issue 23 item 6: bf16 is autocast over the fp32 weights, DeepSpeed's bf16 mode (which
+    hands the optimizer fp32 copies, flat partitions at ZeRO >= 1) stays off; so at ZeRO-0 each
+    LAMB group holds the model's own fp32 parameters, every one of them once, and its per-tensor
+    trust ratio is taken over the logical tensors (lamb.py), not a flat buffer."""
+    cfg, model = _tiny_lamb(precision)
+    wrapped = engine.wrap(model, cfg, world=1)
+    assert wrapped.optimizer is wrapped.basic_optimizer and isinstance(wrapped.optimizer, Lamb)
+    own = {id(p): p for p in model.parameters()}
+    in_groups = [p for group in wrapped.optimizer.param_groups for p in group["params"]]
+    assert sorted(map(id, in_groups)) == sorted(own) and len(in_groups) == len(own)
+    assert all(p.dtype == torch.float32 and p.ndim >= 1 for p in in_groups)
+    assert {g["parts"] for g in wrapped.optimizer.param_groups if g["adapt"]} >= {1, 3}  # QKV stacks 3
+    assert all(getattr(p, "stacked_parts", 1) == g["parts"] for g in wrapped.optimizer.param_groups if g["adapt"]
+               for p in g["params"])
+
+
+def test_lamb_under_bf16_autocast_is_the_reference_lamb_on_a_plain_copy(one_process_group, contract_shards):
+    """One step of the engine (LAMB, ZeRO-0, precision bf16 = autocast) equals training.train.lamb.Lamb
+    stepping a plain copy on gradients computed under the same autocast, clipped the same way:
+    exactly, since both run the same ops in the same order on the same fp32 tensors (dropout
+    drawn from the same seed)."""
+    from training.batch import build_batch
+    from training.train import data
+
+    shard = data.read_manifest(contract_shards).splits["train"][0]
+    batch = build_batch(data.read_unit(shard.url, shard.sha256, 0, 2), 256, "char", seed=0, num_hash_buckets=2048)
+    cfg, model = _tiny_lamb("bf16")
+    _, reference = _tiny_lamb("bf16")  # the same seed (a deepcopy would drop the `stacked_parts` marks)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    ref_opt = optim.build_optimizer(reference, cfg.optim)
+    ref_sched = optim.build_scheduler(ref_opt, cfg.optim, cfg.train.max_steps)
+    wrapped = engine.wrap(model, cfg, world=1)
+
+    dtypes = set()  # of the submodules' tensor outputs: bf16 ones show autocast at work
+    hooks = [m.register_forward_hook(lambda m, i, o: dtypes.add(o.dtype) if torch.is_tensor(o) else None)
+             for m in model.modules()]
+    torch.manual_seed(1)
+    with engine.autocast(cfg):
+        out = wrapped(batch)
+    for hook in hooks:
+        hook.remove()
+    assert torch.bfloat16 in dtypes
+    wrapped.backward(out.loss)
+    wrapped.step()
+
+    torch.manual_seed(1)
+    with engine.autocast(cfg):
+        loss = reference(batch).loss
+    loss.backward()
+    # In the optimizer's order, as engine._clip_and_record_norm: the total norm's float sum is the same.
+    torch.nn.utils.clip_grad_norm_([p for g in ref_opt.param_groups for p in g["params"]], cfg.optim.grad_clip)
+    ref_opt.step()
+    ref_sched.step()
+
+    for (name, ours), theirs in zip(model.named_parameters(), reference.parameters()):
+        assert ours.dtype == torch.float32
+        torch.testing.assert_close(ours.detach(), theirs.detach(), rtol=0, atol=0, msg=lambda m, n=name: f"{n}: {m}")
+    assert sum(not torch.equal(p.detach(), before[n]) for n, p in model.named_parameters()) == len(before)
