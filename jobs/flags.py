@@ -23,10 +23,20 @@ def _kind(kind):
     return kind if kind in (int, float, str) else None
 
 
-def add_field_flags(parser, cls, flags: dict[str, str] | list[str], *, defaults: bool = True) -> None:
+def _int_or_auto(text: str) -> int:
+    """An int flag that also takes the word `auto`, which its field holds as 0."""
+    return 0 if text.strip().lower() == "auto" else int(text)
+
+
+_int_or_auto.__name__ = "int"  # argparse names the type in its errors: "invalid int value: 'x'"
+
+
+def add_field_flags(parser, cls, flags: dict[str, str] | list[str], *, defaults: bool = True,
+                    auto: tuple[str, ...] = ()) -> None:
     """One flag per entry of `flags` (flag dest -> dotted field key, or field names that are also
     the dests): `--seq-len` for `seq_len`. defaults=False: the flag's default is None (the config
-    file decides) and its help names the key and the built-in default."""
+    file decides) and its help names the key and the built-in default. `auto`: dests of int
+    fields whose 0 means auto, so that the flag takes `auto` too (`--micro-batch auto`)."""
     pairs = flags.items() if isinstance(flags, dict) else [(name, name) for name in flags]
     for dest, key in pairs:
         found = options.field_at(cls, key)
@@ -43,7 +53,7 @@ def add_field_flags(parser, cls, flags: dict[str, str] | list[str], *, defaults:
             parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction,
                                 default=f.default if defaults else None, help=help_text)
             continue
-        kwargs = {"dest": dest, "type": _kind(kind), "help": help_text}
+        kwargs = {"dest": dest, "type": _int_or_auto if dest in auto else _kind(kind), "help": help_text}
         if options.choices_of(f):
             kwargs["choices"] = options.choices_of(f)
         if defaults:

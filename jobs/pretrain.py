@@ -9,9 +9,14 @@
 The config is a shipped name (tiny, small, base) or a YAML file; every field can be overridden with
 `--set section.field=value`, the common ones also with their own flag. The resolved config is saved
 as OUTPUT/config.yaml. Without a cluster address (--ray-address / RAY_ADDRESS) a local Ray cluster
-is started on 127.0.0.1. CANINE_FAULT_STEP=k makes worker rank 1 kill itself once at step k.
-Exit codes: 0 done, 1 training failed, 2 refused before training (a bad config or data, a changed
-config on resume, another driver holding the output, a cluster that cannot place the run).
+is started on 127.0.0.1. `--micro-batch auto` takes the largest micro batch that fits the GPU
+(keeping the global batch by accumulation; training/train/autobatch.py). CANINE_FAULT_STEP=k
+makes worker rank 1 kill itself once at step k (CANINE_FAULT_KIND: other faults, for tests;
+training/train/failures.py).
+Exit codes: 0 done, 1 training failed (after --max-failures restarts), 2 refused before training
+(a bad config or data, a changed config on resume, another driver holding the output, a cluster
+that cannot place the run) or stopped by an error no restart can fix (out of memory, a bad config
+or shard met by the workers, a run that trains nothing or diverged).
 """
 
 import json
@@ -36,7 +41,7 @@ def add_arguments(parser) -> None:
 
     parser.add_argument("--config", default="tiny", help="shipped config name (tiny, small, base) or a YAML file")
     # Help, types and choices come from the config's fields; their defaults from --config.
-    flags.add_field_flags(parser, PretrainConfig, FLAGS, defaults=False)
+    flags.add_field_flags(parser, PretrainConfig, FLAGS, defaults=False, auto=("micro_batch",))
     flags.add_set_flag(parser, "model.ngram_orders=[2,3] or optim.weight_decay=0.1")
     parser.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
 
@@ -67,6 +72,7 @@ def main(args) -> int:
 
     from jobs.lock import LockHeld, LockLost
     from pipeline.contract import redact
+    from training.train.failures import FatalError
     from training.train.resources import ClusterTooSmall
     from training.train.run import pretrain
 
@@ -74,6 +80,9 @@ def main(args) -> int:
         summary = pretrain(cfg)
     # bad data, a changed config on resume, another driver on the output, a cluster too small
     except (ValueError, FileNotFoundError, LockHeld, LockLost, ClusterTooSmall) as e:
+        print(f"canine pretrain: {redact(str(e))}", file=sys.stderr)
+        return 2
+    except FatalError as e:  # a worker's error that no restart can fix, at its first occurrence
         print(f"canine pretrain: {redact(str(e))}", file=sys.stderr)
         return 2
     except TrainingFailedError as e:  # the workers' error, after --max-failures restarts

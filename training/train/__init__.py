@@ -10,6 +10,9 @@ One idea per module:
     checkpoint.py  DeepSpeed checkpoints (loaded weights_only) + data position + RNG, the consolidated fp32 weights
     metrics.py     metrics.jsonl, TensorBoard, the console line, MFU and memory
     loop.py        the Ray Train worker function
+    guard.py       stops a run whose first steps have a zero or non-finite gradient norm, or did not move the weights
+    failures.py    errors a restart cannot fix (OOM, bad input, the guard's) end the run at once; fault injection for tests
+    autobatch.py   --micro-batch auto: the largest micro batch that fits the GPU, the global batch kept by accumulation
     resources.py   what a run needs from the cluster: fail at once, or wait a bounded time, if it cannot be placed
     run.py         `pretrain(cfg)`: the driver (Ray cluster, output lock, TorchTrainer, export)
 

@@ -185,16 +185,18 @@ def validate(cfg: PretrainConfig) -> None:
     """Reject a config that cannot run, naming every problem at once."""
     t, p, o, d, log = cfg.train, cfg.parallel, cfg.optim, cfg.data, cfg.log
     problems = options.check_choices(cfg)
+    # bf16 is autocast over fp32 weights on CPU and GPU alike (engine.py): any stage, any optimizer.
     if o.name == "lamb" and p.zero_stage >= 1:
         # DeepSpeed ZeRO flattens parameters before partitioning, so a per-tensor trust ratio
-        # would be taken over arbitrary flat slices (DeepSpeed issues #490, #1217).
+        # would be taken over arbitrary flat slices (DeepSpeed issues #490, #1217). At stage 0
+        # LAMB steps the model's own tensors, in fp32 and bf16 alike (engine.py).
         problems.append(
             f"optim.name=lamb needs parallel.zero_stage=0, got {p.zero_stage}: ZeRO stages >= 1 flatten "
             "parameters into partitions, so LAMB's per-tensor trust ratio would be wrong "
             "(DeepSpeed #490, #1217); use --zero-stage 0 or --optimizer adamw")
-    if p.device == "cpu" and p.precision == "bf16":
-        problems.append("parallel.precision=bf16 is for GPUs; CPU runs train in fp32")
-    for name, value in (("train.global_batch", t.global_batch), ("train.micro_batch", t.micro_batch),
+    if t.micro_batch < 0:
+        problems.append(f"train.micro_batch must be >= 1, or 0 for auto (--micro-batch auto), got {t.micro_batch}")
+    for name, value in (("train.global_batch", t.global_batch),
                         ("train.max_steps", t.max_steps), ("data.unit_rows", d.unit_rows), ("data.chunk_rows", d.chunk_rows),
                         ("checkpoint.every", cfg.checkpoint.every), ("checkpoint.keep", cfg.checkpoint.keep)):
         if value < 1:

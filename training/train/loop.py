@@ -4,26 +4,24 @@ checkpoint, and at the end gather the fp32 weights.
 Runs once per worker (rank) inside a Ray Train worker group that already holds a torch.distributed
 process group (gloo on CPU, NCCL on GPU). Sync points per step, besides DeepSpeed's gradient
 reductions: two small all-reduces (the logged sums; the memory peaks) and reading them back.
-CANINE_FAULT_STEP=k makes rank 1 SIGKILL itself once, at step k (tests of `--max-failures`).
+An error a restart cannot fix leaves a worker as a failures.FatalError (failures.py); the guard
+(guard.py) checks the first steps of every start; `--micro-batch auto` is settled before
+DeepSpeed wraps the model (autobatch.py). CANINE_FAULT_STEP / CANINE_FAULT_KIND inject faults
+for tests (failures.Faults: kill rank 1, an out-of-memory, zero or NaN gradients).
 """
 
-import os
 import random
-import signal
-import sys
 import tempfile
 import time
 
-import fsspec
 import numpy as np
 import torch
 
 from pipeline import contract
-from training.train import checkpoint, config, data, metrics, stream
-from training.train.engine import wrap
+from training.train import autobatch, checkpoint, config, data, failures, guard, metrics, stream
+from training.train.engine import autocast, global_grad_norm, wrap
+from training.train.failures import FAULT_ENV, FAULT_MARKER  # noqa: F401 (importable from here as before)
 
-FAULT_ENV = "CANINE_FAULT_STEP"
-FAULT_MARKER = ".fault_injected"  # in OUTPUT: the fault fires once, not again after the restart
 CONSOLIDATED = "final/model_fp32.pt"
 
 
@@ -31,21 +29,6 @@ def seed_all(seed: int) -> None:
     torch.manual_seed(seed)
     np.random.seed(seed % 2**32)
     random.seed(seed)
-
-
-def _maybe_inject_fault(cfg, step: int, rank: int) -> None:
-    fault = int(os.environ.get(FAULT_ENV, "0") or 0)
-    if not fault or step != fault or rank != 1:
-        return
-    marker = data.join(cfg.output, FAULT_MARKER)
-    fs, path = fsspec.core.url_to_fs(marker)
-    if fs.exists(path):
-        return
-    with fs.open(path, "w") as f:
-        f.write(f"rank 1 killed itself at step {step}\n")
-    sys.stderr.write(f"[fault injection] rank 1 kills its process at step {step}\n")
-    sys.stderr.flush()
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 class _Profiler:
@@ -97,15 +80,17 @@ def _sop_record(loss_x_count: float, correct: float, count: float, prefix: str =
     return {f"{prefix}sop_loss": loss_x_count / count, f"{prefix}sop_accuracy": correct / count}
 
 
-def _train_step(engine, train, accum: int, device, seed: int, step: int, rank: int) -> torch.Tensor:
+def _train_step(engine, train, accum: int, device, seed: int, step: int, rank: int, cfg) -> torch.Tensor:
     """Forward/backward over `accum` micro batches (DeepSpeed updates at the last one); returns
     this worker's sums of [loss, correct, count, characters, examples, SOP loss x pairs, SOP
-    correct, SOP pairs]."""
+    correct, SOP pairs]. The forward runs in the run's precision (engine.autocast), the backward
+    outside it."""
     sums = torch.zeros(8, dtype=torch.float64, device=device)
     for i in range(accum):
         batch = {k: v.to(device, non_blocking=True) for k, v in train.next().items()}
         torch.manual_seed(dropout_seed(seed, step, rank * accum + i))  # this worker's block: micro batches rank*accum+i
-        out = engine(batch)
+        with autocast(cfg):
+            out = engine(batch)
         engine.backward(out.loss)
         engine.step()  # DeepSpeed only updates at the accumulation boundary
         sums += torch.cat([torch.stack([out.loss.detach().double(), out.correct.double(), out.count.double(),
@@ -115,13 +100,14 @@ def _train_step(engine, train, accum: int, device, seed: int, step: int, rank: i
     return sums
 
 
-def _evaluate(engine, batches, device) -> dict:
-    """Objective loss (weighted by predictions) and masked-prediction accuracy over all workers."""
+def _evaluate(engine, batches, device, cfg) -> dict:
+    """Objective loss (weighted by predictions) and masked-prediction accuracy over all workers,
+    the forward in the run's precision (engine.autocast)."""
     import torch.distributed as dist
 
     sums = torch.zeros(6, dtype=torch.float64, device=device)  # loss * count, correct, count; the same for SOP
     engine.eval()
-    with torch.no_grad():
+    with torch.no_grad(), autocast(cfg):
         for batch in batches:
             out = engine({k: v.to(device, non_blocking=True) for k, v in batch.items()})
             sums += torch.cat([torch.stack([out.objective_loss.double() * out.count, out.correct.double(),
@@ -148,7 +134,22 @@ def _save_and_report(engine, state: dict, shapes: dict, rank: int, log) -> None:
 
 def train_loop_per_worker(loop_config: dict) -> None:
     """loop_config: {"config": the resolved PretrainConfig (config.resolve), "progress": the
-    driver's metrics.ProgressSink actor (or None)}."""
+    driver's metrics.ProgressSink actor (or None)}. An error that a restart would meet again
+    leaves as a failures.FatalError naming the rank, the step and what to do; any other as it
+    is, for the driver to restart the workers from the last checkpoint (run.py `_fit`)."""
+    import ray.train
+
+    at = {"config": loop_config["config"], "step": 0}  # where _train is (the step being trained), for messages
+    try:
+        _train(loop_config, at)
+    except Exception as e:
+        fatal = failures.fatal_error(e, at["config"], ray.train.get_context().get_world_rank(), at["step"])
+        if fatal is None or fatal is e:
+            raise
+        raise fatal from e
+
+
+def _train(loop_config: dict, at: dict) -> None:
     import ray
     import ray.train
     import torch.distributed as dist
@@ -174,6 +175,11 @@ def train_loop_per_worker(loop_config: dict) -> None:
     model = CaninePretrainingModel(model_cfg, cfg.train.objective)
     shapes = checkpoint.model_shapes(model)
     flops_per_example = model.num_flops_per_example(seq_len)
+    faults = failures.Faults(cfg.output, rank)
+    faults.install(model)
+    if not cfg.train.micro_batch:  # --micro-batch auto: settled before DeepSpeed's config needs it
+        here = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
+        cfg = at["config"] = autobatch.resolve(cfg, model, model_cfg, world, rank, here)
     restored = ray.train.get_checkpoint()
     # Written by another worker count: an elastic resume, through the universal form if the
     # optimizer state is partitioned (checkpoint.py).
@@ -190,6 +196,7 @@ def train_loop_per_worker(loop_config: dict) -> None:
         with checkpoint.rank_files(restored, rank, universal) as directory:
             state = checkpoint.restore(engine, directory, shapes, rank, world, manifest.config_sha256)
         state["world"] = world  # the next checkpoint is this count's
+    step_guard = guard.StepGuard(engine, cfg, rank, state["step"])
     train = stream.TrainStream(manifest, cfg, rank, world, {"epoch": state["epoch"], "rows": state["rows"]},
                                num_hash_buckets=model_cfg.num_hash_buckets, seq_len=seq_len, device=str(device))
     eval_data = None
@@ -207,17 +214,20 @@ def train_loop_per_worker(loop_config: dict) -> None:
             profiler.before(state["step"])
         start, wait_before = time.perf_counter(), train.wait_s
         lr = float(engine.get_lr()[0])  # the rate this update uses (the schedule steps after it)
-        sums = _train_step(engine, train, accum, device, t.seed, state["step"], rank)
+        at["step"] = state["step"] + 1
+        faults.before_step(at["step"])
+        step_guard.before(at["step"])
+        sums = _train_step(engine, train, accum, device, t.seed, state["step"], rank, cfg)
         state["step"] += 1
         state["epoch"], state["rows"] = train.position["epoch"], train.position["rows"]
-        _maybe_inject_fault(cfg, state["step"], rank)
+        faults.after_step(state["step"])
         gpu_mb = torch.cuda.max_memory_allocated(device) / 2**20 if on_gpu else 0.0
         peaks = torch.tensor([metrics.peak_rss_mb(), gpu_mb], dtype=torch.float64, device=device)
         dist.all_reduce(sums)  # sync point: the logged numbers are global means
         dist.all_reduce(peaks, op=dist.ReduceOp.MAX)  # the worst worker's memory
         seconds = time.perf_counter() - start
         loss, correct, count, chars, examples, *sop = sums.tolist()
-        grad_norm = engine.get_global_grad_norm()
+        grad_norm = global_grad_norm(engine)
         record = {
             "step": state["step"], "epoch": state["epoch"], "loss": loss / (accum * world),
             "accuracy": correct / max(count, 1.0), "lr": lr,
@@ -233,11 +243,12 @@ def train_loop_per_worker(loop_config: dict) -> None:
         if (t.eval_every and state["step"] % t.eval_every == 0) or state["step"] == t.max_steps:
             if eval_data is None:
                 eval_data = stream.eval_batches(manifest, cfg, rank, world, model_cfg.num_hash_buckets, seq_len)
-            record.update(_evaluate(engine, eval_data, device))
+            record.update(_evaluate(engine, eval_data, device, cfg))
         if log is not None:
             log.log(record)
             if progress is not None and metrics.on_console(record, cfg.log.console_every, t.max_steps):
                 sent = progress.put.remote(record)  # fire and forget: the step does not wait for it
+        step_guard.after(state["step"], record["grad_norm"], lr, record["loss"])  # logged first, then stopped
         if profiler is not None:
             profiler.after(state["step"])
         if state["step"] % cfg.checkpoint.every == 0 or state["step"] == stop:

@@ -17,6 +17,12 @@ to the output. The workers reach the store with their own environment's credenti
 cluster started here inherits the driver's); the driver forwards none. One driver writes an
 output at a time: it holds jobs/lock.py's lock, OUTPUT/.canine.lock, while it runs. Before the
 trainer starts, the driver checks that the cluster can place the run (resources.py).
+
+Failures: a worker error that a restart cannot fix (an out-of-memory, a bad config or shard, a
+run the guard finds not learning) stops the run at its first occurrence with a
+failures.FatalError; worker deaths and other errors restart the workers from the last checkpoint,
+up to parallel.max_failures times. The driver runs that loop (`_fit`), not Ray Train, whose
+policy retries every error alike (failures.py says why and what of Ray's it relies on).
 """
 
 import json
@@ -29,14 +35,15 @@ import yaml
 
 from training.train import config as config_mod
 from pipeline import contract
-from training.train import data, metrics, resources
-from training.train.loop import CONSOLIDATED, FAULT_ENV, train_loop_per_worker
+from training.train import autobatch, data, failures, metrics, resources
+from training.train.failures import FAULT_ENV, FAULT_KIND_ENV
+from training.train.loop import CONSOLIDATED, train_loop_per_worker
 
 RAY_RUN_NAME = "ray_train"  # checkpoints live in OUTPUT/ray_train/checkpoint_stepNNNNNNNN
 CONFIG_FILE = "config.yaml"
 SUMMARY_FILE = "summary.json"
-# Environment the workers need: the DeepSpeed accelerator, the fault-injection switch.
-WORKER_ENV = ("DS_ACCELERATOR", FAULT_ENV, "RAY_USAGE_STATS_ENABLED")
+# Environment the workers need: the DeepSpeed accelerator, the fault-injection switches.
+WORKER_ENV = ("DS_ACCELERATOR", FAULT_ENV, FAULT_KIND_ENV, "RAY_USAGE_STATS_ENABLED")
 
 
 def _connect(cfg) -> bool:
@@ -63,8 +70,20 @@ def _connect(cfg) -> bool:
 def resolve(cfg, manifest: data.Manifest, cluster_gpus: float, saved: dict | None = None):
     """config.resolve with what the data says: the shards' length and the CANINE-S vocabulary."""
     vocab = data.vocab_size(manifest.tokenizer_url) if cfg.train.objective == "subword" else 0
-    return config_mod.resolve(cfg, manifest_seq_len=manifest.seq_len, num_subword_vocab=vocab,
-                              cluster_gpus=cluster_gpus, saved=saved, where=manifest.url)
+    cfg = config_mod.resolve(cfg, manifest_seq_len=manifest.seq_len, num_subword_vocab=vocab,
+                             cluster_gpus=cluster_gpus, saved=saved, where=manifest.url)
+    return _saved_micro_batch(cfg, saved)
+
+
+def _saved_micro_batch(cfg, saved: dict | None):
+    """`--micro-batch auto` (0) as the run chose it, if it did: the workers' choice is saved in
+    its config.yaml (autobatch.py), so a restart or resume does not search again."""
+    chosen = ((saved or {}).get("train") or {}).get("micro_batch")
+    if cfg.train.micro_batch or not chosen:
+        return cfg
+    cfg = autobatch.with_micro_batch(cfg, int(chosen))
+    config_mod.validate(cfg)  # another worker count on resume must still divide the global batch
+    return cfg
 
 
 def _saved_config(output: str) -> dict | None:
@@ -115,6 +134,7 @@ def summarize(cfg, records: list[dict]) -> dict:
         "data_wait_fraction": sum(r["data_wait_fraction"] for r in steady) / len(steady),
         "peak_rss_mb_per_worker": max(r["peak_rss_mb"] for r in records),
         "workers": cfg.parallel.workers, "zero_stage": cfg.parallel.zero_stage, "precision": cfg.parallel.precision,
+        "micro_batch": cfg.train.micro_batch,
     }
     if evals:
         out.update(eval_loss=evals[-1]["eval_loss"], eval_accuracy=evals[-1]["eval_accuracy"])
@@ -149,7 +169,8 @@ def _exists(url: str) -> bool:
 def _trainer(cfg, progress=None):
     """The Ray Train V2 TorchTrainer of a resolved config: one worker per GPU (or per requested CPU
     worker), gloo on CPU and NCCL on GPU, checkpoints kept in OUTPUT/ray_train; rank 0 sends its
-    console lines to `progress` (a metrics.ProgressSink actor)."""
+    console lines to `progress` (a metrics.ProgressSink actor). Ray restarts no worker failure
+    (`_fit` does); it still recovers from preemptions (max_preemption_failures: unlimited)."""
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
@@ -165,10 +186,33 @@ def _trainer(cfg, progress=None):
                                                            **({"GPU": 1} if gpu else {})}),
         run_config=RunConfig(
             name=RAY_RUN_NAME, **_storage(cfg.output),
-            failure_config=FailureConfig(max_failures=cfg.parallel.max_failures),
+            failure_config=FailureConfig(max_failures=0),
             checkpoint_config=CheckpointConfig(num_to_keep=cfg.checkpoint.keep),
             worker_runtime_env={"env_vars": env}),
     )
+
+
+def _fit(cfg, progress, before_restart=lambda: None):
+    """Ray Train's fit(), restarted after a worker failure from the last checkpoint (a new trainer
+    of the same RunConfig resumes it) up to parallel.max_failures times (-1: always); a
+    failures.FatalError of any worker ends the run at once. `before_restart`: the lock's check."""
+    from ray.train import TrainingFailedError
+
+    limit, restarts = cfg.parallel.max_failures, 0
+    while True:
+        try:
+            return _trainer(cfg, progress).fit()
+        except TrainingFailedError as e:
+            fatal = failures.fatal_of(e)
+            if fatal is not None:
+                raise fatal from None  # the workers' one line; their tracebacks are in the Ray logs
+            if limit != -1 and restarts >= limit:
+                raise
+            restarts += 1
+            before_restart()
+            sys.stderr.write(f"canine pretrain: the workers failed ({failures.summary(e)}); restart {restarts} of "
+                             f"{'unlimited' if limit == -1 else limit} (--max-failures) from the last checkpoint\n")
+            cfg = _saved_micro_batch(cfg, _saved_config(cfg.output))
 
 
 def _lock_command(cfg) -> str:
@@ -204,8 +248,12 @@ def pretrain(cfg) -> dict:
             sys.stderr.write(f"canine pretrain: {p.workers} {p.device} workers, ZeRO-{p.zero_stage}, {p.precision}, "
                              f"{cfg.train.objective} objective, {cfg.train.max_steps} steps -> {cfg.output}\n")
             with metrics.ProgressPrinter(cfg.train.max_steps) as progress:
-                result = _trainer(cfg, progress.sink).fit()
+                result = _fit(cfg, progress.sink, before_restart=lock.check)
             lock.check()  # another driver took the output over: write no summary or export over its run
+            if not cfg.train.micro_batch:
+                cfg = _saved_micro_batch(cfg, _saved_config(cfg.output))
+                sys.stderr.write(f"canine pretrain: --micro-batch auto chose {cfg.train.micro_batch} per worker "
+                                 f"(saved in {CONFIG_FILE})\n")
             summary = summarize(cfg, metrics.read_metrics(cfg.output))
             # The URL, not Ray's path on the storage filesystem (which drops the s3:// of a store).
             summary["checkpoint"] = (data.join(cfg.output, RAY_RUN_NAME, os.path.basename(result.checkpoint.path))

@@ -57,7 +57,9 @@ class TrainConfig:
     objective: str = option("char", "char (CANINE-C, autoregressive characters) or subword (CANINE-S)",
                             choices=OBJECTIVES)
     global_batch: int = option(4096, "examples per optimizer step over all workers (paper: 4096)")
-    micro_batch: int = option(32, "examples per worker per forward/backward; the rest is gradient accumulation")
+    micro_batch: int = option(32, "examples per worker per forward/backward; the rest is gradient accumulation; "
+                              "0 (the flag: auto): the largest that fits the GPU, a divisor of global_batch / "
+                              "workers found by each worker before training and saved with the run (CPU: up to 32)")
     max_steps: int = option(124_000, "optimizer steps, also the length of the LR schedule (paper: 124k)")
     seed: int = option(0, "model init, data order and dropout seed (dropout drawn per micro batch)")
     eval_every: int = option(1000, "steps between validation passes; 0: only at the end", resumable=True)
@@ -86,8 +88,9 @@ class ParallelConfig:
                           resumable=True)
     device: str = option("auto", "auto: cuda if the cluster has GPUs", choices=("auto", "cpu", "cuda"))
     zero_stage: int = option(2, "DeepSpeed ZeRO stage", choices=(0, 1, 2, 3))
-    # bf16 on GPU; the exact-resume guarantee is stated for fp32 on CPU.
-    precision: str = option("auto", "auto: bf16 on GPU, fp32 on CPU", choices=("auto", "bf16", "fp32"))
+    # bf16 is autocast over fp32 weights (engine.py); the exact-resume guarantee is stated for fp32 on CPU.
+    precision: str = option("auto", "auto: bf16 on GPU, fp32 on CPU; bf16 = torch.autocast over the fp32 master "
+                            "weights (any device, any ZeRO stage)", choices=("auto", "bf16", "fp32"))
     cpus_per_worker: float = option(1.0, "CPUs a training worker reserves (the rest feed the input pipeline)",
                                     resumable=True)
     # PACK fills nodes first (fast collectives inside a node); STRICT_SPREAD puts each worker on a

@@ -1,8 +1,10 @@
 """Run configuration: shipped YAMLs, overrides, validation messages, resume conflicts, the CLI."""
 
+import contextlib
 import dataclasses
 
 import pytest
+import torch
 import yaml
 
 from jobs import cli
@@ -43,10 +45,34 @@ def test_bad_overrides_name_the_field(key, value, needle):
         config.model_config(cfg)
 
 
-def test_lamb_is_refused_under_zero_partitioning():
-    with pytest.raises(ValueError, match=r"lamb needs parallel\.zero_stage=0.*trust ratio"):
-        config.load_config("tiny", {"optim.name": "lamb", "parallel.zero_stage": 2})
-    assert config.load_config("tiny", {"optim.name": "lamb", "parallel.zero_stage": 0}).optim.name == "lamb"
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_lamb_is_refused_under_zero_partitioning(precision):
+    for stage in (1, 2, 3):
+        with pytest.raises(ValueError, match=r"lamb needs parallel\.zero_stage=0.*trust ratio"):
+            config.load_config("tiny", {"optim.name": "lamb", "parallel.zero_stage": stage,
+                                        "parallel.precision": precision})
+    cfg = config.load_config("tiny", {"optim.name": "lamb", "parallel.zero_stage": 0, "parallel.precision": precision})
+    assert cfg.optim.name == "lamb"
+
+
+def test_bf16_is_autocast_on_any_device_and_never_deepspeeds_bf16_mode():
+    """Issue 23 item 6: precision bf16 is torch.autocast over the fp32 weights (engine.py), which
+    runs on CPU too; DeepSpeed's bf16 section (bf16 weights, its optimizer wrappers) stays off at
+    every stage, with no bf16-only settings left."""
+    from training.train import engine
+
+    for device in ("cpu", "cuda"):
+        for stage in (0, 1, 2, 3):
+            cfg = config.load_config("tiny", {"parallel.device": device, "parallel.precision": "bf16",
+                                              "parallel.zero_stage": stage, "parallel.workers": 2})
+            ds = engine.deepspeed_config(cfg, world=2)
+            assert ds["bf16"] == {"enabled": False} and "fp16" not in ds and "data_types" not in ds
+            assert engine.deepspeed_config(dataclasses.replace(
+                cfg, parallel=dataclasses.replace(cfg.parallel, precision="fp32")), world=2) == ds
+    cpu = config.load_config("tiny", {"parallel.device": "cpu", "parallel.precision": "bf16", "parallel.workers": 2})
+    assert engine.autocast(cpu).fast_dtype == torch.bfloat16 and engine.autocast(cpu).device == "cpu"
+    assert isinstance(engine.autocast(dataclasses.replace(cpu, parallel=dataclasses.replace(
+        cpu.parallel, precision="fp32"))), contextlib.nullcontext)
 
 
 def test_global_batch_must_split_into_micro_batches():
