@@ -16,9 +16,11 @@ Steps (each a labelled composite, each testable with TestPipeline):
                  CANINE-S subword plan per example, seeded by (seed, page id, copy), rows ordered
                  by another hash of the id (languages mixed), one Parquet file
 
-Everything the job writes goes to a staging folder first; `pipeline.output.finalize` moves the
-files the manifest lists into place and writes the manifest last, so a failed run leaves no
-manifest (issue 2, "Exactly once"), and nothing else of staging is ever published (issue 10). Nothing depends on worker count, bundle order or runner: every decision is a
+Everything the job writes goes to a staging folder first, each file whole (contract.atomic_write),
+with the lists of the shards and rejects files it wrote (shards.json, rejects.json);
+`pipeline.output.finalize` publishes exactly those and writes the manifest last, so a failed run
+leaves no manifest (issue 2, "Exactly once"), and nothing else of staging is ever published
+(issue 10). Nothing depends on worker count, bundle order or runner: every decision is a
 stable hash (pipeline/hashing.py) and every group is sorted before use.
 """
 
@@ -336,10 +338,7 @@ class WriteShards(beam.PTransform):
 
 
 def _save_text(text, url):
-    import fsspec
-
-    with fsspec.open(url, "w", encoding="utf-8") as f:
-        f.write(text)
+    contract.atomic_write(url, text.encode("utf-8"))  # whole or not at all, whichever worker writes it
     return url
 
 
@@ -348,7 +347,8 @@ def _write_json(value, url):
 
 
 class WriteRejects(beam.PTransform):
-    """Rejected pages -> staging/_rejects/<lang>.jsonl, sorted by page id (small: one file a language)."""
+    """Rejected pages -> staging/_rejects/<lang>.jsonl, sorted by page id (small: one file a
+    language); yields each file's path relative to staging."""
 
     def __init__(self, staging):
         super().__init__()
@@ -358,14 +358,12 @@ class WriteRejects(beam.PTransform):
         staging = self.staging
 
         def write(kv):
-            import fsspec
-
             lang, items = kv
             items = sorted(items, key=lambda r: (r["page_id"] if isinstance(r["page_id"], int) else -1, r["source"]))
-            with fsspec.open(f"{staging}/{contract.REJECTS}/{lang}.jsonl", "w", encoding="utf-8") as f:
-                for r in items:
-                    f.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
-            return lang
+            rel = f"{contract.REJECTS}/{lang}.jsonl"
+            lines = (json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in items)
+            _save_text("".join(lines), f"{staging}/{rel}")
+            return rel
 
         return rejects | "ByLang" >> beam.Map(lambda r: (r["lang"], r)) | "Group" >> beam.GroupByKey() | "Write" >> beam.Map(write)
 
@@ -416,7 +414,13 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
         | "SortShards" >> beam.Map(lambda recs: sorted(recs, key=lambda r: r["path"]))
         | "WriteShardList" >> beam.Map(_write_json, f"{staging}/shards.json")
     )
-    _ = cleaned.rejects | "WriteRejects" >> WriteRejects(staging)
+    # The lists of shards and rejects files are what `finalize` publishes: it lists no folder.
+    _ = (
+        cleaned.rejects
+        | "WriteRejects" >> WriteRejects(staging)
+        | "RejectsList" >> beam.combiners.ToList()
+        | "WriteRejectsList" >> beam.Map(lambda rels: _write_json(sorted(rels), f"{staging}/rejects.json"))
+    )
     example_langs = sampled | "ExampleLang" >> beam.Map(lambda x: x[1])
     weights = plan | "Weights" >> beam.Map(lambda s: s["weights"])
     stats = (cleaned.outcomes, cleaned.replaced, cleaned.dropped, example_langs, weights)

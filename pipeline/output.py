@@ -1,10 +1,12 @@
 """Running the job and publishing its output exactly once.
 
 The Beam job writes only below `OUTPUT/.staging-<config sha>/` (a name Parquet readers skip).
-After the pipeline succeeds, `finalize` checks the accounting, moves exactly the files the
-manifest lists (the split shards, `_tokenizer.json`, `_rejects/`) into place, writes
-`_manifest.json` last (temp file, then rename), and only then removes staging: the work-item
-cache and any temp file never reach the published output (issue 10). No manifest means no
+After the pipeline succeeds, `finalize` checks the accounting, publishes exactly the files the
+job recorded (the split shards, `_tokenizer.json`, `_rejects/`; a rename on a local disk, a
+server-side copy on an object store), checks each one's size, writes `_manifest.json` last
+(temp file and rename, or one whole-object write), and only then removes staging: the
+work-item cache and any temp file never reach the published output (issue 10). It lists no
+folder and relies on no rename: object stores have neither (issue 24). No manifest means no
 usable output; an output that has one is never touched again except by a run of the very same
 config, which is a no-op that also clears staging a run killed after publishing left behind
 (issue 2 "Exactly once", issue 5 "Scheduled").
@@ -33,6 +35,11 @@ log = logging.getLogger(__name__)
 
 class OutputExistsError(RuntimeError):
     """The output directory already holds a complete output made with another config."""
+
+
+class PublishError(RuntimeError):
+    """A file the job wrote to staging is missing or not what it recorded; no manifest was
+    written, so the output is not usable and a rerun of the same command redoes the work."""
 
 
 def _fs(url):
@@ -276,6 +283,8 @@ def remove_empty(output: str, up_to: str) -> None:
 def _stagings(output: str) -> list[str]:
     """Paths of every staging folder in `output`, of any config."""
     fs, root = _fs(output)
+    # A listing of the root cached before the job knows no staging the workers created since.
+    fs.invalidate_cache(root)
     if not fs.isdir(root):
         return []
     return sorted(n.rstrip("/") for n in fs.ls(root, detail=False)
@@ -320,9 +329,20 @@ def staging_url(cfg: PreprocessConfig) -> str:
     return f"{cfg.output.rstrip('/')}/{contract.STAGING_PREFIX}{cfg.sha256()[:16]}"
 
 
-def _read_json(fs, path):
-    with fs.open(path, "r", encoding="utf-8") as f:
-        return json.load(f)
+def _read_staged_json(fs, stage: str, name: str):
+    """A JSON file the job wrote to staging, read by its exact name (one GET: no listing)."""
+    path = f"{stage}/{name}"
+    try:
+        return json.loads(fs.cat_file(path))
+    except FileNotFoundError:
+        raise _publish_error(fs, path, "is missing") from None
+
+
+def _publish_error(fs, path: str, problem: str) -> PublishError:
+    return PublishError(
+        f"{fs.unstrip_protocol(path)}, which the job wrote, {problem}: nothing was published (no "
+        f"{contract.MANIFEST}). Run the same command again: it reuses the work items already read "
+        "and redoes the rest. If it fails again, check that nothing else writes to or cleans up this output.")
 
 
 def languages_from_stats(records) -> dict[str, Language]:
@@ -357,41 +377,52 @@ def check_accounting(languages: dict[str, Language]) -> None:
             raise RuntimeError(f"accounting broken for {lang}: {problem}")
 
 
-def _published_files(fs, stage: str, shard_records: list) -> list[str]:
-    """Paths relative to staging of everything the output publishes, and nothing else: the
-    shards the job recorded, the tokenizer, the rejects files. Work-item caches, the job's
-    own records and any temp file a killed worker left stay in staging."""
-    rejects = f"{stage}/{contract.REJECTS}"
-    rejected = sorted(n[len(stage) + 1 :] for n in fs.find(rejects) if n.endswith(".jsonl")) if fs.exists(rejects) else []
-    return [r["path"] for r in shard_records] + [contract.TOKENIZER] + rejected
-
-
-def _move(fs, src: str, dst: str) -> None:
-    """A rename on local disks; a server-side copy, then delete, on object stores. fsspec's
-    `mv` there may try the store's newer move API first (gcsfs: GCS `moveTo`), which not every
-    GCS-compatible server has, and retries it for minutes before falling back."""
+def _publish(fs, src: str, dst: str, size: int | None = None) -> None:
+    """Put one staged file in place and check it arrived whole: a rename on local disks; on
+    object stores a server-side copy (staging is removed after the manifest). fsspec's `mv`
+    there may try the store's newer move API first (gcsfs: GCS `moveTo`), which not every
+    GCS-compatible server has, and retries it for minutes before falling back. `size`: what
+    the job recorded writing, checked before the copy too."""
+    try:
+        staged = fs.info(src)["size"]
+    except FileNotFoundError:
+        raise _publish_error(fs, src, "is missing") from None
+    if size is not None and staged != size:
+        raise _publish_error(fs, src, f"has {staged} bytes where the job wrote {size}")
     if contract.is_local(fs):
         fs.mv(src, dst)
     else:
         fs.cp_file(src, dst)
-        fs.rm_file(src)
+    if (placed := fs.info(dst)["size"]) != staged:
+        raise _publish_error(fs, src, f"was copied to {fs.unstrip_protocol(dst)} as {placed} bytes, not {staged}")
 
 
 def finalize(cfg: PreprocessConfig, staging: str) -> Manifest:
     fs, root = _fs(cfg.output)
     _, stage = _fs(staging)
-    languages = languages_from_stats(_read_json(fs, f"{stage}/stats.json"))
+    # Everything in staging was written by the job's workers: other processes, other machines.
+    # This process's listing cache (fsspec's dircache, filled when `run` and the lock looked at
+    # the output before the job) knows none of it, and gcsfs's info() trusts a cached listing of
+    # an ancestor over the store: FileNotFoundError for every staged file, with 2 workers or
+    # more (issue 24; gcsfs/_dircache.py: "concurrent external mutations are reconciled only by
+    # invalidate_cache"). From here on this process is the only writer, and its own writes keep
+    # the cache right.
+    fs.invalidate_cache()
+    languages = languages_from_stats(_read_staged_json(fs, stage, "stats.json"))
     check_accounting(languages)
-    shard_records = _read_json(fs, f"{stage}/shards.json") if fs.exists(f"{stage}/shards.json") else []
-    published = _published_files(fs, stage, shard_records)
+    shard_records = _read_staged_json(fs, stage, "shards.json")
+    rejects = _read_staged_json(fs, stage, "rejects.json")
+    # Exactly the files the job recorded writing, by name: no listing of staging.
+    published = [(r["path"], r["bytes"]) for r in shard_records] + [(contract.TOKENIZER, None)]
+    published += [(rel, None) for rel in rejects]
     # Stale files from an earlier, unfinished run (there is no manifest, or we would not be here).
     for folder in (*contract.SPLITS, contract.REJECTS):
         if fs.exists(f"{root}/{folder}"):
             fs.rm(f"{root}/{folder}", recursive=True)
-    for rel in published:
-        if "/" in rel:
+    for rel, size in published:
+        if "/" in rel:  # local disks need the folder; object stores have none
             fs.makedirs(f"{root}/{rel.rsplit('/', 1)[0]}", exist_ok=True)
-        _move(fs, f"{stage}/{rel}", f"{root}/{rel}")
+        _publish(fs, f"{stage}/{rel}", f"{root}/{rel}", size)
         faults.point("publish")
     splits = {}
     for split in contract.SPLITS:
@@ -405,7 +436,7 @@ def finalize(cfg: PreprocessConfig, staging: str) -> Manifest:
         splits=splits,
         languages=languages,
         tokenizer=FileRef(contract.TOKENIZER, contract.file_sha256(f"{cfg.output.rstrip('/')}/{contract.TOKENIZER}")),
-        rejects=tuple(rel for rel in published if rel.startswith(contract.REJECTS + "/")),
+        rejects=tuple(rejects),
     )
     write_manifest(cfg.output, manifest)
     faults.point("published")

@@ -134,8 +134,11 @@ class ItemProgress:
     # --- reading the staging folder ---
 
     def _names(self, folder: str) -> list[str]:
+        path = f"{self.root}/{folder}"
+        # The workers add files from other processes: a cached listing would never show them.
+        self.fs.invalidate_cache(path)
         try:
-            return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(f"{self.root}/{folder}", detail=False)]
+            return [p.rstrip("/").rsplit("/", 1)[-1] for p in self.fs.ls(path, detail=False)]
         except FileNotFoundError:
             return []
 

@@ -42,8 +42,9 @@ def write_table(table: pa.Table, url: str) -> dict:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, **PARQUET_OPTIONS)
     data = sink.getvalue().to_pybytes()
-    with fsspec.open(url, "wb") as f:
-        f.write(data)
+    # Whole or not at all: a retried or duplicated bundle (Dataflow runs some twice) rewrites the
+    # same bytes under the same name, and a killed one leaves no partial file under it.
+    contract.atomic_write(url, data)
     cps = table.column("codepoints").combine_chunks()
     return {
         "rows": table.num_rows,

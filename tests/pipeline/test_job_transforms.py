@@ -238,7 +238,8 @@ def test_write_rejects_writes_one_sorted_file_per_language(tmp_path):
     rejects = [reject("en", 7, "a:9"), reject("de", 3, "b:1"), reject("en", -1, "a:5"), reject("en", 2, "a:1"),
                reject("en", -1, "a:2")]
     with TestPipeline(options=_opts()) as p:
-        assert_that(p | beam.Create(rejects) | job.WriteRejects(str(tmp_path)), equal_to(["de", "en"]))
+        assert_that(p | beam.Create(rejects) | job.WriteRejects(str(tmp_path)),
+                    equal_to([f"{contract.REJECTS}/de.jsonl", f"{contract.REJECTS}/en.jsonl"]))
     folder = tmp_path / contract.REJECTS
     assert sorted(f.name for f in folder.iterdir()) == ["de.jsonl", "en.jsonl"]
     en = [json.loads(line) for line in (folder / "en.jsonl").read_text(encoding="utf-8").splitlines()]
