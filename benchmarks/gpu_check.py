@@ -119,8 +119,6 @@ def _one_process_group(device: str) -> None:
 
 def check_lamb(args) -> tuple[bool, list[str]]:
     """The base recipe's engine step on this device against the reference LAMB on the CPU."""
-    import copy
-
     from training.train import config, engine, optim
 
     _one_process_group(args.device)
@@ -132,9 +130,11 @@ def check_lamb(args) -> tuple[bool, list[str]]:
     if cfg.optim.name != "lamb":
         return False, [f"  the {args.config} config's optimizer is {cfg.optim.name}, not lamb"]
     model_cfg = config.model_config(cfg)
-    torch.manual_seed(0)
-    model = CaninePretrainingModel(model_cfg, cfg.train.objective)
-    reference = copy.deepcopy(model)  # CPU, fp32
+    models = []
+    for _ in range(2):  # built twice from one seed: a deepcopy drops the `stacked_parts` marks LAMB groups by
+        torch.manual_seed(0)
+        models.append(CaninePretrainingModel(model_cfg, cfg.train.objective))
+    model, reference = models  # the reference stays on the CPU, fp32
     names = [n for n, _ in model.named_parameters()]
     wrapped = engine.wrap(model.to(args.device), cfg, world=1)
     seen = {}  # the gradients the optimizer steps with (after the clip hook, which was registered first)
