@@ -9,7 +9,7 @@ metrics, TensorBoard, summary, HF export) on local disk and on each store: the m
 once running, the wall time of a run stopped at half its steps, and of the same command again,
 which resumes from the store (restore, the remaining steps, the export).
 
-Starts each store's real protocol server as a process on 127.0.0.1 (tests/stores.py), then
+Starts each store's real protocol server as a process on 127.0.0.1 (loopback/stores.py), then
 runs the same preprocessing job (inputs on local disk, DirectRunner) with its output on local
 disk and on each store, and prints the wall times and their ratio to local. Both servers keep
 objects in memory on this machine, so the figure is the cost of the object-store path (one
@@ -24,13 +24,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
+sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 import os  # noqa: E402
 
 import fsspec  # noqa: E402
 
-import stores  # noqa: E402
+from loopback import stores  # noqa: E402
 from preprocess import make_input  # noqa: E402
 from pipeline import job, output  # noqa: E402,F401  (Beam imported before any timing)
 from pipeline.config import PreprocessConfig  # noqa: E402

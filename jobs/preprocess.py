@@ -50,13 +50,13 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
     """The one way a preprocessing run starts (the CLI, `canine smoke`, and through the CLI the
     scheduled script): `--dump` specs resolved and added to the inputs (the output becomes
     OUTPUT/<langs>/<date>), every check that needs no writing done before the output's lock is
-    taken, the Beam job run under that lock (jobs/lock.py). Returns (the output, output.RunResult:
+    taken, the Beam job run under that lock (pipeline/lock.py). Returns (the output, output.RunResult:
     its manifest and how the run went).
     Errors raise; a run that fails before writing leaves no output folder it created."""
     import shlex
 
     from jobs import dumps as dump_specs
-    from jobs.lock import OutputLock
+    from pipeline.lock import OutputLock
     from pipeline import output, sources
 
     if dumps:
@@ -69,7 +69,7 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
     command = contract.redact(shlex.join(["canine", "preprocess", *map(str, cfg.inputs), "--output", cfg.output]))
     try:
         # The lock comes before anything touches the output, staging included: two runs of one
-        # config would otherwise clean up each other's staging (jobs/lock.py).
+        # config would otherwise clean up each other's staging (pipeline/lock.py).
         with OutputLock(cfg.output, command=command) as lock:
             try:
                 result = output.run(cfg, workers=workers, runner=runner, beam_args=list(beam_args),
@@ -90,7 +90,7 @@ def main(args) -> int:
     import json
 
     from jobs.inspect import print_manifest
-    from jobs.lock import LockHeld, LockLost
+    from pipeline.lock import LockHeld, LockLost
     from pipeline import output, sources
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

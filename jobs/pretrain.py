@@ -70,7 +70,7 @@ def main(args) -> int:
 
     from ray.train import TrainingFailedError
 
-    from jobs.lock import LockHeld, LockLost
+    from pipeline.lock import LockHeld, LockLost
     from pipeline.contract import redact
     from training.train.failures import FatalError
     from training.train.resources import ClusterTooSmall

@@ -65,7 +65,7 @@ SPLITS = ("train", "validation")
 MANIFEST = "_manifest.json"
 TOKENIZER = "_tokenizer.json"
 REJECTS = "_rejects"
-LOCK = ".canine.lock"  # held while a run writes the output (jobs/lock.py); gone after it
+LOCK = ".canine.lock"  # held while a run writes the output (pipeline/lock.py); gone after it
 STAGING_PREFIX = ".staging-"  # + config sha: a run's work in progress, removed when it publishes
 LEGACY_MANIFEST = "manifest.json"  # schema 1's name, recognised only to say the output is too old
 

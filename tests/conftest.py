@@ -17,7 +17,7 @@ Session data:
                     multistream (its index beside it), jsonl, jsonl_gz, parquet (cleaned text)
     bad_inputs      {name: path}: truncated_bz2, corrupt_gz, malformed_xml, truncated_xml,
                     stale_index (an index whose offsets miss the stream starts)
-Object stores, real protocol servers started as separate processes on 127.0.0.1 (tests/stores.py):
+Object stores, real protocol servers started as separate processes on 127.0.0.1 (loopback/stores.py):
     s3_store        moto's S3 server; sets AWS_* in os.environ for the session; .url(name) gives
                     a fresh s3://bucket/name URL
     gcs_store       gcp-storage-emulator; sets STORAGE_EMULATOR_HOST; .url(name) -> gs://...
@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import stores
+from loopback import stores
 from pipeline.clean import clean_page
 from pipeline.sources import WorkItem, read_pages
 
@@ -201,7 +201,7 @@ _pages_as_rows_fixture = _as_fixture(pages_as_rows)
 _make_synthetic_dump_fixture = _as_fixture(make_synthetic_dump)
 
 
-# --- object stores (tests/stores.py starts the servers) ----------------------------------------
+# --- object stores (loopback/stores.py starts the servers) ----------------------------------------
 
 
 def _store(tmp_path_factory, protocol):

@@ -20,7 +20,7 @@ import time
 import warnings
 from pathlib import Path
 
-from stores import free_port
+from loopback.stores import free_port
 
 RAY = str(Path(sys.executable).parent / "ray")
 _PORT_FLAGS = ("node-manager-port", "object-manager-port", "dashboard-agent-listen-port", "dashboard-agent-grpc-port",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from jobs import cli
 from pipeline import contract
-from jobs.lock import OutputLock
+from pipeline.lock import OutputLock
 
 SAMPLE = Path(__file__).resolve().parents[2] / "pipeline" / "sample"
 FAST = ["--seq-len", "512", "--vocab-size", "600"]

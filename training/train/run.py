@@ -15,7 +15,7 @@ The data and the output may be local or on an object store (s3://, gs://, any fs
 checkpoints, metrics.jsonl, TensorBoard events, config.yaml, summary.json and the HF export all go
 to the output. The workers reach the store with their own environment's credentials (a local
 cluster started here inherits the driver's); the driver forwards none. One driver writes an
-output at a time: it holds jobs/lock.py's lock, OUTPUT/.canine.lock, while it runs. Before the
+output at a time: it holds pipeline/lock.py's lock, OUTPUT/.canine.lock, while it runs. Before the
 trainer starts, the driver checks that the cluster can place the run (resources.py).
 
 Failures: a worker error that a restart cannot fix (an out-of-memory, a bad config or shard, a
@@ -225,7 +225,7 @@ def pretrain(cfg) -> dict:
     OUTPUT/summary.json."""
     import ray
 
-    from jobs.lock import OutputLock
+    from pipeline.lock import OutputLock
 
     if not cfg.output or not cfg.data.path:
         raise ValueError("pretraining needs output (--output) and data.path (--data)")

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from jobs import cli
-from jobs.lock import OutputLock
+from pipeline.lock import OutputLock
 from pipeline import contract
 from training.train import checkpoint, config, metrics
 from training.train.run import pretrain
