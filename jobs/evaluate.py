@@ -4,8 +4,10 @@
     canine evaluate gs://bucket/runs/base --examples 4096 --json
 
 Masked prediction on the validation split (pretrained, initial, unigram baseline) and a linear
-probe of the pooled output for language identification of short snippets (training/evaluate.py
-says how each is measured). Reads the run's config, its consolidated weights (written after the
+probe of the pooled output for language identification of short snippets, overall and per
+language, with the languages that had no validation example to score (training/evaluate.py
+says how each is measured; --json: the same under "masked", "probe", "languages" and
+"unscored_languages"). Reads the run's config, its consolidated weights (written after the
 last step) and its shards. Exit codes: 0 evaluated, 2 refused (no such run, not finished).
 """
 

@@ -25,7 +25,9 @@ class PreprocessConfig:
     tokenizer_pages: int = option(50_000, "pages the WordPiece vocabulary is trained on")
     # mBERT's 0.7 (CANINE.md "Recipe").
     alpha: float = option(0.7, "language smoothing exponent: p_lang ~ share^alpha")
-    validation_fraction: float = option(0.005, "share of pages held out for validation, by a hash of the page id")
+    validation_fraction: float = option(0.005, "share of each language's pages held out for validation, those with "
+                                        "the smallest hashes of the page id (at least one page for a language of "
+                                        "20 kept pages or more)")
     lang: str | None = option(None, "language of inputs that name none: no xml:lang, no lang column "
                               "(default: each input's own)")
     # ALBERT's SOP; off: [CLS] A [SEP].

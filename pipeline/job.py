@@ -7,7 +7,8 @@ Steps (each a labelled composite, each testable with TestPipeline):
                  (CleanPages): every page gets exactly one outcome, counted per language, and what
                  cleaning drops from kept pages is counted per reason; each finished item is cached
                  in staging so a killed run resumes (pipeline/itemcache.py)
-  AssignSplit    ~0.5% of pages, by a hash of (lang, page id), to validation
+  AssignSplit    per language, its share of pages (~0.5%; at least one page from 20 pages on),
+                 those with the smallest hashes of (lang, page id), to validation
   TrainTokenizer WordPiece for CANINE-S on the pages with the smallest id hashes (or a given tokenizer.json)
   PackExamples   pages grouped by hash, sorted by id, packed to seq_len
   SampleLanguages share^alpha smoothing: subsample big languages, repeat small ones with fresh masks;
@@ -128,18 +129,71 @@ class ReadAndClean(beam.PTransform):
         return _route(cleaned)
 
 
-def split_of(page: Page, validation_fraction: float) -> str:
+# The validation split, per language (issue 24): a language of 30 pages beside one of millions
+# must still get validation pages, or `canine evaluate` cannot say whether it was learned.
+# A language with fewer kept pages than this cannot spare one, and its figures would be noise:
+# it gets only its proportional share (usually none); from here on it gets at least one page.
+MIN_PAGES_FOR_VALIDATION = 20
+# Up to this many validation pages a language gets exactly its share, the pages with the smallest
+# split hashes (a bottom-k sketch of EXACT_VALIDATION_PAGES hashes per language, bounded memory).
+# Beyond it, "hash < fraction of the hash range" is already proportional within noise (a binomial
+# count, one standard deviation 14% of it at 50 pages, 0.5% at enwiki's ~33,000 at 0.5%) and needs
+# no per-language state; it too takes the smallest hashes, the pages the global rule before
+# issue 24 took, so a large language's validation pages did not change.
+EXACT_VALIDATION_PAGES = 50
+_HASH_SPACE = 1 << 64  # stable_int's range
+
+
+def split_hash(lang: str, page_id) -> int:
     # Not seeded: the held-out pages stay the same when only the mask seed changes.
-    return "validation" if stable_unit("split", page.lang, page.page_id) < validation_fraction else "train"
+    return stable_int("split", lang, page_id)
+
+
+def validation_pages(kept: int, fraction: float) -> int:
+    """How many of a language's `kept` pages are held out: round(fraction x kept), at least one
+    from MIN_PAGES_FOR_VALIDATION pages on, none when the fraction is 0. Exact up to
+    EXACT_VALIDATION_PAGES; above it, the expected count (validation_cut)."""
+    if fraction <= 0:
+        return 0
+    share = math.floor(fraction * kept + 0.5)  # half up: Python's round() makes 2.5 -> 2
+    return max(share, 1) if kept >= MIN_PAGES_FOR_VALIDATION else share
+
+
+def validation_cut(kept: int, smallest: list[int], fraction: float) -> int:
+    """A language's pages with split_hash < the cut are validation pages. `smallest`: its
+    EXACT_VALIDATION_PAGES smallest split hashes (all of them if fewer), ascending."""
+    k = validation_pages(kept, fraction)
+    if k > EXACT_VALIDATION_PAGES:
+        return int(fraction * _HASH_SPACE)
+    return smallest[k - 1] + 1 if k else 0
+
+
+def split_of(page: Page, cuts: dict) -> str:
+    return "validation" if split_hash(page.lang, page.page_id) < cuts.get(page.lang, 0) else "train"
 
 
 class AssignSplit(beam.PTransform):
+    """Page -> (split, Page). Per language, one combine counts the pages and keeps their
+    EXACT_VALIDATION_PAGES smallest split hashes (bounded memory: no language is ever grouped on
+    one worker); from those a cut per language (validation_cut), a side input of one number a
+    language. Count and Top are order-free, so the split does not depend on bundling or workers."""
+
     def __init__(self, validation_fraction):
         super().__init__()
         self.fraction = validation_fraction
 
     def expand(self, pages):
-        return pages | "KeySplit" >> beam.Map(lambda p: (split_of(p, self.fraction), p))
+        fraction = self.fraction
+        count_and_smallest = beam.combiners.SingleInputTupleCombineFn(
+            beam.combiners.CountCombineFn(), beam.combiners.TopCombineFn(EXACT_VALIDATION_PAGES, reverse=True))
+        cuts = (
+            pages
+            | "LangHash" >> beam.Map(lambda p: (p.lang, split_hash(p.lang, p.page_id)))
+            | "CountAndSmallest" >> beam.CombinePerKey(count_and_smallest)
+            | "Cut" >> beam.MapTuple(lambda lang, c: (lang, validation_cut(c[0], c[1], fraction)))
+            | "CutDict" >> beam.combiners.ToDict()
+        )
+        return pages | "KeySplit" >> beam.Map(lambda p, cuts: (split_of(p, cuts), p), pvalue.AsSingleton(cuts))
 
 
 def _train_tokenizer(sample, vocab_size):
@@ -369,14 +423,16 @@ class WriteRejects(beam.PTransform):
 
 
 class CollectStats(beam.PTransform):
-    """Everything the manifest needs besides the shard list, as one JSON file in staging."""
+    """Everything the manifest needs besides the shard list, as one JSON file in staging, plus
+    each language's validation pages (["validation_pages", lang, n]: the split's accounting;
+    pipeline/output.py's languages_from_stats does not carry it into the manifest yet)."""
 
     def __init__(self, staging):
         super().__init__()
         self.staging = staging
 
     def expand(self, parts):
-        outcomes, replaced, dropped, example_langs, weights = parts
+        outcomes, replaced, dropped, example_langs, weights, validation_langs = parts
         records = (
             (
                 outcomes | "CountOutcomes" >> beam.combiners.Count.PerElement()
@@ -388,6 +444,8 @@ class CollectStats(beam.PTransform):
                 example_langs | "CountExamples" >> beam.combiners.Count.PerElement()
                 | "ExampleRec" >> beam.Map(lambda kv: ["examples", kv[0], kv[1]]),
                 weights | "WeightRecs" >> beam.FlatMap(lambda w: [["weight", lang, v] for lang, v in w.items()]),
+                validation_langs | "CountValidation" >> beam.combiners.Count.PerElement()
+                | "ValidationRec" >> beam.Map(lambda kv: ["validation_pages", kv[0], kv[1]]),
             )
             | "All" >> beam.Flatten()
         )
@@ -423,6 +481,8 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
     )
     example_langs = sampled | "ExampleLang" >> beam.Map(lambda x: x[1])
     weights = plan | "Weights" >> beam.Map(lambda s: s["weights"])
-    stats = (cleaned.outcomes, cleaned.replaced, cleaned.dropped, example_langs, weights)
+    validation_langs = (split_pages | "ValidationOnly" >> beam.Filter(lambda kv: kv[0] == "validation")
+                        | "ValidationLang" >> beam.Map(lambda kv: kv[1].lang))
+    stats = (cleaned.outcomes, cleaned.replaced, cleaned.dropped, example_langs, weights, validation_langs)
     _ = stats | "CollectStats" >> CollectStats(staging)
 

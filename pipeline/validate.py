@@ -4,8 +4,10 @@ Every problem is reported with where it is (shard path, example_id, column); not
 The checks are the contract's: the manifest's schema (pipeline/manifest.py), the row rules the
 batch builder applies too (pipeline/rows.py) and two that need the pipeline's own definitions
 (whole whitespace spans, the tokenizer's spans); plus what the manifest promises:
-hashes, counts, the per-language accounting identity, train/validation page disjointness, and
-that the folder holds nothing the manifest does not account for (a stray Parquet file would be
+hashes, counts, the per-language accounting identity, train/validation page disjointness, the
+per-language validation split (each language's held-out pages are the ones the job's rule
+picks, pipeline/job.py AssignSplit), and that the folder holds nothing the manifest does not
+account for (a stray Parquet file would be
 read by every dataset reader; issue 10).
 """
 
@@ -99,6 +101,39 @@ def _tokenizer_spans(tokenizer: WordPieceTokenizer):
                                "a subword span is not what the tokenizer produces on that segment")
 
     return rule
+
+
+def check_split(pages_by_split: dict, kept: dict, fraction: float, out: Problems) -> dict:
+    """Each language's validation pages against the job's rule (pipeline/job.py validation_cut),
+    recomputed from the pages the shards hold; returns {lang: validation pages}. The shards need
+    not hold every kept page (SampleLanguages may drop a train page of a big language), but
+    they hold every validation page, and those have the smallest hashes: the rule's cut comes
+    out the same. `kept`: the manifest's kept pages per language; `pages_by_split`:
+    {split: {(lang, page id)}}."""
+    from pipeline import job  # imports Beam: only for outputs of the pipeline
+
+    by_lang = {}
+    for split, pages in pages_by_split.items():
+        for lang, page in pages:
+            by_lang.setdefault(lang, []).append((job.split_hash(lang, page), page, split))
+    held = {}
+    for lang, items in sorted(by_lang.items()):
+        items.sort()
+        held[lang] = sum(split == "validation" for _, _, split in items)
+        if lang not in kept:
+            continue  # reported with the rows
+        k = job.validation_pages(kept[lang], fraction)
+        if k <= job.EXACT_VALIDATION_PAGES and len(items) < k:  # a tampered output: no cut to compute
+            out.add(f"splits.{lang}", f"the shards hold {len(items)} of its pages, the rule holds out {k}")
+            continue
+        cut = job.validation_cut(kept[lang], [h for h, _, _ in items[: job.EXACT_VALIDATION_PAGES]], fraction)
+        wrong = [(page, split) for h, page, split in items if (split == "validation") != (h < cut)]
+        if wrong:
+            out.add(f"splits.{lang}", f"{len(wrong)} pages are not in the split the job's rule gives "
+                                      f"({held[lang]} of {kept[lang]} kept pages held out at fraction {fraction}, "
+                                      f"the rule holds out {k}), "
+                                      f"e.g. page {wrong[0][0]} is in {wrong[0][1]}")
+    return held
 
 
 def check_files(fs, root: str, manifest: Manifest, out: Problems) -> None:
@@ -204,4 +239,8 @@ def validate(output: str) -> tuple[list[str], int, dict]:
             out.add(f"{contract.MANIFEST} languages.{lang}",
                     f"examples {c.examples} but shards hold {examples_by_lang.get(lang, 0)}")
     summary = {"examples": len(seen_ids), "shards": sum(len(split.shards) for split in manifest.splits.values())}
+    fraction = manifest.config.get("validation_fraction")
+    if fraction is not None:  # a pipeline output (training/synthetic.py's shards name no fraction)
+        kept = {lang: c.kept for lang, c in manifest.languages.items()}
+        summary["validation_pages"] = check_split(pages_by_split, kept, fraction, out)
     return out.items, out.count, summary

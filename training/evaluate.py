@@ -16,6 +16,12 @@ initialization, on held-out data, by two measures:
    characters, and scripts differ), so the margin is small early and grows with training
    (docs/pretraining.md has figures).
 
+Both are also reported per language (issue 24), so a user sees which languages learned: the
+masked figures over each language's validation rows alone (batched apart: a row's figures do
+not depend on its batch), the probe's accuracy on each language's snippets (its recall), and
+the output's languages that had no validation example among those read. The overall masked
+figures are the sums over the languages.
+
 The initial model is the run's own: built from the saved config with torch seeded by
 train.seed, exactly as every worker builds it before training (training/train/loop.py).
 Runs on one CPU process, no Ray; the shards are read through fsspec and checked against the
@@ -86,33 +92,49 @@ def _target_key(objective: str) -> tuple[str, str]:
     return ("char_targets", "char_weights") if objective == "char" else ("subword_labels", "subword_weights")
 
 
-@torch.no_grad()
-def masked_prediction(model, batches) -> dict:
-    """Weighted loss and accuracy of the objective over the batches (dropout off)."""
-    loss = correct = count = 0.0
-    for batch in batches:
-        out = model(batch)
-        loss += float(out.objective_loss) * float(out.count)
-        correct += float(out.correct)
-        count += float(out.count)
+def _figures(sums) -> dict:
+    """(loss x predictions, correct, predictions), summed -> the reported figures."""
+    loss, correct, count = (float(x) for x in sums)
     return {"loss": loss / max(count, 1.0), "accuracy": correct / max(count, 1.0), "predictions": int(count)}
 
 
-def unigram_baseline(train_batches, eval_batches, objective: str, classes: int) -> dict:
-    """Loss and accuracy of predicting every target from the train split's target frequencies."""
+@torch.no_grad()
+def _masked_sums(model, batches) -> np.ndarray:
+    """The objective's weighted loss and accuracy over the batches (dropout off), as _figures' sums."""
+    sums = np.zeros(3)
+    for batch in batches:
+        out = model(batch)
+        sums += (float(out.objective_loss) * float(out.count), float(out.correct), float(out.count))
+    return sums
+
+
+def _unigram_model(train_batches, objective: str, classes: int) -> tuple[np.ndarray, int]:
+    """(log-probability of each target, the most frequent one) from the train split's targets."""
     targets, weights = _target_key(objective)
     counts = np.ones(classes)  # add-one smoothing: a target never seen in training is not -inf
     for b in train_batches:
         np.add.at(counts, b[targets].numpy().ravel(), b[weights].numpy().ravel())
-    log_p = np.log(counts / counts.sum())
-    best = int(counts.argmax())
-    loss = correct = count = 0.0
+    return np.log(counts / counts.sum()), int(counts.argmax())
+
+
+def _unigram_sums(unigram: tuple[np.ndarray, int], eval_batches, objective: str) -> np.ndarray:
+    (log_p, best), (targets, weights) = unigram, _target_key(objective)
+    sums = np.zeros(3)
     for b in eval_batches:
         t, w = b[targets].numpy().ravel(), b[weights].numpy().ravel()
-        loss -= float((log_p[t] * w).sum())
-        correct += float(((t == best) * w).sum())
-        count += float(w.sum())
-    return {"loss": loss / max(count, 1.0), "accuracy": correct / max(count, 1.0), "predictions": int(count)}
+        sums += (-float((log_p[t] * w).sum()), float(((t == best) * w).sum()), float(w.sum()))
+    return sums
+
+
+def unigram_baseline(train_batches, eval_batches, objective: str, classes: int) -> dict:
+    """Loss and accuracy of predicting every target from the train split's target frequencies."""
+    return _figures(_unigram_sums(_unigram_model(train_batches, objective, classes), eval_batches, objective))
+
+
+def by_language(rows: pa.Table) -> dict[str, pa.Table]:
+    """Each language's rows, in stored order, languages sorted."""
+    langs = np.asarray(rows["lang"].to_pylist(), dtype=object)
+    return {lang: rows.take(np.flatnonzero(langs == lang)) for lang in sorted(set(langs))}
 
 
 def snippets(rows: pa.Table, chars: int, per_row: int, seed: int) -> tuple[np.ndarray, list[str]]:
@@ -151,9 +173,9 @@ def features(encoder, ids: np.ndarray, batch_size: int = 64) -> dict[str, torch.
     return {name: torch.cat(p) for name, p in parts.items()}
 
 
-def linear_probe(train_x, train_y, test_x, test_y, classes: int, l2: float = 1e-3, seed: int = 0) -> float:
-    """Test accuracy of a multinomial logistic regression (L-BFGS, L2 `l2`) fit on standardized
-    frozen features."""
+def probe_predictions(train_x, train_y, test_x, classes: int, l2: float = 1e-3, seed: int = 0) -> torch.Tensor:
+    """The test classes a multinomial logistic regression (L-BFGS, L2 `l2`) fit on standardized
+    frozen features predicts."""
     mean, std = train_x.mean(0), train_x.std(0).clamp(min=1e-6)
     train_x, test_x = (train_x - mean) / std, (test_x - mean) / std
     torch.manual_seed(seed)
@@ -172,7 +194,20 @@ def linear_probe(train_x, train_y, test_x, test_y, classes: int, l2: float = 1e-
     with torch.enable_grad():
         opt.step(closure)
     with torch.no_grad():
-        return float((probe(test_x).argmax(1) == torch.as_tensor(test_y)).float().mean())
+        return probe(test_x).argmax(1)
+
+
+def linear_probe(train_x, train_y, test_x, test_y, classes: int, l2: float = 1e-3, seed: int = 0) -> float:
+    """Test accuracy of probe_predictions."""
+    predicted = probe_predictions(train_x, train_y, test_x, classes, l2, seed)
+    return float((predicted == torch.as_tensor(test_y)).float().mean())
+
+
+def _output_languages(data_url: str) -> list[str]:
+    """The languages the output holds examples of (its manifest; the trainer's copy omits them)."""
+    from pipeline.manifest import read_manifest
+
+    return sorted(lang for lang, c in read_manifest(data_url).languages.items() if c.examples)
 
 
 def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, snippet_chars: int = 32,
@@ -189,30 +224,48 @@ def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, sni
     def batches(rows):
         return list(_batches(rows, cfg, model_cfg, seq_len, batch_size))
 
-    val = batches(val_rows)
+    # Masked prediction per language; the overall figures are the sums (in sorted order: the same every time).
+    unigram = _unigram_model(batches(train_rows), objective, classes)
+    models = {"pretrained": pretrained, "initial": initial}
+    sums, languages = {}, {}
+    for lang, rows in by_language(val_rows).items():
+        b = batches(rows)
+        sums[lang] = {name: _masked_sums(model, b) for name, model in models.items()}
+        sums[lang]["unigram"] = _unigram_sums(unigram, b, objective)
+        languages[lang] = {"validation_examples": rows.num_rows,
+                           "masked": {name: _figures(x) for name, x in sums[lang].items()}}
     result = {
         "run": run, "objective": objective, "validation_examples": val_rows.num_rows,
-        "masked": {"pretrained": masked_prediction(pretrained, val), "initial": masked_prediction(initial, val),
-                   "unigram": unigram_baseline(batches(train_rows), val, objective, classes)},
+        "masked": {name: _figures(sum((x[name] for x in sums.values()), np.zeros(3)))
+                   for name in ("pretrained", "initial", "unigram")},
     }
     snippet_chars = min(snippet_chars, seq_len - 2)
     train_ids, train_langs = snippets(train_rows, snippet_chars, snippets_per_row, cfg.train.seed)
     test_ids, test_langs = snippets(val_rows, snippet_chars, snippets_per_row, cfg.train.seed + 1)
-    languages = sorted(set(train_langs))
-    index = {lang: i for i, lang in enumerate(languages)}
+    probe_languages = sorted(set(train_langs))
+    index = {lang: i for i, lang in enumerate(probe_languages)}
     keep = [i for i, lang in enumerate(test_langs) if lang in index]  # a language only in validation: unscorable
     test_ids, test_langs = test_ids[keep], [test_langs[i] for i in keep]
-    probe = {"languages": languages, "test_languages": sorted(set(test_langs)), "snippet_chars": snippet_chars,
+    probe = {"languages": probe_languages, "test_languages": sorted(set(test_langs)), "snippet_chars": snippet_chars,
              "train_snippets": len(train_langs), "test_snippets": len(test_langs)}
-    if len(languages) >= 2 and test_langs:
-        train_y, test_y = [index[x] for x in train_langs], [index[x] for x in test_langs]
+    if len(probe_languages) >= 2 and test_langs:
+        train_y, test_y = [index[x] for x in train_langs], torch.as_tensor([index[x] for x in test_langs])
         # The best constant answer on these test snippets: the floor any feature must clear.
-        probe["majority"] = max(test_y.count(y) for y in set(test_y)) / len(test_y)
-        for name, model in (("pretrained", pretrained), ("initial", initial)):
+        probe["majority"] = float(torch.bincount(test_y).max()) / len(test_y)
+        of_lang = {lang: test_y == index[lang] for lang in probe["test_languages"]}
+        for lang, mask in of_lang.items():
+            languages[lang]["probe"] = {"test_snippets": int(mask.sum())}
+        for name, model in models.items():
             train_x, test_x = features(model.encoder, train_ids), features(model.encoder, test_ids)
-            probe[name] = {kind: linear_probe(train_x[kind], train_y, test_x[kind], test_y, len(languages))
-                           for kind in FEATURES}
+            right = {kind: probe_predictions(train_x[kind], train_y, test_x[kind], len(probe_languages)) == test_y
+                     for kind in FEATURES}
+            probe[name] = {kind: float(r.float().mean()) for kind, r in right.items()}
+            for lang, mask in of_lang.items():  # the language's own snippets: its recall
+                languages[lang]["probe"][name] = {kind: float(r[mask].float().mean()) for kind, r in right.items()}
     result["probe"] = probe
+    result["languages"] = languages
+    # The output's languages that could not be scored: none of their validation examples was read.
+    result["unscored_languages"] = [lang for lang in _output_languages(cfg.data.path) if lang not in languages]
     return result
 
 
@@ -234,7 +287,23 @@ def format_evaluation(r: dict) -> str:
     else:
         lines.append(f"language probe skipped: {len(p['languages'])} language(s) in the train snippets, "
                      f"{p['test_snippets']} test snippets")
-    return "\n".join(lines)
+    return "\n".join(lines + _language_lines(r))
+
+
+def _language_lines(r: dict) -> list[str]:
+    """The per-language table: masked accuracy of each model, probe accuracy on the language's
+    own snippets (mean features; "-" where the probe could not score it)."""
+    lines = [f"{'by language':<24}{'masked accuracy':^29}{'probe (mean)':^21}".rstrip(),
+             f"{'':15}{'examples':>9}{'pretrained':>11}{'initial':>9}{'unigram':>9}{'pretrained':>12}{'initial':>9}"]
+    for lang, x in r["languages"].items():
+        m, p = x["masked"], x.get("probe", {})
+        probe = "".join(f"{p[name]['mean']:>{w}.3f}" if name in p else f"{'-':>{w}}"
+                        for name, w in (("pretrained", 12), ("initial", 9)))
+        lines.append(f"  {lang:<13}{x['validation_examples']:>9}{m['pretrained']['accuracy']:>11.3f}"
+                     f"{m['initial']['accuracy']:>9.3f}{m['unigram']['accuracy']:>9.3f}{probe}")
+    if r["unscored_languages"]:
+        lines.append(f"  no validation examples read, not scored: {' '.join(r['unscored_languages'])}")
+    return lines
 
 
 def beats_initialization(r: dict) -> bool:

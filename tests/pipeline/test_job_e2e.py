@@ -10,7 +10,7 @@ import fsspec
 import numpy as np
 import pytest
 
-from pipeline import contract, output, sources
+from pipeline import contract, job, output, sources
 from pipeline.config import PreprocessConfig
 from pipeline.shards import read_table
 from pipeline.validate import check_row, validate
@@ -44,9 +44,25 @@ def test_sample_output_obeys_the_contract(sample_run):
     problems, count, summary = validate(str(out))
     assert count == 0, problems
     assert summary["examples"] == sum(s.rows for s in manifest.splits.values()) > 0
+    assert summary["validation_pages"] == dict.fromkeys(manifest.languages, 1)  # checked against the rule too
     assert len(manifest.splits["train"].shards) >= 2
     assert manifest.splits["validation"].rows > 0
     assert not any(name.startswith(".staging") for name in os.listdir(out))
+
+
+def test_every_sample_language_holds_out_its_share_of_pages(sample_run):
+    """Issue 24: the split is drawn per language, so each of the sample's languages (28 or 29
+    kept pages: 5% is 1.4, one page) has validation pages; a global page-hash split gave en and
+    hi two each and the five others none, and `canine evaluate` could score only those two."""
+    out, manifest = sample_run
+    held = {}
+    for shard in manifest.splits["validation"].shards:
+        table = read_table(str(out / shard.path), columns=["lang", "page_ids"])
+        for lang, page_ids in zip(table.column("lang").to_pylist(), table.column("page_ids").to_pylist()):
+            held.setdefault(lang, set()).update(page_ids)
+    assert {lang: len(pages) for lang, pages in held.items()} == dict.fromkeys(manifest.languages, 1)
+    assert all(job.validation_pages(c.kept, 0.05) == 1 for c in manifest.languages.values())
+    assert sorted(held) == ["ar", "de", "en", "hi", "ko", "ru", "zh"]
 
 
 def manifest_rows(manifest):

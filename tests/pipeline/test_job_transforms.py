@@ -67,12 +67,30 @@ def test_clean_pages_counts_what_kept_pages_lost_and_follows_the_config():
         assert_that(out.kept | beam.Map(lambda p: p.text), equal_to(["Text.\na\nSee also\nY"]), label="KeptAll")
 
 
-def test_assign_split_is_a_pure_function_of_lang_and_page_id():
-    pages = [job.Page("en", i, "x") for i in range(2000)]
-    splits = [job.split_of(p, 0.05) for p in pages]
-    assert 40 <= splits.count("validation") <= 160  # ~5% of 2000
-    assert splits == [job.split_of(p, 0.05) for p in pages]
-    assert job.split_of(job.Page("de", 7, "x"), 0.0) == "train"
+def test_validation_pages_are_each_languages_share_with_one_from_the_minimum_on():
+    assert job.MIN_PAGES_FOR_VALIDATION == 20
+    assert job.validation_pages(2000, 0.02) == 40
+    assert job.validation_pages(30, 0.01) == 1  # 0.3 of a page, raised to one: a language of 30 pages is scored
+    assert job.validation_pages(19, 0.01) == 0  # under the minimum: its share only, none
+    assert job.validation_pages(10, 0.3) == 3  # ... which a large fraction still gives
+    assert job.validation_pages(50, 0.05) == 3  # 2.5 rounds half up
+    assert job.validation_pages(10**6, 0.0) == job.validation_pages(30, 0.0) == 0
+    smallest = list(range(100, 150))  # a language's 50 smallest split hashes
+    assert job.validation_cut(30, smallest[:30], 0.02) == 101  # hash 100 only
+    assert job.validation_cut(2000, smallest, 0.02) == 140  # the 40 smallest
+    assert job.validation_cut(10, smallest[:10], 0.02) == 0
+    assert job.validation_cut(10**6, smallest, 0.005) == int(0.005 * 2**64)  # 5000 pages: the hash threshold
+
+
+def test_past_the_exact_bottom_k_a_language_holds_out_about_its_share():
+    # 3000 pages at 2%: 60 > EXACT_VALIDATION_PAGES, so every page whose split hash is under 2%
+    # of the range; a binomial count of mean 60 and standard deviation ~7.7.
+    hashes = sorted(job.split_hash("de", i) for i in range(3000))
+    cut = job.validation_cut(3000, hashes[: job.EXACT_VALIDATION_PAGES], 0.02)
+    pages = [job.Page("de", i, "x") for i in range(3000)]
+    held = sum(job.split_of(p, {"de": cut}) == "validation" for p in pages)
+    assert held == sum(h < cut for h in hashes) and 60 - 25 <= held <= 60 + 25
+    assert all(job.split_of(p, {"de": cut}) == "train" for p in [job.Page("en", i, "x") for i in range(50)])
 
 
 def test_language_weights_follow_exponential_smoothing_and_keep_the_total():
@@ -155,12 +173,27 @@ def test_read_and_clean_gives_each_row_an_outcome_and_replays_a_finished_item(tm
         rows.write_text('{"id": 9, "title": "Z", "text": "Changed.", "lang": "en"}\n')
 
 
-def test_assign_split_keys_every_page_by_its_split():
-    pages = [job.Page("en", i, "x") for i in range(40)]
-    expected = [(job.split_of(p, 0.3), p) for p in pages]
-    assert {s for s, _ in expected} == {"train", "validation"}  # both splits are exercised
+def test_assign_split_holds_out_each_languages_share_whatever_the_order_and_bundling():
+    """One large language, one small, one under the minimum: the held-out pages of each are
+    those with the smallest split hashes, as many as its share."""
+    sizes = {"en": 1000, "bg": 30, "xx": 19}
+    pages = [job.Page(lang, i, "x") for lang, n in sizes.items() for i in range(n)]
+
+    def smallest(lang, k):
+        return sorted((p for p in pages if p.lang == lang), key=lambda p: job.split_hash(p.lang, p.page_id))[:k]
+
+    # 1% of 1000 is 10; bg's 0.3 of a page is raised to one; xx (19 pages, under the minimum) gets none.
+    held = set(smallest("en", 10) + smallest("bg", 1))
+    expected = [("validation" if p in held else "train", p) for p in pages]
+    shuffled = sorted(pages, key=lambda p: stable_int("test order", p.lang, p.page_id))
     with TestPipeline(options=_opts()) as p:
-        assert_that(p | beam.Create(pages) | job.AssignSplit(0.3), equal_to(expected))
+        in_order = p | "InOrder" >> beam.Create(pages) | "SplitInOrder" >> job.AssignSplit(0.01)
+        reshuffled = (p | "Shuffled" >> beam.Create(shuffled) | beam.Reshuffle()
+                      | "SplitShuffled" >> job.AssignSplit(0.01))
+        # Each page exactly once, in its split (train and validation never share one), both ways.
+        both = (in_order | "TagInOrder" >> beam.Map(lambda kv: (0, *kv)),
+                reshuffled | "TagShuffled" >> beam.Map(lambda kv: (1, *kv))) | beam.Flatten()
+        assert_that(both, equal_to([(run, *kv) for run in (0, 1) for kv in expected]))
 
 
 def test_train_tokenizer_learns_from_the_bottom_k_training_pages_only():
@@ -255,12 +288,15 @@ def test_collect_stats_writes_every_count_as_one_sorted_json_file(tmp_path):
         dropped = p | "Dropped" >> beam.Create([("en", (1,) + (0,) * (n - 1)), ("en", (1,) * n)])
         example_langs = p | "Examples" >> beam.Create(["en", "en", "sw"])
         weights = p | "Weights" >> beam.Create([{"en": 0.5, "sw": 2.0}])
-        path = (outcomes, replaced, dropped, example_langs, weights) | job.CollectStats(str(tmp_path))
+        validation_langs = p | "Validation" >> beam.Create(["sw", "en", "sw"])
+        parts = (outcomes, replaced, dropped, example_langs, weights, validation_langs)
+        path = parts | job.CollectStats(str(tmp_path))
         assert_that(path, equal_to([f"{tmp_path}/stats.json"]))
     assert json.loads((tmp_path / "stats.json").read_text(encoding="utf-8")) == [
         ["dropped", "en", [2] + [1] * (n - 1)],
         ["examples", "en", 2], ["examples", "sw", 1],
         ["outcome", "en", "kept", 2], ["outcome", "en", "redirects", 1], ["outcome", "sw", "empty", 1],
         ["replaced", "en", 5],
+        ["validation_pages", "en", 1], ["validation_pages", "sw", 2],
         ["weight", "en", 0.5], ["weight", "sw", 2.0],
     ]

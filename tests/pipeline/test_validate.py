@@ -1,11 +1,12 @@
 """`canine validate`'s two row rules of its own (pipeline/validate.py): whole whitespace spans and the
-tokenizer's spans, named like the shared rules (pipeline/rows.py)."""
+tokenizer's spans, named like the shared rules (pipeline/rows.py); and its check of the
+per-language validation split against the job's rule."""
 
 import pytest
 
 from pipeline import contract
 from pipeline.tokenizer import train_wordpiece
-from pipeline.validate import Problems, check_row
+from pipeline.validate import Problems, check_row, check_split
 
 from contract_rows import contract_row
 
@@ -39,3 +40,23 @@ def test_subword_spans_must_be_the_tokenizers():
     found = problems(contract_row("bad", "ab cd ef", subwords=spans[:-1] + [(start, length, other, 0, 0)]), tokenizer)
     assert found == [f"train/part-0.parquet: example 'bad' (row 0), field 'subword_starts', index {len(spans) - 1}: "
                      "a subword span is not what the tokenizer produces on that segment"]
+
+
+def test_the_validation_split_must_be_each_languages_smallest_hashes():
+    from pipeline.job import split_hash
+
+    kept = {"en": 100, "bg": 25}  # at 5%: en holds out 5 pages, bg 1 (1.25)
+    ranked = {lang: sorted(range(n), key=lambda i: split_hash(lang, i)) for lang, n in kept.items()}
+    held = {(lang, i) for lang, k in (("en", 5), ("bg", 1)) for i in ranked[lang][:k]}
+    every = {(lang, i) for lang, n in kept.items() for i in range(n)}
+    # a train page of en missing from the shards (subsampled away) changes nothing
+    pages = {"validation": held, "train": every - held - {("en", ranked["en"][50])}}
+    out = Problems()
+    assert check_split(pages, kept, 0.05, out) == {"bg": 1, "en": 5} and out.items == []
+    # bg's held-out page swapped for another: two pages in the wrong split
+    first, second = ("bg", ranked["bg"][0]), ("bg", ranked["bg"][1])
+    swapped = {"validation": held - {first} | {second}, "train": every - held - {second} | {first}}
+    out = Problems()
+    assert check_split(swapped, kept, 0.05, out) == {"bg": 1, "en": 5}
+    assert out.items == [f"splits.bg: 2 pages are not in the split the job's rule gives (1 of 25 kept pages held "
+                         f"out at fraction 0.05, the rule holds out 1), e.g. page {first[1]} is in train"]

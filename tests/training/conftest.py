@@ -25,7 +25,8 @@ def contract_shards(tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def pipeline_shards(sample_xml, tmp_path_factory) -> str:
     """The real pipeline (`canine preprocess`, Beam DirectRunner) on the bundled sample dumps, at
-    length 256 with sentence-order pairs: one train shard of ~1650 examples, 64 for validation."""
+    length 256 with sentence-order pairs: one train shard of ~1650 examples, ~80 for validation
+    (a page of each of the 7 languages)."""
     from jobs import cli
 
     out = str(tmp_path_factory.mktemp("pipeline") / "shards")

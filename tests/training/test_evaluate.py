@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 import torch
 
@@ -57,6 +58,53 @@ def test_an_untrained_run_equals_its_initialization(tmp_path, contract_shards):
     assert m["pretrained"] == m["initial"] and m["pretrained"]["predictions"] > 100
     assert p["pretrained"] == p["initial"] and len(p["languages"]) == 6 and p["test_snippets"] > 0
     assert not evaluate.beats_initialization(r)
+    langs = r["languages"]  # the 16 rows hold all six languages: each scored, the same both ways
+    assert sorted(langs) == p["languages"] and r["unscored_languages"] == []
+    assert sum(x["validation_examples"] for x in langs.values()) == 16
+    assert all(x["masked"]["pretrained"] == x["masked"]["initial"] for x in langs.values())
+    assert all(x["probe"]["pretrained"] == x["probe"]["initial"] for x in langs.values())
+
+
+def test_each_languages_figures_are_over_its_own_rows_and_the_unread_are_listed(tmp_path, contract_shards):
+    from training.train.stream import build_seed
+
+    run = str(tmp_path / "run")
+    write_run(run, contract_shards)
+    r = evaluate.evaluate_run(run, examples=4, train_examples=64)
+    # the validation split's first 4 rows are ja ru de el: en and hi have none read
+    assert sorted(r["languages"]) == ["de", "el", "ja", "ru"] and r["unscored_languages"] == ["en", "hi"]
+    cfg, manifest, pretrained, _ = evaluate.load_run(run)
+    rows = evaluate.read_rows(manifest.splits["validation"], 4)
+    ru = rows.filter(pc.equal(rows["lang"], "ru"))
+    seq_len, seed = cfg.data.seq_len or manifest.seq_len, build_seed(cfg.train.seed, None)
+    out = pretrained(evaluate.build_batch(ru, seq_len, "char", seed,
+                                          num_hash_buckets=pretrained.config.num_hash_buckets))
+    got = r["languages"]["ru"]["masked"]["pretrained"]
+    assert got["predictions"] == int(out.count) < r["masked"]["pretrained"]["predictions"]
+    assert got["loss"] == pytest.approx(float(out.objective_loss), rel=1e-5)
+    assert got["accuracy"] == pytest.approx(float(out.correct) / float(out.count))
+    # the overall figures are the languages' together
+    for name in ("pretrained", "initial", "unigram"):
+        per = [x["masked"][name] for x in r["languages"].values()]
+        assert sum(x["predictions"] for x in per) == r["masked"][name]["predictions"]
+        assert sum(x["loss"] * x["predictions"] for x in per) / r["masked"][name]["predictions"] == pytest.approx(
+            r["masked"][name]["loss"])
+    assert sum(x["probe"]["test_snippets"] for x in r["languages"].values()) == r["probe"]["test_snippets"]
+    # each language's probe figure: the same probe's accuracy on that language's snippets alone
+    train_ids, train_langs = evaluate.snippets(evaluate.read_rows(manifest.splits["train"], 64), 32, 4, cfg.train.seed)
+    test_ids, test_langs = evaluate.snippets(rows, 32, 4, cfg.train.seed + 1)
+    classes = sorted(set(train_langs))
+    train_x = evaluate.features(pretrained.encoder, train_ids)["mean"]
+    predicted = evaluate.probe_predictions(train_x, [classes.index(x) for x in train_langs],
+                                           evaluate.features(pretrained.encoder, test_ids)["mean"], len(classes))
+    for lang, x in r["languages"].items():
+        right = [int(y) == classes.index(lang) for y, other in zip(predicted, test_langs) if other == lang]
+        assert x["probe"]["pretrained"]["mean"] == pytest.approx(sum(right) / len(right)), lang
+    text = evaluate.format_evaluation(r)
+    of_ru = r["languages"]["ru"]
+    assert (f"  ru           {1:>9}{got['accuracy']:>11.3f}{of_ru['masked']['initial']['accuracy']:>9.3f}"
+            f"{of_ru['masked']['unigram']['accuracy']:>9.3f}{of_ru['probe']['pretrained']['mean']:>12.3f}") in text
+    assert text.endswith("  no validation examples read, not scored: en hi")
 
 
 def _train_briefly(run: str, data: str, steps: int) -> None:
@@ -96,6 +144,7 @@ def test_a_trained_run_beats_its_initialization_and_the_unigram(tmp_path, contra
     text = evaluate.format_evaluation(r)
     assert f"  pretrained   {m['pretrained']['accuracy']:>10.3f}" in text and "language probe 6 languages" in text
     assert f"  initial      {p['initial']['mean']:>10.3f}{p['initial']['cls']:>9.3f}" in text
+    assert sorted(r["languages"]) == p["languages"] and "by language" in text and "not scored" not in text
 
 
 def test_evaluate_refuses_what_it_cannot_read(tmp_path, contract_shards, capsys):
