@@ -14,6 +14,18 @@ Each sub-command module defines `add_arguments(parser)` and `main(args) -> int`;
 imported only when their command runs, so `canine --help` stays fast (Beam, Ray and torch
 each take seconds to import). Every flag has help text and shows its default (HelpFormatter);
 tests/jobs/test_cli.py walks every sub-command's flags to keep it so.
+
+Errors: every command prints one line on stderr, `canine COMMAND: OBJECT: MEANING; WHAT TO DO`
+(jobs/errors.py); an unexpected exception prints its type, its first line and the file that holds
+its traceback. Exit status, for every command:
+    0    done
+    2    refused or failed: a bad flag, value or combination, missing or bad input, an output that
+         exists or is locked, an unexpected exception (argparse's own usage errors are 2 as well)
+    1    pretrain: training failed after --max-failures restarts (or trained nothing);
+         validate: problems found
+    130  interrupted (Ctrl-C)
+    submit also: 4 the cluster could not be reached or refused the token, 3 the job was stopped,
+         the job's own exit code when it failed (jobs/submit.py)
 """
 
 import argparse
@@ -109,7 +121,12 @@ def main(argv=None):
     args.passthrough = passthrough
     _redact_logs()
     quiet.install()
-    return int(_module(command).main(args) or 0)
+    from jobs import errors
+
+    try:
+        return int(_module(command).main(args) or 0)
+    except (Exception, KeyboardInterrupt) as e:  # SystemExit passes: argparse's and sys.exit's own status
+        return errors.report(command, e)
 
 
 def _redact_logs() -> None:

@@ -34,6 +34,11 @@ _INDEX_SUFFIX = "pages-articles-multistream-index.txt.bz2"
 _LANG_RE = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
 
 
+class DumpNotFound(FileNotFoundError):
+    """A dump, its index or its `latest` feed is not on the mirror; the message names the URLs
+    and what to do (jobs/errors.py prints it as it is)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Dump:
     lang: str  # canonical language code, underscores for hyphens ("en", "zh_min_nan")
@@ -102,9 +107,9 @@ def pin_latest(dump: Dump) -> Dump:
         with fsspec.open(url, "rb") as f:
             feed = f.read()
     except FileNotFoundError:
-        raise FileNotFoundError(
-            f"{url}: no feed for {dump.wiki} latest on this mirror; name the date instead (--dump {dump.lang}:YYYYMMDD)"
-        ) from None
+        raise DumpNotFound(
+            f"{url}: no feed for {dump.wiki} latest on this mirror; name the date instead "
+            f"(--dump {dump.lang}:YYYYMMDD), or check --mirror ({dump.mirror})") from None
     try:
         links = [el.text or "" for el in ET.fromstring(feed).iter("link")]
     except ET.ParseError as e:
@@ -183,14 +188,15 @@ def _mirror_root(mirror: str | None) -> str:
 def resolve(specs: list[str], *, mirror: str | None = None, lang: str | None = None) -> list[Dump]:
     """`--dump` specs as dumps that exist: `latest` pinned to its date (the output path then names
     the real date, so reruns find it), every dump and its index checked on the mirror. Raises
-    ValueError naming a bad spec, FileNotFoundError naming what the mirror lacks. The one
+    ValueError naming a bad spec, DumpNotFound naming what the mirror lacks. The one
     resolution `canine preprocess --dump` (the CLI, the smoke run, the scheduled script) goes through."""
     resolved = []
     for spec in specs:
         d = pin_latest(parse_dump(spec, mirror=mirror, lang=lang))
         missing = missing_files(d)
         if missing:
-            raise FileNotFoundError(f"--dump {spec}: missing on the mirror: {', '.join(missing)}")
+            raise DumpNotFound(f"--dump {spec}: missing on the mirror: {', '.join(missing)}; check the language and "
+                               f"the date ({d.mirror}/{d.wiki}/ lists the dated dumps) or --mirror")
         resolved.append(d)
     # In language order, as the output path: "ko en" and "en ko" are one run with one config.
     return sorted(resolved, key=lambda d: d.lang)

@@ -8,10 +8,9 @@ RUN and DIR are local paths or any fsspec URL (s3://, gs://). The directory hold
 (config.json, model.safetensors), the tokenizer config CANINE's tokenizer needs, and a model card
 (README.md: the run's config, the data manifest's hash, steps, final losses, evaluations); it is
 published whole (training/hf.py `publish`). Needs the `[hf]` extra. Exit codes: 0 written,
-2 refused (no such run, not finished, the extra missing, no Hugging Face equivalent).
+2 refused (no such run, not finished, the extra missing, no Hugging Face equivalent, a target that
+is a file or holds other things) or failed, with one line on stderr (jobs/errors.py).
 """
-
-import sys
 
 
 def add_arguments(p):
@@ -19,14 +18,22 @@ def add_arguments(p):
     p.add_argument("--to", metavar="DIR", help="where the export goes (default: RUN/hf)")
 
 
+def objects(args) -> dict[str, str]:
+    """What each path is, for an error that names only a path (jobs/errors.py)."""
+    from training.export import HF_DIR
+
+    to = args.to or f"{args.run.rstrip('/')}/{HF_DIR}"
+    return {args.run: "the run directory (RUN)", to: "the export directory (--to)"}
+
+
 def main(args) -> int:
+    from jobs import errors
     from pipeline.contract import redact
-    from training.export import ExportError, export_run
+    from training.export import export_run
 
     try:
         target = export_run(args.run, to=args.to)
-    except (ExportError, FileNotFoundError) as e:
-        print(f"canine export: {redact(str(e))}", file=sys.stderr)
-        return 2
+    except Exception as e:  # ExportError, a bare path in words, anything else with its traceback file
+        return errors.report("export", e, objects(args))
     print(f"canine export: Hugging Face CanineModel of {redact(args.run)} written to {redact(target)}")
     return 0

@@ -59,11 +59,15 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
     from pipeline.lock import OutputLock
     from pipeline import output, sources
 
+    if workers < 1:
+        raise ValueError(f"--workers {workers}: must be 1 or more (worker processes of the runner)")
     if dumps:
         resolved = dump_specs.resolve(list(dumps), mirror=mirror, lang=cfg.lang)
         cfg = dataclasses.replace(cfg, inputs=(*cfg.inputs, *(d.dump_url for d in resolved)),
                                   output=dump_specs.output_path(cfg.output, resolved))
     # A bad flag or input is found here, before the lock creates the output folder.
+    if runner != "DirectRunner":  # the default is known good; another may be misspelled or miss its options
+        _check_runner(workers, runner, beam_args)
     plan = output.prepare(cfg)
     created = output.missing_root(cfg.output)
     command = contract.redact(shlex.join(["canine", "preprocess", *map(str, cfg.inputs), "--output", cfg.output]))
@@ -86,25 +90,59 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
         raise
 
 
-def main(args) -> int:
-    import json
+def objects(args, cfg: PreprocessConfig | None = None) -> dict[str, str]:
+    """What each path of this run is, for an error that names only a path (jobs/errors.py)."""
+    from jobs import dumps
 
+    output = (cfg.output if cfg else args.output).rstrip("/")
+    found = {pattern: "an input (INPUT)" for pattern in (cfg.inputs if cfg else args.inputs)}
+    if args.dump:
+        found[args.mirror or dumps.DEFAULT_MIRROR] = "the dump mirror (--mirror)"
+    tokenizer = cfg.tokenizer if cfg else args.tokenizer
+    if tokenizer:
+        found[tokenizer] = "the tokenizer (--tokenizer)"
+    # Below --output at any depth (a --dump run writes OUTPUT/<langs>/<date>).
+    found[output] = "the output directory (--output)"
+    found[f"{output}/*{contract.STAGING_PREFIX}*"] = "this run's staging folder in the output directory"
+    return found
+
+
+def _check_runner(workers: int, runner: str, beam_args) -> None:
+    """Beam checks the runner's name and its options (Dataflow's --project, --region, ...) when a
+    Pipeline is made: made here once, so that a mistake is named before anything is written."""
+    import apache_beam as beam
+
+    from pipeline import runners
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.WARNING)  # its INFO lines ("Runner defaulting to ...") come again with the real one
+    try:
+        beam.Pipeline(options=runners.beam_options(workers, runner, list(beam_args)))
+    except ValueError as e:
+        text = " ".join(str(e).split())
+        if "validation" in text:  # "Pipeline has validations errors: Missing required option: project. ..."
+            text += " Give the runner's options after a bare `--`: canine preprocess ... -- --project P --region R ..."
+        raise ValueError(f"--runner {runner}: {text}") from None
+    except ImportError as e:  # Beam's own words: "Google Cloud Dataflow runner not available, please install ..."
+        raise ValueError(f"--runner {runner}: {e}") from None
+    finally:
+        root.setLevel(level)
+
+
+def main(args) -> int:
+    from jobs import errors
     from jobs.inspect import print_manifest
-    from pipeline.lock import LockHeld, LockLost
-    from pipeline import output, sources
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    cfg = None
     try:
         cfg = config_from_args(args)
         where, result = preprocess(cfg, dumps=args.dump, mirror=args.mirror, workers=args.workers,
                                    runner=args.runner, beam_args=args.passthrough)
-    except (ValueError, FileNotFoundError, sources.InputError, output.OutputExistsError, LockHeld, LockLost) as e:
-        message = contract.redact(str(e))
-        print(f"canine preprocess: {message}", file=sys.stderr)
-        if args.json:
-            print(json.dumps({"error": message}, ensure_ascii=False))
-        return 2
+    except Exception as e:  # our errors as they are, a bare path in words, anything else with its traceback file
+        return errors.report("preprocess", e, objects(args, cfg), as_json=args.json)
     if result.up_to_date:
         # stderr under --json: stdout stays one JSON document on every path
         print(f"{where}: already complete for this config ({result.manifest.config_sha256[:12]}); "

@@ -15,8 +15,9 @@ makes worker rank 1 kill itself once at step k (CANINE_FAULT_KIND: other faults,
 training/train/failures.py).
 Exit codes: 0 done, 1 training failed (after --max-failures restarts), 2 refused before training
 (a bad config or data, a changed config on resume, another driver holding the output, a cluster
-that cannot place the run) or stopped by an error no restart can fix (out of memory, a bad config
-or shard met by the workers, a run that trains nothing or diverged).
+that cannot place the run or cannot be reached) or stopped by an error no restart can fix (out of
+memory, a bad config or shard met by the workers, a run that trains nothing or diverged); every
+error is one line on stderr (jobs/errors.py).
 """
 
 import json
@@ -53,40 +54,50 @@ def overrides_from_args(args) -> dict:
     return {**flags.values_of(args, FLAGS), **parse_settings(args.set)}
 
 
+def objects(args, cfg=None) -> dict[str, str]:
+    """What each path of this run is, for an error that names only a path (jobs/errors.py)."""
+    found = {args.config: "the config file (--config)"}
+    if cfg is not None:
+        found.update({cfg.data.path: "the shard directory (--data)", cfg.output: "the run directory (--output)"})
+    return found
+
+
 def main(args) -> int:
+    from jobs import errors
     from training.train.config import load_config, to_yaml
 
     try:
         cfg = load_config(args.config, overrides_from_args(args))
-    except (ValueError, FileNotFoundError) as e:
-        print(f"canine pretrain: {e}", file=sys.stderr)
-        return 2
+    except Exception as e:
+        return errors.report("pretrain", e, objects(args))
     if args.dry_run:
         print(to_yaml(cfg), end="")
         return 0
-    if not cfg.output or not cfg.data.path:
-        print("canine pretrain: --data and --output are required", file=sys.stderr)
-        return 2
+    for flag, what, key, value in (("--data", "the shard directory", "data.path", cfg.data.path),
+                                   ("--output", "the run directory", "output", cfg.output)):
+        if not value:
+            print(f"canine pretrain: {flag} ({what}): required; give it, or {key} in the --config file", file=sys.stderr)
+            return 2
 
     from ray.train import TrainingFailedError
 
-    from pipeline.lock import LockHeld, LockLost
-    from pipeline.contract import redact
-    from training.train.failures import FatalError
-    from training.train.resources import ClusterTooSmall
+    from training.train import failures
     from training.train.run import pretrain
 
     try:
         summary = pretrain(cfg)
-    # bad data, a changed config on resume, another driver on the output, a cluster too small
-    except (ValueError, FileNotFoundError, LockHeld, LockLost, ClusterTooSmall) as e:
-        print(f"canine pretrain: {redact(str(e))}", file=sys.stderr)
-        return 2
-    except FatalError as e:  # a worker's error that no restart can fix, at its first occurrence
-        print(f"canine pretrain: {redact(str(e))}", file=sys.stderr)
-        return 2
     except TrainingFailedError as e:  # the workers' error, after --max-failures restarts
-        print(f"canine pretrain: training failed: {e}", file=sys.stderr)
+        limit = cfg.parallel.max_failures
+        print(f"canine pretrain: training failed after {limit} restart(s) (--max-failures {limit}): "
+              f"{failures.summary(e)}; the workers' tracebacks are in Ray's logs (/tmp/ray/session_latest/logs on "
+              "each node); the same command resumes from the last checkpoint", file=sys.stderr)
         return 1
+    except Exception as e:  # a bad config or data, a changed config on resume, another driver on the output,
+        # a cluster too small or unreachable, a worker's error no restart can fix (failures.FatalError)
+        return errors.report("pretrain", e, objects(args, cfg))
     print(json.dumps(summary, indent=1))
-    return 0 if summary.get("steps") else 1
+    if not summary.get("steps"):
+        print(f"canine pretrain: {errors.one_line(cfg.output)}: no training step was recorded (metrics.jsonl is empty); the workers' "
+              "logs say why (Ray's logs, /tmp/ray/session_latest/logs)", file=sys.stderr)
+        return 1
+    return 0

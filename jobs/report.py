@@ -10,7 +10,6 @@ manifest its config points to), so it works for any finished or running run.
 import io
 import json
 import statistics
-import sys
 
 import fsspec
 import yaml
@@ -75,7 +74,8 @@ def summarize(run_dir: str) -> dict:
 
     records = read_metrics(run_dir)
     if not records:
-        raise FileNotFoundError(f"{run_dir}: no metrics.jsonl (not a canine pretrain run, or it has not logged a step)")
+        raise FileNotFoundError(f"{run_dir}: no metrics.jsonl (not a canine pretrain run, or it has not logged a step); "
+                                "give the --output of canine pretrain")
     head, tail = records[: min(5, len(records))], records[-min(5, len(records)) :]
     evals = [r for r in records if "eval_loss" in r]
     summary = {
@@ -130,10 +130,11 @@ def add_arguments(p):
 
 
 def main(args) -> int:
+    from jobs import errors
+
     try:
         s = summarize(args.run_dir)
-    except FileNotFoundError as e:
-        print(f"canine report: {e}", file=sys.stderr)
-        return 2
+    except Exception as e:  # our messages as they are, a bare path in words, anything else with its traceback file
+        return errors.report("report", e, {args.run_dir: "the run directory (RUN_DIR)"})
     print(json.dumps(s, indent=1) if args.json else format_summary(s))
     return 0

@@ -53,7 +53,7 @@ def _stage(n, text):
 
 
 def main(args) -> int:
-    from jobs import report
+    from jobs import errors, report
     from jobs.preprocess import preprocess
     from pipeline import options
     from pipeline.config import PreprocessConfig
@@ -81,8 +81,7 @@ def main(args) -> int:
                                    "checkpoint.every": max(1, args.steps // 2), "parallel.workers": args.workers,
                                    "parallel.zero_stage": 2, "data.seq_len": args.seq_len, **train_settings})
     except ValueError as e:
-        print(f"canine smoke: {e}", file=sys.stderr)
-        return 2
+        return errors.report("smoke", e)
 
     _stage(1, f"preprocessing the bundled sample with the Beam DirectRunner ({args.workers} workers) -> {shards}")
     _, result = preprocess(pre, workers=args.workers)

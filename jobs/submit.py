@@ -109,12 +109,14 @@ def resolve_token(environ=None, home: Path | None = None) -> Token | None:
         value = path.read_text(encoding="utf-8").strip()
     except FileNotFoundError:
         if path_env:  # named explicitly, so its absence is a mistake, as Ray itself treats it
-            raise ClusterError(f"RAY_AUTH_TOKEN_PATH={path}: no such file") from None
+            raise ClusterError(f"RAY_AUTH_TOKEN_PATH={path}: no such file; point it at the file that holds the "
+                               "cluster's token, or unset it (docs/cluster.md)") from None
         return None
     except OSError as e:
-        raise ClusterError(f"token file {path}: cannot read it ({e.strerror})") from None
+        raise ClusterError(f"token file {path}: cannot read it ({e.strerror}); check its permissions") from None
     if not value:
-        raise ClusterError(f"token file {path} is empty")
+        raise ClusterError(f"token file {path} is empty; write the cluster's token in it (docs/cluster.md: how to "
+                           "read it from the cluster)")
     return Token(value, str(path))
 
 
@@ -174,7 +176,7 @@ def submit(client, spec: SubmitSpec) -> str:
         raise ClusterError(f"the cluster refused the job: {_reason(e)}") from None
 
 
-def follow(client, job_id: str, token: Token | None, out=None) -> int:
+def follow(client, job_id: str, token: Token | None, out=None, address: str | None = None) -> int:
     """Stream the job's logs until it ends; return its exit status (see module docstring)."""
     out = out or sys.stdout
 
@@ -188,26 +190,32 @@ def follow(client, job_id: str, token: Token | None, out=None) -> int:
     except Exception as e:  # the log socket dropped (head restarted, proxy timeout): poll instead
         print(f"canine submit: log stream of {job_id} ended early ({_mask(str(e), token)}); waiting for the job",
               file=sys.stderr)
-    return wait(client, job_id, token)
+    return wait(client, job_id, token, address=address)
 
 
-def wait(client, job_id: str, token: Token | None = None, poll_s: float = 2.0) -> int:
+def wait(client, job_id: str, token: Token | None = None, poll_s: float = 2.0, address: str | None = None) -> int:
     """Wait until the job is terminal (after a dropped log stream) and map its status to an exit code."""
     done = threading.Event()  # never set: its wait() is an interruptible poll interval
     while not (info := client.get_job_info(job_id)).status.is_terminal():
         done.wait(poll_s)
-    return exit_code(info, token)
+    return exit_code(info, token, address)
 
 
-def exit_code(info, token: Token | None = None) -> int:
+def exit_code(info, token: Token | None = None, address: str | None = None) -> int:
+    """The job's exit status (module docstring); a failed job gets one line on stderr: Ray's first
+    line of why (its message goes on with the tail of the job's logs, streamed already) and how
+    to read the logs again."""
     status = str(info.status)
     if status == "SUCCEEDED":
         return 0
     if status == "STOPPED":
         return EXIT_STOPPED
     code = getattr(info, "driver_exit_code", None)
-    if info.message:
-        print(f"canine submit: job {info.submission_id} {status}: {_mask(info.message, token)}", file=sys.stderr)
+    lines = [ln.strip() for ln in (info.message or "").splitlines() if ln.strip()]
+    why = lines[0].split(", last available logs")[0] if lines else "no reason given"
+    logs = f"again: canine submit --address {address} logs {info.submission_id}" if address else "in the job's logs"
+    print(f"canine submit: job {info.submission_id} {status}: {_mask(why, token)}; its output is above ({logs})",
+          file=sys.stderr)
     return code if isinstance(code, int) and 0 < code < 256 else 1
 
 
@@ -235,14 +243,15 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
+    from jobs import errors
+
     try:
         return _run(args)
     except ClusterError as e:
-        print(f"canine submit: {e}", file=sys.stderr)
+        errors.report("submit", e)
         return EXIT_CLUSTER
     except ValueError as e:
-        print(f"canine submit: {e}", file=sys.stderr)
-        return 2
+        return errors.report("submit", e)
     except KeyboardInterrupt:  # Ctrl-C while following an existing job's logs: the job is untouched
         print("\ncanine submit: interrupted; the job, if any, keeps running", file=sys.stderr)
         return EXIT_DETACHED
@@ -258,7 +267,7 @@ def _run(args) -> int:
             raise ValueError("usage: canine submit --address URL [status|logs|stop] JOB_ID, "
                              f"or canine submit --address URL -- COMMAND ...; got {' '.join(action)!r}")
         client, token = _connect(address, args)
-        return _act(client, action[0], action[1], token, args.follow)
+        return _act(client, action[0], action[1], token, args.follow, address)
     spec = _spec(args, command)
     client, token = _connect(address, args)
     job_id = submit(client, spec)
@@ -267,7 +276,7 @@ def _run(args) -> int:
         print(job_id)
         return 0
     try:
-        return follow(client, job_id, token)
+        return follow(client, job_id, token, address=address)
     except KeyboardInterrupt:
         print(f"\ncanine submit: detached; job {job_id} keeps running "
               f"(canine submit --address {address} stop {job_id})", file=sys.stderr)
@@ -305,7 +314,8 @@ def _spec(args, words) -> SubmitSpec:
     if not (args.image or args.installed):
         working_dir = args.working_dir or str(_project_root())
         if not Path(working_dir).is_dir():
-            raise ValueError(f"--working-dir {working_dir}: not a directory")
+            raise ValueError(f"--working-dir {working_dir}: not a directory; give the project checkout to upload, "
+                             "or use --image or --installed")
     return SubmitSpec(tuple(words), working_dir, args.image, tuple(env), args.job_id)
 
 
@@ -323,7 +333,7 @@ def _project_root() -> Path:
     return root
 
 
-def _act(client, action: str, job_id: str, token: Token | None, follow_logs: bool) -> int:
+def _act(client, action: str, job_id: str, token: Token | None, follow_logs: bool, address: str = "URL") -> int:
     try:
         if action == "status":
             info = client.get_job_info(job_id)
@@ -331,7 +341,7 @@ def _act(client, action: str, job_id: str, token: Token | None, follow_logs: boo
             return 0
         if action == "logs":
             if follow_logs:
-                return follow(client, job_id, token)
+                return follow(client, job_id, token, address=address)
             sys.stdout.write(_mask(client.get_job_logs(job_id), token))
             return 0
         stopped = client.stop_job(job_id)
@@ -339,7 +349,8 @@ def _act(client, action: str, job_id: str, token: Token | None, follow_logs: boo
         return 0
     except RuntimeError as e:  # the SDK reports an unknown id as a failed request (HTTP 404)
         if "404" in str(e) or "does not exist" in str(e):
-            raise ClusterError(f"no job {job_id} on this cluster") from None
+            raise ClusterError(f"no job {job_id} on the cluster at {address}; check the id (ray job list --address "
+                               f"{address} lists the jobs)") from None
         raise ClusterError(f"{action} {job_id}: {_mask(_reason(e), token)}") from None
 
 

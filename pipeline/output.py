@@ -172,7 +172,8 @@ def prepare(cfg: PreprocessConfig) -> Plan:
             with fsspec.open(cfg.tokenizer, "r", encoding="utf-8") as f:
                 tokenizer_json = f.read()
         except FileNotFoundError:
-            raise sources.InputError(f"--tokenizer {cfg.tokenizer}: no such file") from None
+            raise sources.InputError(f"--tokenizer {cfg.tokenizer}: no such file; give the {contract.TOKENIZER} of an "
+                                     "earlier output, or leave --tokenizer out to train one") from None
     return Plan(cfg, items, tokenizer_json)
 
 

@@ -16,6 +16,7 @@ it, e.g. once the `[hf]` extra is installed.
 
 import hashlib
 import json
+import pickle
 import statistics
 
 import fsspec
@@ -57,7 +58,8 @@ def read_run_config(run: str):
 
     text = _read(_join(run, "config.yaml"))
     if text is None:
-        raise ExportError(f"{contract.redact(run)} has no config.yaml: not the output of canine pretrain")
+        raise ExportError(f"{contract.redact(run)} has no config.yaml: not a run directory (the --output of canine "
+                          "pretrain); check the path or URL")
     return config_mod.from_dict(yaml.safe_load(text), where=_join(run, "config.yaml"))
 
 
@@ -161,18 +163,31 @@ def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | No
         from training.train.loop import CONSOLIDATED
 
         consolidated = _join(run, CONSOLIDATED)
+    target = to or _join(run, HF_DIR)
+    target_fs, target_path = fsspec.core.url_to_fs(target)
+    if target_fs.isfile(target_path):
+        raise ExportError(f"{contract.redact(target)}: a file, and an export is a directory; choose another --to, "
+                          "or remove the file")
     fs, path = fsspec.core.url_to_fs(consolidated)
     if not fs.exists(path):
         raise ExportError(f"{contract.redact(run)} has no consolidated weights ({contract.redact(consolidated)}): "
-                          "they are written after the run's last step")
+                          "they are written after the run's last step; finish the run first (canine pretrain with "
+                          "the same --output resumes it from its last checkpoint), then export")
     model = CaninePretrainingModel(config_mod.model_config(cfg), cfg.train.objective)
-    load_consolidated(model, consolidated)
+    try:
+        load_consolidated(model, consolidated)
+    # torch.load of a cut, damaged or foreign file (weights_only refuses anything but tensors with
+    # an UnpicklingError); a shape mismatch is a ValueError that names the tensors, passed as it is.
+    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as e:
+        first = str(e).strip().splitlines()[0].split(". ")[0][:160] if str(e).strip() else "no detail"
+        raise ExportError(f"{contract.redact(consolidated)}: unreadable consolidated weights ({type(e).__name__}: "
+                          f"{first}); a damaged, partly copied or foreign file: copy it again, or finish the run "
+                          "again from its last checkpoint") from e
     records = read_metrics(run)
     manifest, manifest_sha, missing = _manifest(cfg.data.path)
     card = model_card(cfg, model.encoder.config, records, manifest, manifest_sha, missing)
-    target = to or _join(run, HF_DIR)
     try:
         export_hf(model, target, max_length=cfg.data.seq_len, files={"README.md": card.encode("utf-8")})
-    except ValueError as e:  # no HF equivalent (n-grams), or the target is a file
+    except ValueError as e:  # no HF equivalent (n-grams), or the target is a file or holds other things
         raise ExportError(str(e)) from e
     return target

@@ -37,9 +37,11 @@ def _raw_chunks(path: str, start: int, end: int | None) -> Iterator[tuple[int, b
                 yield pos, data
                 pos += len(data)
     except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
+        raise InputError(f"{path}: file not found while reading it (moved or deleted after the run started?); "
+                         "restore it and run the same command again") from None
     except OSError as err:
-        raise InputError(f"{path}: read failed at byte {pos}: {err}") from None
+        raise InputError(f"{path}: read failed at byte {pos}: {err}; check the network and the credentials, then run "
+                         "the same command again (finished work items are reused)") from None
     if end is not None and pos < end:
         raise InputError(f"{path}: file ends at byte {pos}, before byte {end} where its work item ends (truncated file or stale index)")
 

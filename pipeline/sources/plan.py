@@ -84,9 +84,11 @@ def _expand(patterns: list[str]) -> list[tuple[str, fsspec.AbstractFileSystem, s
                 elif not literal or fs.exists(p):
                     files.append(p)
                 else:
-                    raise InputError(f"{pattern}: input not found")
+                    raise InputError(f"{pattern}: input not found; check the path or URL, and that these "
+                                     "credentials can see it")
         except OSError as err:
-            raise InputError(f"{pattern}: cannot list input: {err}") from None
+            raise InputError(f"{pattern}: cannot list input: {err}; check the URL, the network and the "
+                             "credentials") from None
         remote = "://" in pattern or "::" in pattern
         matched = 0
         for p in files:
@@ -130,7 +132,7 @@ def _check_end(path: str, kind: str, size: int) -> None:
     except ValueError:  # a server that can't seek: the reader finds a cut just the same, later
         return
     except OSError as err:
-        raise InputError(f"{path}: cannot read its last bytes: {err}") from None
+        raise InputError(f"{path}: cannot read its last bytes: {err}; check the network and the credentials") from None
     value = int.from_bytes(tail[-11:], "big")
     if codec == "bz2" and not any((value >> (32 + pad)) & (2**48 - 1) == _BZ2_END for pad in range(8)):
         raise InputError(f"{path}: truncated bz2 file: it does not end with a bz2 end-of-stream marker "

@@ -127,7 +127,8 @@ def test_failing_job_exits_with_its_code(head, tmp_path):
     missing = tmp_path / "no-such-shards"
     r = canine("submit", "--address", head.url, "--", "inspect", str(missing), env=_env(RAY_AUTH_TOKEN=head.token))
     assert r.returncode not in (0, submit.EXIT_CLUSTER), r.stderr[-3000:]
-    assert "FAILED" in r.stderr
+    (line,) = [ln for ln in r.stderr.splitlines() if "FAILED" in ln]  # one line: why, and where the logs are
+    assert line.startswith("canine submit: job raysubmit_") and f"canine submit --address {head.url} logs " in line
     _no_token(r, head.token)
     from ray.job_submission import JobSubmissionClient
 

@@ -145,3 +145,20 @@ def test_a_folder_that_is_not_an_export_is_never_replaced(tmp_path, shards):
     with pytest.raises(ExportError, match="holds other things than a Hugging Face export"):
         export_run(run, to=str(tmp_path / "home"))
     assert (tmp_path / "home" / "notes.txt").read_text() == "mine" and (tmp_path / "home" / "work").is_dir()
+
+
+def test_export_command_names_a_foreign_target_and_damaged_weights_in_one_line(tmp_path, shards, capsys):
+    from jobs import cli
+
+    run = str(tmp_path / "run")
+    write_run(run, shards)
+    (tmp_path / "home" / "work").mkdir(parents=True)
+    assert cli.main(["export", run, "--to", str(tmp_path / "home")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"canine export: {tmp_path / 'home'} holds other things than a Hugging Face export")
+    assert line.endswith("export to a new or empty directory")
+    (tmp_path / "run" / CONSOLIDATED).write_bytes(b"not a torch file")  # a cut or damaged copy
+    assert cli.main(["export", run, "--to", str(tmp_path / "out")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"canine export: {run}/{CONSOLIDATED}: unreadable consolidated weights (")
+    assert "copy it again" in line and not (tmp_path / "out").exists()

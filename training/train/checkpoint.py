@@ -273,7 +273,8 @@ def restore(engine, directory: str, shapes: dict, rank: int, world: int, data_sh
         check_shapes(json.load(f), shapes, f"checkpoint {directory}")
     if state.get("data_sha256") and data_sha256 and state["data_sha256"] != data_sha256:
         raise ValueError(f"checkpoint {directory} was trained on data with config_sha256 {state['data_sha256']}, "
-                         f"--data has {data_sha256}: the data position would not mean the same rows")
+                         f"--data has {data_sha256}: the data position would not mean the same rows; resume with "
+                         "the --data it was trained on, or start a new --output")
     universal = bool(getattr(engine, "load_universal_checkpoint", lambda: False)())
     load_dir = os.path.join(directory, UNIVERSAL_DIR if universal else DS_DIR)
     try:

@@ -116,8 +116,19 @@ def fatal_error(error: BaseException, cfg, rank: int, step: int) -> FatalError |
     if isinstance(error, (ValueError, FileNotFoundError)):
         cause = getattr(error, "cause", None) or error  # a RayTaskError's original exception
         where = f"rank {rank}, step {step}" if step else f"rank {rank}, before the first step"
-        return BadInput(f"{where}: {cause} ({describe(cfg)}); a restart would fail the same way")
+        return BadInput(f"{where}: {_in_words(cause)} ({describe(cfg)}); a restart would fail the same way")
     return None
+
+
+def _in_words(error: BaseException) -> str:
+    """The error's message, or, for a FileNotFoundError that says only a path (gcsfs, s3fs and
+    fsspec raise FileNotFoundError(path)), what it means and what to do."""
+    text = str(error).strip()
+    if not isinstance(error, FileNotFoundError) or (len(text.split()) > 1 and not error.filename):
+        return text
+    path = error.filename or text or "a file"
+    return (f"{path}: no such file or object, read by the workers; check that --data's files are all there and "
+            "that the workers' credentials can read them")
 
 
 def fatal_of(error: BaseException) -> FatalError | None:

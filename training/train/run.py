@@ -46,6 +46,39 @@ SUMMARY_FILE = "summary.json"
 WORKER_ENV = ("DS_ACCELERATOR", FAULT_ENV, FAULT_KIND_ENV, "RAY_USAGE_STATS_ENABLED")
 
 
+class ClusterUnreachable(RuntimeError):
+    """No Ray cluster answers at the address the run names."""
+
+
+_CHECK_ADDRESS = ("check the address (the head's GCS port, 6379 by default, or ray://HOST:10001 for Ray Client; not "
+                  "the dashboard's 8265) and that the cluster is up, or leave --ray-address and RAY_ADDRESS unset to "
+                  "start a local cluster")
+
+
+def _check_reachable(address: str, where: str, timeout_s: float = 10.0) -> None:
+    """Refuse an address where nothing listens, at once: ray.init keeps retrying it (Ray 2.60, a
+    closed port on this machine: still retrying after 5 minutes, a GCS warning every ~40 s). Only
+    `host:port` and `ray://host:port` are checked; `auto`, `local` and other forms are Ray's to resolve."""
+    import socket
+    import urllib.parse
+
+    if address in ("auto", "local") or ("://" in address and not address.startswith("ray://")):
+        return
+    parts = urllib.parse.urlsplit(address if "://" in address else f"ray://{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:  # a port that is not a number
+        host, port = None, None
+    if not host or not port:
+        return
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except OSError as e:
+        reason = e.strerror or type(e).__name__  # "Connection refused", "Name or service not known", a timeout
+        raise ClusterUnreachable(f"{where}: no Ray cluster answers at {host}:{port} ({reason}); "
+                                 f"{_CHECK_ADDRESS}") from None
+
+
 def _connect(cfg) -> bool:
     """Use the current Ray cluster, the one cfg / RAY_ADDRESS names, or start a local one on
     127.0.0.1. Returns True if this call started Ray (and so should stop it)."""
@@ -55,7 +88,12 @@ def _connect(cfg) -> bool:
         return False
     address = cfg.parallel.ray_address or os.environ.get("RAY_ADDRESS", "")
     if address:
-        ray.init(address=address, log_to_driver=True)
+        where = f"--ray-address {address}" if cfg.parallel.ray_address else f"RAY_ADDRESS={address}"
+        _check_reachable(address, contract.redact(where))
+        try:
+            ray.init(address=address, log_to_driver=True)
+        except ConnectionError as e:  # something answers, not a Ray head: "Failed to connect to Ray cluster at ..."
+            raise ClusterUnreachable(f"{contract.redact(where)}: {e}; {_CHECK_ADDRESS}") from None
         return True
     workers = cfg.parallel.workers or 2
     # Training workers reserve their CPUs; leave at least 2 logical CPUs to the input pipeline's read tasks.
