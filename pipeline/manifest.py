@@ -134,7 +134,8 @@ def read_manifest(directory: str) -> Manifest:
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ManifestError(f"{url}: not valid JSON ({e})") from None
+        raise ManifestError(f"{url}: not valid JSON ({e}): a damaged or partly copied manifest; copy the "
+                            "output again, or rerun `canine preprocess` into a new --output") from None
     return Manifest.from_dict(raw, url)
 
 

@@ -102,7 +102,8 @@ def config_path(name_or_file: str) -> Path:
     if path.is_file():
         return path
     names = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
-    raise FileNotFoundError(f"config {name_or_file!r} is neither a shipped config {names} nor a YAML file")
+    raise FileNotFoundError(f"config {name_or_file!r} is neither a shipped config {names} nor a YAML file; give one "
+                            "of those names or the path of a config YAML")
 
 
 def read_yaml(name_or_file: str) -> tuple[dict, str]:
@@ -135,19 +136,21 @@ def model_config(cfg: PretrainConfig, num_subword_vocab: int = 0) -> CanineConfi
 
 
 def resolve(cfg: PretrainConfig, *, manifest_seq_len: int, num_subword_vocab: int, cluster_gpus: float,
-            saved: dict | None = None, where: str = "data") -> PretrainConfig:
+            saved: dict | None = None, where: str = "data", train_units: int | None = None) -> PretrainConfig:
     """The one place that fills in what "auto" / 0 leave open; then validates again. A run's first
     start takes them from the data and the cluster; a resumption (`saved`: the run's config.yaml)
     from the run, so a resized cluster never changes them silently. Another worker count on
     resume must be asked for (--workers M) and continues elastically; another device or precision
     is refused (resume_conflicts) and a saved GPU run on a cluster without GPUs fails the
-    placement check, never falling back to CPU. `where` names the data in errors."""
+    placement check, never falling back to CPU. data.streams 0 becomes data.canonical_streams of the
+    global batch and the train split's `train_units` (None: counted from the manifest at data.path),
+    never the worker count, so the order does not depend on it. `where` names the data in errors."""
     p, sp = cfg.parallel, (saved or {}).get("parallel", {})
     device = p.device if p.device != "auto" else sp.get("device") or ("cuda" if cluster_gpus > 0 else "cpu")
     workers = p.workers or sp.get("workers") or (int(cluster_gpus) if device == "cuda" else 2)
     precision = (p.precision if p.precision != "auto" else
                  sp.get("precision") or ("bf16" if device == "cuda" else "fp32"))
-    streams = cfg.data.streams or (saved or {}).get("data", {}).get("streams") or workers
+    streams = cfg.data.streams or (saved or {}).get("data", {}).get("streams") or _canonical_streams(cfg, train_units)
     if sp.get("workers") and workers != sp["workers"] and cfg.parallel.zero_stage == 3:
         # Measured with DeepSpeed 0.19.8: a ZeRO-3 universal-checkpoint resume on 1 of a 2-worker
         # run's checkpoint has the right weights (the first step's loss is exact) but not the
@@ -171,6 +174,15 @@ def resolve(cfg: PretrainConfig, *, manifest_seq_len: int, num_subword_vocab: in
         parallel=dataclasses.replace(p, device=device, workers=workers, precision=precision))
     validate(cfg)
     return cfg
+
+
+def _canonical_streams(cfg: PretrainConfig, train_units: int | None) -> int:
+    """The default data.streams of a run's first start (data.py says why not the worker count)."""
+    from training.train import data  # pyarrow and fsspec: not for `canine pretrain --dry-run`
+
+    if train_units is None:
+        train_units = len(data.make_units(data.read_manifest(cfg.data.path).splits["train"], cfg.data.unit_rows))
+    return data.canonical_streams(cfg.train.global_batch, train_units)
 
 
 def require_resolved(cfg: PretrainConfig) -> None:

@@ -7,10 +7,13 @@ Everything here is deterministic and addressable, which is what exact and elasti
   its units in that order, the rows inside each unit permuted with the seed (seed, e, shard, start).
 - Global batch s of the epoch is rows [s*q, (s+1)*q) of every stream, q = global_batch / streams,
   laid out stream after stream; worker r of W trains on the contiguous block [r*b, (r+1)*b) of it,
-  b = global_batch / W. With W = streams (the default: streams = the worker count at a run's
-  first start) a worker reads exactly one stream; with another W the same examples make the same
-  global batches, only split otherwise: the order does not depend on the worker count, as in
-  MosaicML streaming's "elastic determinism" (its canonical nodes are our streams).
+  b = global_batch / W: a worker reads several streams' pieces of a batch (W < streams), one
+  stream (W = streams) or a share of one (W > streams). The streams are the read parallelism
+  (how many runs of units each global batch mixes), not the workers: they are part of the order,
+  like the seed, and the worker count is not. As MosaicML streaming's "elastic determinism",
+  whose canonical nodes are our streams, the default (`canonical_streams`) is computed at a run's
+  first start from the global batch and the data only and saved with the run, so fresh runs on
+  1, 2 or 4 workers and a resume on another count see the same global batches in the same order.
 - Every epoch has the same number of batches for all (the shortest stream decides); the few rows
   beyond it wait for the next epoch's deal.
 So the data position is just (epoch, rows consumed per stream): nothing is replayed on resume,
@@ -103,6 +106,22 @@ def make_units(shards, unit_rows: int) -> list[Unit]:
             for i, s in enumerate(shards) for start in range(0, s.rows, unit_rows)]
 
 
+# The default streams: at the base recipe (global batch 4096, units of 1024 rows) 16 streams give
+# every global batch 256 consecutive rows (= data.chunk_rows) from each of 16 units, usually of 16
+# shards: mixed enough, while a worker's block is still a few runs of a quarter unit each, not
+# dozens of short reads that decode a unit's row group for a handful of rows. 16 is also 2 nodes
+# of 8 GPUs: the common run reads one stream per worker.
+MAX_CANONICAL_STREAMS = 16
+
+
+def canonical_streams(global_batch: int, units: int) -> int:
+    """The streams of a run that does not set data.streams: the largest divisor of the global batch
+    (each stream gives a batch the same number of rows) up to MAX_CANONICAL_STREAMS and up to the
+    train split's units (a stream needs one), whatever the worker count."""
+    cap = max(1, min(MAX_CANONICAL_STREAMS, units))
+    return max(d for d in range(1, cap + 1) if global_batch % d == 0)
+
+
 def deal_units(units: list[Unit], streams: int, seed: int, epoch: int) -> list[list[Unit]]:
     """Shuffle the units with (seed, epoch), then give each to the stream with the fewest rows."""
     order = np.random.default_rng([seed, epoch]).permutation(len(units))
@@ -131,7 +150,8 @@ def epoch_plan(shards, unit_rows: int, seed: int, epoch: int, streams: int, glob
         total = sum(s.rows for s in shards)
         raise ValueError(
             f"the train split ({total} rows in {len(shards)} shards, units of {unit_rows} rows) cannot give each of "
-            f"{streams} data streams {q} rows for one global batch; lower train.global_batch or data.unit_rows")
+            f"{streams} data streams {q} rows for one global batch; lower train.global_batch, data.unit_rows or "
+            "data.streams")
     return EpochPlan(epoch, tuple(tuple(units) for units in dealt), steps, q)
 
 
@@ -201,7 +221,20 @@ def _parquet_meta(url: str):
         return pq.ParquetFile(f).metadata
 
 
-@functools.lru_cache(maxsize=2)  # consecutive chunks usually share a unit: read it once per process
+# Decoded row groups, the unit of Parquet decoding (the pipeline writes 1024 rows a group): units
+# of one group (units smaller than a group) decode it once, and consecutive chunks of a worker
+# that reads one stream share a unit. 4 groups: what the 2 cached units of a unit cache held.
+@functools.lru_cache(maxsize=4)
+def _row_group(url: str, sha256: str, group: int) -> pa.Table:
+    verify_shard(url, sha256)
+    with fsspec.open(url, "rb") as f:
+        table = pq.ParquetFile(f).read_row_group(group)
+    missing = set(contract.COLUMNS) - set(table.column_names)
+    if missing:
+        raise ValueError(f"{url}: columns {sorted(missing)} of the shard contract are missing")
+    return table
+
+
 def read_unit(url: str, sha256: str, start: int, stop: int) -> pa.Table:
     """Rows [start, stop) of one shard, reading only the row groups that hold them (the whole
     shard is hashed once first, see verify_shard)."""
@@ -216,21 +249,24 @@ def read_unit(url: str, sha256: str, start: int, stop: int) -> pa.Table:
             groups.append(g)
             first = row if first is None else first
         row += n
-    with fsspec.open(url, "rb") as f:
-        table = pq.ParquetFile(f).read_row_groups(groups)
-    missing = set(contract.COLUMNS) - set(table.column_names)
-    if missing:
-        raise ValueError(f"{url}: columns {sorted(missing)} of the shard contract are missing")
+    table = pa.concat_tables([_row_group(url, sha256, g) for g in groups])
     return table.slice(start - first, stop - start)
 
 
 def read_segments(segs: list[dict]) -> pa.Table:
-    """The rows a list of `segments` describes, permuted inside each unit where asked."""
-    tables = []
-    for s in segs:
-        unit = read_unit(s["url"], s["sha256"], s["start"], s["stop"])
-        if s["perm_seed"] is not None:
-            unit = unit.take(np.random.default_rng(s["perm_seed"]).permutation(unit.num_rows))
-        a, b = s["take"]
-        tables.append(unit.slice(a, b - a))
+    """The rows a list of `segments` describes, in their order, permuted inside each unit where
+    asked. Each distinct unit is read and permuted once per call: a worker that takes pieces of
+    several streams interleaves units (stream after stream, batch after batch), more than the
+    row-group cache holds, and would otherwise decode the same row groups once per piece. They
+    are read in shard order, so units that share a row group follow one another in the cache."""
+    keys = [(s["url"], s["sha256"], s["start"], s["stop"], None if s["perm_seed"] is None else tuple(s["perm_seed"]))
+            for s in segs]
+    units = {}
+    for key in sorted(set(keys), key=lambda k: k[:4]):
+        url, sha256, start, stop, perm_seed = key
+        unit = read_unit(url, sha256, start, stop)
+        if perm_seed is not None:
+            unit = unit.take(np.random.default_rng(list(perm_seed)).permutation(unit.num_rows))
+        units[key] = unit
+    tables = [units[key].slice(a, b - a) for key, (a, b) in zip(keys, (s["take"] for s in segs))]
     return pa.concat_tables(tables)

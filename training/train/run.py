@@ -106,10 +106,12 @@ def _connect(cfg) -> bool:
 
 
 def resolve(cfg, manifest: data.Manifest, cluster_gpus: float, saved: dict | None = None):
-    """config.resolve with what the data says: the shards' length and the CANINE-S vocabulary."""
+    """config.resolve with what the data says: the shards' length, the CANINE-S vocabulary and the
+    train split's units (the default data.streams)."""
     vocab = data.vocab_size(manifest.tokenizer_url) if cfg.train.objective == "subword" else 0
+    units = len(data.make_units(manifest.splits["train"], cfg.data.unit_rows))
     cfg = config_mod.resolve(cfg, manifest_seq_len=manifest.seq_len, num_subword_vocab=vocab,
-                             cluster_gpus=cluster_gpus, saved=saved, where=manifest.url)
+                             cluster_gpus=cluster_gpus, saved=saved, where=manifest.url, train_units=units)
     return _saved_micro_batch(cfg, saved)
 
 

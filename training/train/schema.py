@@ -34,7 +34,7 @@ class DataConfig:
                           "shards were built with (manifest config.seq_len); longer examples are an error")
     # 1024 = the pipeline's Parquet row group, so a unit decodes exactly one group.
     unit_rows: int = option(1024, "rows per shuffle unit: the epoch order is a seeded shuffle of units (and of the "
-                            "rows inside each); units are dealt to workers")
+                            "rows inside each); units are dealt to data.streams")
     chunk_rows: int = option(256, "rows one input-pipeline Ray task reads and turns into batches (rounded up to a "
                              "multiple of the micro batch): fewer, larger tasks amortize Ray's per-task cost",
                              resumable=True)
@@ -43,10 +43,13 @@ class DataConfig:
     eval_examples: int = option(1024, "validation examples per evaluation (the first ones of the split, fixed)",
                                 resumable=True)
     # Each global batch takes global_batch / streams rows from every stream, and each worker a
-    # contiguous block of the batch (data.py): the order of the examples does not depend on the
-    # worker count, so a run can resume on another one (elastic).
-    streams: int = option(0, "streams the epoch's units are dealt to; 0: the worker count at the run's first "
-                          "start, then saved with the run")
+    # contiguous block of the batch (data.py): the order of the examples depends on the seed, the
+    # data, the global batch and the streams, not on the worker count, so fresh runs on any count
+    # see the same batches and a run can resume on another one (elastic).
+    streams: int = option(0, "streams of units read in parallel into each global batch (the read parallelism; "
+                          "part of the data order, like the seed); 0: the largest divisor of train.global_batch up "
+                          "to 16 (data.py MAX_CANONICAL_STREAMS) and to the train split's units, set at the run's "
+                          "first start, whatever the worker count, and saved with the run")
     # Per character: CharBERT's ~10% of words is ~0.02 for 5-character words (training/noise.py).
     noise_rate: float = option(0.0, "CharBERT's typos (insert / delete / swap / substitute) in the training input "
                                "per word character, targets clean, validation clean; 0: off")

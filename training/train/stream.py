@@ -119,7 +119,9 @@ class TrainStream:
                  num_hash_buckets: int = 0, seq_len: int = 0, device: str = "cpu"):
         self.shards = manifest.splits["train"]
         self.cfg, self.rank, self.world = cfg, rank, world
-        self.streams = cfg.data.streams or world
+        # As config.resolve sets it (a config built in code may leave it 0): never the worker count.
+        self.streams = cfg.data.streams or plan.canonical_streams(
+            cfg.train.global_batch, len(plan.make_units(self.shards, cfg.data.unit_rows)))
         self.rows_per_step = cfg.train.global_batch // world  # this worker's block of a global batch
         self.position = dict(position or {"epoch": 0, "rows": 0})
         self.build_kwargs = {"seq_len": seq_len, "objective": cfg.train.objective, "num_hash_buckets": num_hash_buckets,

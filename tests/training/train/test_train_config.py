@@ -157,28 +157,51 @@ def test_a_config_error_found_against_the_data_leaves_no_output(contract_shards,
     assert not output.exists()
 
 
-def test_a_resumed_run_keeps_its_workers_device_and_precision_whatever_the_cluster():
+def test_a_resumed_run_keeps_its_workers_device_and_precision_whatever_the_cluster(contract_shards):
     """The first start resolves 'auto' / 0 from the cluster; a rerun takes them from the run's saved
     config, so a cluster that lost its GPUs (or grew) changes nothing silently (issue 11)."""
     from training.train import data
     from training.train.run import resolve
 
-    manifest = data.Manifest("mem://d", {}, 256, "abc", "mem://d/_tokenizer.json")
-    first = resolve(config.load_config("tiny", {"parallel.workers": 0}), manifest, cluster_gpus=4)
+    manifest = data.read_manifest(contract_shards)
+    tiny = lambda **extra: config.load_config("tiny", {"data.path": contract_shards, **extra})  # noqa: E731
+    first = resolve(tiny(**{"parallel.workers": 0}), manifest, cluster_gpus=4)
     assert (first.parallel.workers, first.parallel.device, first.parallel.precision, first.data.streams) == \
-        (4, "cuda", "bf16", 4)
+        (4, "cuda", "bf16", 8)  # 8 streams: the 8 units of 64 rows (data.canonical_streams), not the 4 workers
     saved = config.to_dict(first)
-    again = resolve(config.load_config("tiny", {"parallel.workers": 0}), manifest, cluster_gpus=0, saved=saved)
+    again = resolve(tiny(**{"parallel.workers": 0}), manifest, cluster_gpus=0, saved=saved)
     assert (again.parallel.workers, again.parallel.device, again.parallel.precision, again.data.streams) == \
-        (4, "cuda", "bf16", 4)  # not 2 CPU workers: the placement check then says what is missing
-    elastic = resolve(config.load_config("tiny", {"parallel.workers": 2}), manifest, cluster_gpus=2, saved=saved)
-    assert (elastic.parallel.workers, elastic.data.streams) == (2, 4)  # asked for: the same data order
+        (4, "cuda", "bf16", 8)  # not 2 CPU workers: the placement check then says what is missing
+    elastic = resolve(tiny(**{"parallel.workers": 2}), manifest, cluster_gpus=2, saved=saved)
+    assert (elastic.parallel.workers, elastic.data.streams) == (2, 8)  # asked for: the same data order
     assert config.resume_conflicts(saved, config.to_dict(elastic)) == []
     assert config.resume_conflicts(saved, config.to_dict(config.load_config("tiny", {"parallel.device": "cpu"})))
-    zero3 = config.to_dict(resolve(config.load_config("tiny", {"parallel.zero_stage": 3, "parallel.workers": 0}), manifest,
-                                   cluster_gpus=4))
+    zero3 = config.to_dict(resolve(tiny(**{"parallel.zero_stage": 3, "parallel.workers": 0}), manifest, cluster_gpus=4))
     with pytest.raises(ValueError, match="trained with 4 workers under ZeRO-3; resuming it on 2 is not exact"):
-        resolve(config.load_config("tiny", {"parallel.zero_stage": 3, "parallel.workers": 2}), manifest, 4, zero3)
+        resolve(tiny(**{"parallel.zero_stage": 3, "parallel.workers": 2}), manifest, 4, zero3)
+
+
+def test_the_default_streams_follow_the_global_batch_and_the_data_not_the_workers(contract_shards):
+    """data.streams 0 resolves at a run's first start to data.canonical_streams, the same on 1, 2
+    and 4 workers (the order of a run does not depend on its worker count, issue 24); explicit
+    streams and a saved run's stay as they are (old runs resume exactly)."""
+    from training.train import data
+
+    def streams(workers, train_units=None, saved=None, **extra):
+        cfg = config.load_config("tiny", {"parallel.workers": workers, **extra})
+        return config.resolve(cfg, manifest_seq_len=256, num_subword_vocab=0, cluster_gpus=0,
+                              train_units=train_units, saved=saved).data.streams
+
+    assert {streams(w, train_units=1000) for w in (1, 2, 4)} == {16}
+    assert streams(2, train_units=1000, **{"train.global_batch": 24}) == 12
+    assert streams(1, train_units=3) == 2  # tiny data: a stream needs a unit
+    assert {streams(w, **{"data.path": contract_shards}) for w in (1, 2, 4)} == {8}  # its 8 units of 64 rows
+    assert streams(2, **{"data.path": contract_shards, "data.unit_rows": 100}) == 4  # 5 units
+    assert streams(4, train_units=1000, **{"data.streams": 2}) == 2
+    assert streams(4, train_units=1000, saved={"data": {"streams": 4}}) == 4
+    assert len(data.make_units(data.read_manifest(contract_shards).splits["train"], 64)) == 8
+    with pytest.raises(ValueError, match="data.streams must be >= 0 and divide train.global_batch 16"):
+        streams(2, train_units=1000, **{"data.streams": 3})
 
 
 # --- one config source (issue 13 item 2) ---------------------------------------------------------
@@ -243,8 +266,9 @@ def test_the_config_goes_to_the_workers_resolved_and_the_engine_refuses_auto():
         config.require_resolved(cfg)
     with pytest.raises(ValueError, match="resolve the config first"):
         engine.deepspeed_config(cfg, world=2)
-    manifest = data.Manifest("mem://d", {}, 256, "abc", "mem://d/_tokenizer.json")
-    resolved = resolve(cfg, manifest, cluster_gpus=0)
+    manifest = data.Manifest("mem://d", {"train": ()}, 256, "abc", "mem://d/_tokenizer.json")
+    explicit = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, streams=2))  # no rows to count units of
+    resolved = resolve(explicit, manifest, cluster_gpus=0)
     config.require_resolved(resolved)
     assert engine.deepspeed_config(resolved, world=2)["bf16"] == {"enabled": False}
 

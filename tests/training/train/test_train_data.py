@@ -5,6 +5,7 @@ import os
 import shutil
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -87,6 +88,81 @@ def test_the_global_batches_do_not_depend_on_the_worker_count(contract_shards, s
         assert len(segs) == len({(g["url"], g["start"]) for g in segs})
 
 
+def test_the_canonical_streams_follow_the_global_batch_and_the_data_only():
+    """The default data.streams: the largest divisor of the global batch up to the cap and up to
+    the train split's units (a stream needs one); the worker count is not an argument."""
+    assert data.MAX_CANONICAL_STREAMS == 16
+    assert "16 (data.py MAX_CANONICAL_STREAMS)" in config.DataConfig.__dataclass_fields__["streams"].metadata["help"]
+    assert data.canonical_streams(4096, 10**6) == 16  # the base recipe
+    assert data.canonical_streams(16, 8) == 8 and data.canonical_streams(16, 5) == 4  # tiny data: capped by units
+    assert data.canonical_streams(24, 100) == 12 and data.canonical_streams(17, 100) == 1
+    for global_batch in range(1, 70):
+        for units in range(0, 20):
+            got = data.canonical_streams(global_batch, units)
+            fits = [d for d in range(1, 17) if global_batch % d == 0 and d <= max(units, 1)]
+            assert got == max(fits), (global_batch, units)
+
+
+def _rows_of(shards) -> dict:
+    """example_id -> (shard, row) of a split."""
+    return {e: (i, r) for i, s in enumerate(shards) for r, e in enumerate(pq.read_table(s.url).column("example_id")
+                                                                           .to_pylist())}
+
+
+@pytest.mark.parametrize("unit_rows", [64, 100])
+def test_fresh_runs_on_any_worker_count_read_the_same_global_batches(contract_shards, unit_rows):
+    """The order a run reads (its global batches, rank after rank) is a function of the seed, the
+    data and the global batch: on 1, 2, 4 and 8 workers the canonical streams (8 for units of 64
+    rows, 4 for 100: then 8 workers share streams, 1 and 2 read several) give the same (shard,
+    row) pairs, read in chunks of several batches as the input pipeline does (stream.py)."""
+    shards = data.read_manifest(contract_shards).splits["train"]
+    streams = data.canonical_streams(16, len(data.make_units(shards, unit_rows)))
+    assert streams == {64: 8, 100: 4}[unit_rows]
+    where = _rows_of(shards)
+    for epoch in (0, 1):
+        p = data.epoch_plan(shards, unit_rows, seed=3, epoch=epoch, streams=streams, global_batch=16)
+        # The definition (data.py): batch s is rows [s*q, (s+1)*q) of every stream, stream after stream.
+        expected = [[where[e] for c in range(streams) for e in data.read_segments(
+            data.segments(p.streams[c], shards, s * p.stream_rows, (s + 1) * p.stream_rows, 3, epoch))
+            .column("example_id").to_pylist()] for s in range(p.steps)]
+        assert len({pair for batch in expected for pair in batch}) == 16 * p.steps  # no row twice in an epoch
+        for world in (1, 2, 4, 8):
+            b = 16 // world
+            ranks = []
+            for rank in range(world):
+                chunks = stream.chunk_descriptors(p, shards, 0, rank, world, steps_per_chunk=3, seed=3)
+                ids = [e for c in chunks for e in data.read_segments(json.loads(c)["segments"])
+                       .column("example_id").to_pylist()]
+                ranks.append([[where[e] for e in ids[s * b:(s + 1) * b]] for s in range(p.steps)])
+            assert [[pair for r in ranks for pair in r[s]] for s in range(p.steps)] == expected, (world, epoch)
+
+
+def test_a_chunk_reads_each_of_its_units_once(contract_shards, monkeypatch):
+    """One worker reading pieces of several streams interleaves units in a chunk (stream after
+    stream, batch after batch): each unit is decoded once per chunk, not once per piece, and the
+    rows come out in plan order."""
+    shards = data.read_manifest(contract_shards).splits["train"]
+    p = data.epoch_plan(shards, 64, seed=3, epoch=0, streams=8, global_batch=16)
+    segs = data.rank_segments(p, shards, 0, 6, 0, 1, 3)  # 6 batches, 2 rows of each of 8 streams in each
+    pieces = [data.read_segments([s]) for s in segs]
+    calls = []
+    real = data.read_unit
+    monkeypatch.setattr(data, "read_unit", lambda *key: calls.append(key) or real(*key))
+    rows = data.read_segments(segs)
+    assert len(segs) == 48 and len(calls) == len(set(calls)) == 8
+    assert rows.equals(pa.concat_tables(pieces))
+
+    # Units smaller than a row group (16 rows, 4 to a group of the fixture's 64): each group that
+    # the chunk touches is decoded once, however many of its units the chunk reads.
+    p = data.epoch_plan(shards, 16, seed=3, epoch=0, streams=16, global_batch=16)
+    segs = data.rank_segments(p, shards, 0, 8, 0, 1, 3)
+    groups = {(g["url"], g["start"] // 64) for g in segs}
+    data._row_group.cache_clear()
+    data.read_segments(segs)
+    assert len({(g["url"], g["start"]) for g in segs}) > len(groups)  # several units of one group
+    assert data._row_group.cache_info().misses == len(groups)
+
+
 def test_too_little_data_for_one_step_is_a_clear_error(contract_shards):
     shards = data.read_manifest(contract_shards).splits["train"]
     with pytest.raises(ValueError, match="cannot give each of 2 data streams 2048 rows"):
@@ -123,7 +199,7 @@ def test_a_shard_is_hashed_once_per_process_not_per_read(contract_shards, tmp_pa
     shards = data.read_manifest(data_dir).splits["train"]
     hashed, real = [], contract.file_sha256
     monkeypatch.setattr(contract, "file_sha256", lambda url: hashed.append(url) or real(url))
-    for start in range(0, 150, 10):  # 15 reads of 2 shards, past read_unit's cache of 2
+    for start in range(0, 150, 10):  # 15 reads of 2 shards, past the row-group cache of 4
         data.read_segments(data.segments(data.make_units(shards[:2], 10), shards, start, start + 10, 0, 0))
     assert sorted(hashed) == [shards[0].url]
     data.read_unit(shards[1].url, shards[1].sha256, 0, 5)
@@ -141,11 +217,13 @@ def test_the_stream_resumes_exactly_through_ray_tasks(contract_shards, ray_local
     manifest = data.read_manifest(data_dir)
     kwargs = dict(num_hash_buckets=2048, seq_len=256)
     full = stream.TrainStream(manifest, cfg, rank=1, world=2, **kwargs)
-    per_epoch = data.epoch_plan(manifest.splits["train"], 64, 0, 0, 2, 16).steps * 2
-    batches = [full.next() for _ in range(per_epoch + 4)]  # 2 micro batches per step
-    assert full.position == {"epoch": 1, "rows": 16}
+    assert full.streams == 8  # data.streams 0: the canonical count of 8 units, not the 2 workers
+    plan = data.epoch_plan(manifest.splits["train"], 64, 0, 0, 8, 16)
+    q, per_epoch = plan.stream_rows, plan.steps * 2  # 2 micro batches per step
+    batches = [full.next() for _ in range(per_epoch + 4)]
+    assert full.position == {"epoch": 1, "rows": 2 * q}
 
-    resumed = stream.TrainStream(manifest, cfg, rank=1, world=2, position={"epoch": 0, "rows": 8 * (per_epoch // 2 - 1)},
+    resumed = stream.TrainStream(manifest, cfg, rank=1, world=2, position={"epoch": 0, "rows": q * (plan.steps - 1)},
                                  **kwargs)
     for expected in batches[per_epoch - 2:]:
         got = resumed.next()
@@ -153,7 +231,6 @@ def test_the_stream_resumes_exactly_through_ray_tasks(contract_shards, ray_local
     full.close()
     resumed.close()
 
-    plan = data.epoch_plan(manifest.splits["train"], 64, 0, 0, 2, 16)
     rows = data.read_segments(data.rank_segments(plan, manifest.splits["train"], 0, 1, 1, 2, 0)).slice(0, 4)
     direct = build_batch_numpy(rows, 256, "char", seed=stream.build_seed(0, 0), num_hash_buckets=2048)
     assert all(np.array_equal(batches[0][k].numpy(), direct[k]) for k in direct)

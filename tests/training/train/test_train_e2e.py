@@ -1,7 +1,9 @@
-"""End to end on a local Ray cluster (127.0.0.1): 2 CPU workers, DeepSpeed ZeRO-2 over gloo, the
-tiny model on shards the pipeline made from the bundled sample. One uninterrupted reference run
-is compared with a run whose rank 1 is killed mid-run, then stopped, then resumed on 2 and on 1
-workers, and with a run started on 1 worker and resumed on 2."""
+"""End to end on a local Ray cluster (127.0.0.1): CPU workers, DeepSpeed ZeRO-2 over gloo, the
+tiny model on shards the pipeline made from the bundled sample. One uninterrupted 2-worker
+reference run is compared with a run started on 4 workers whose rank 1 is killed mid-run, then
+stopped, then resumed on 4 and on 1 workers, and with a run started on 1 worker and resumed on 2:
+fresh runs on 1, 2 and 4 workers read the same data (issue 24: the order depends on the seed, the
+data and the global batch, data.py) and train the same losses, dropout on."""
 
 import json
 import os
@@ -58,48 +60,60 @@ def test_loss_falls_and_the_export_loads_in_transformers(reference_run):
     assert (got - expected).abs().max() <= 1e-5
 
 
-def test_a_killed_worker_then_a_stop_then_resumes_on_2_and_1_workers_continue_the_losses(
+# Fresh runs on another worker count and resumes on another count than the checkpoint's: the same
+# examples, initial weights and dropout masks (drawn per micro batch of the global batch, loop.py);
+# only the order of float sums differs (gradient all-reduce, accumulation). Measured on 1, 2 and 4
+# workers over the 30 steps: at most 7e-8 relative.
+ELASTIC_REL = 1e-5
+# 4 workers of 1 CPU would fill ray_local's 4 CPUs, leaving none for the input pipeline's tasks.
+FOUR_WORKERS = {"parallel.workers": 4, "parallel.cpus_per_worker": 0.5}
+
+
+def test_a_killed_worker_then_a_stop_then_resumes_on_4_and_1_workers_continue_the_losses(
         pipeline_shards, reference_run, tmp_path, monkeypatch):
     """One run through every way a run restarts, each leg checked against the uninterrupted
-    reference (one chain: each leg is a whole Ray Train start, the suite's costliest thing):
-    rank 1 kills itself at step 12 and Ray Train restarts the group from the step-10 checkpoint;
-    the run stops at 13 (train.stop_at_step); the same command resumes it on 2 workers to 20
-    (exact: rel 1e-6); then `--workers 1` resumes the 2-worker checkpoint to the end (elastic:
-    fp32 on CPU, dropout on, only the order of float sums differs, rel 1e-4)."""
+    2-worker reference (one chain: each leg is a whole Ray Train start, the suite's costliest
+    thing), at ELASTIC_REL: a fresh run on 4 workers (the reference's data order) whose rank 1
+    kills itself at step 12, and Ray Train restarts the group from the step-10 checkpoint; the run
+    stops at 13 (train.stop_at_step); the same command resumes it on its 4 workers to 20; then
+    `--workers 1` resumes the 4-worker checkpoint to the end (elastic)."""
     import yaml
 
     _, _, expected = reference_run
     monkeypatch.setenv("CANINE_FAULT_STEP", "12")  # after the step-10 checkpoint
-    stopped = pretrain(_cfg(pipeline_shards, tmp_path, **{"parallel.max_failures": 1, "train.stop_at_step": 13}))
+    stopped = pretrain(_cfg(pipeline_shards, tmp_path, **FOUR_WORKERS,
+                            **{"parallel.max_failures": 1, "train.stop_at_step": 13}))
     assert open(tmp_path / ".fault_injected").read().startswith("rank 1 killed itself at step 12")
-    assert stopped["steps"] == 13 and not stopped["finished"] and "consolidated" not in stopped
-    _assert_same_losses(metrics.read_metrics(str(tmp_path)), expected[:13])
+    assert stopped["steps"] == 13 and stopped["workers"] == 4 and not stopped["finished"]
+    assert "consolidated" not in stopped
+    _assert_same_losses(metrics.read_metrics(str(tmp_path)), expected[:13], rel=ELASTIC_REL)
     monkeypatch.delenv("CANINE_FAULT_STEP")
 
-    resumed = pretrain(_cfg(pipeline_shards, tmp_path, **{"train.stop_at_step": 20}))  # the same command again
-    assert resumed["steps"] == 20 and resumed["workers"] == 2
-    _assert_same_losses(metrics.read_metrics(str(tmp_path)), expected[:20])
+    resumed = pretrain(_cfg(pipeline_shards, tmp_path, **FOUR_WORKERS, **{"train.stop_at_step": 20}))  # the same again
+    assert resumed["steps"] == 20 and resumed["workers"] == 4
+    _assert_same_losses(metrics.read_metrics(str(tmp_path)), expected[:20], rel=ELASTIC_REL)
 
     elastic = pretrain(_cfg(pipeline_shards, tmp_path, **{"parallel.workers": 1}))  # --workers 1
     assert elastic["finished"] and elastic["workers"] == 1
-    assert elastic["final_loss"] == pytest.approx(expected[-1]["loss"], rel=1e-4)
     records = metrics.read_metrics(str(tmp_path))
-    _assert_same_losses(records[:20], expected[:20])
-    _assert_same_losses(records, expected, rel=1e-4)
+    _assert_same_losses(records, expected, rel=ELASTIC_REL)
     saved = yaml.safe_load(open(tmp_path / "config.yaml"))
-    assert saved["parallel"]["workers"] == 1 and saved["data"]["streams"] == 2  # a rerun keeps the new count
+    # A rerun keeps the new count; the streams are the 4-worker start's, the same as the reference's.
+    reference_streams = yaml.safe_load(open(os.path.join(reference_run[0], "config.yaml")))["data"]["streams"]
+    assert saved["parallel"]["workers"] == 1 and saved["data"]["streams"] == reference_streams == 16
 
 
 def test_a_run_started_on_1_worker_continues_on_2_with_the_same_losses(pipeline_shards, reference_run, tmp_path):
-    """Checkpointed with 1 worker, resumed with 2 at the same global batch; the data streams are
-    the reference's 2 from the first start on (data.streams)."""
+    """A fresh run on 1 worker trains the losses of the 2-worker reference (data.streams 0 resolves
+    to the same canonical streams, whatever the worker count); checkpointed, it resumes on 2 at the
+    same global batch and continues them."""
     _, _, expected = reference_run
-    stopped = pretrain(_cfg(pipeline_shards, tmp_path, **{"train.stop_at_step": 13, "parallel.workers": 1,
-                                                          "data.streams": 2}))
+    stopped = pretrain(_cfg(pipeline_shards, tmp_path, **{"train.stop_at_step": 13, "parallel.workers": 1}))
     assert stopped["steps"] == 13 and stopped["workers"] == 1
+    _assert_same_losses(metrics.read_metrics(str(tmp_path)), expected[:13], rel=ELASTIC_REL)
     resumed = pretrain(_cfg(pipeline_shards, tmp_path, **{"parallel.workers": 2}))
     assert resumed["finished"] and resumed["workers"] == 2
-    _assert_same_losses(metrics.read_metrics(str(tmp_path)), expected, rel=1e-4)
+    _assert_same_losses(metrics.read_metrics(str(tmp_path)), expected, rel=ELASTIC_REL)
 
 
 def test_a_finished_run_is_not_redone_and_a_changed_config_is_refused(pipeline_shards, reference_run):
