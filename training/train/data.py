@@ -226,7 +226,7 @@ def _parquet_meta(url: str):
 # that reads one stream share a unit. 4 groups: what the 2 cached units of a unit cache held.
 @functools.lru_cache(maxsize=4)
 def _row_group(url: str, sha256: str, group: int) -> pa.Table:
-    verify_shard(url, sha256)
+    """Row group `group` of a shard read_unit has verified (sha256: part of the cache key only)."""
     with fsspec.open(url, "rb") as f:
         table = pq.ParquetFile(f).read_row_group(group)
     missing = set(contract.COLUMNS) - set(table.column_names)
