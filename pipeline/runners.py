@@ -8,8 +8,9 @@ same on every runner; only these options differ.
 
 `DaskRunner` is Beam's (apache_beam/runners/dask, Beam 2.77) with the gaps that break this job
 filled in (pipeline/dask_runner.py). Beam knows no runner of that short name, so it is mapped
-to that module's class path. Neither module imports Beam or Dask until a runner is built:
-`pipeline.output` imports this one and `canine inspect` stays light.
+to that module's class path. This module imports Beam only when options are built, and Dask
+(with pipeline/dask_runner.py) only when they name the DaskRunner: `pipeline.output` imports
+this one and `canine inspect` stays light.
 """
 
 # Short names Beam does not resolve itself -> the class path it imports.
@@ -26,9 +27,9 @@ def beam_options(workers: int, runner: str, extra_args=()):
         mode = "multi_processing" if workers > 1 else "in_memory"
         args += [f"--direct_num_workers={workers}", f"--direct_running_mode={mode}"]
     elif path == RUNNER_PATHS["DaskRunner"]:
-        from pipeline import dask_runner
+        # Defines LocalClusterOptions: Beam's option parser then knows --dask_local_workers.
+        import pipeline.dask_runner  # noqa: F401
 
-        dask_runner.runner_class()  # registers --dask_local_workers with Beam's option parser
         args.append(f"--dask_local_workers={workers}")
     return PipelineOptions(args)
 

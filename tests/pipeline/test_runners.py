@@ -9,6 +9,8 @@ import gzip
 import multiprocessing
 import os
 import re
+import subprocess
+import sys
 
 import apache_beam as beam
 import pytest
@@ -46,9 +48,15 @@ def test_dask_runner_is_named_by_its_short_name():
 
 
 def test_the_filled_gaps_are_those_of_the_pinned_beam():
-    """runners.py fills gaps of Beam 2.77's DaskRunner, reading its translation tables; a new
+    """dask_runner.py fills gaps of Beam 2.77's DaskRunner, reading its translation tables; a new
     Beam may have closed some of them (or moved what is read): re-check the list there."""
     assert beam.__version__ == "2.77.0"
+
+
+def test_options_for_the_direct_runner_load_no_dask():
+    code = ("import sys; from pipeline import runners; runners.beam_options(2, 'DirectRunner'); "
+            "print(sorted(m for m in ('dask', 'distributed', 'pipeline.dask_runner') if m in sys.modules))")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
 
 
 class _Route(beam.DoFn):
