@@ -112,7 +112,7 @@ def _tagged(outputs):
 def _select(pairs, tag):
     """Gap 1, in the graph. DaskRunner.to_dask_bag_visitor keys bags by producing transform
     (`self.bags[transform_node]`), so every output of a ParDo read the same bag: `cleaned.kept`
-    also held the (lang, outcome) tuples of `cleaned.outcomes`. Here each output PCollection's
+    also held the Outcome records of `cleaned.outcomes`. Here each output PCollection's
     bag keeps the values of its own tag."""
     return [value for t, value in pairs if t == tag]
 

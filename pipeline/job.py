@@ -36,16 +36,14 @@ from apache_beam.metrics import Metrics
 
 from pipeline import contract, examples, faults, itemcache, masks, shards
 from pipeline.config import PreprocessConfig
+from pipeline.elements import (
+    Page, Outcome, Replaced, Dropped, Reject, SplitPage, TokenizerPage, SplitLang, PackGroup, Packed, Size,
+    Sizing, Sampled, ShardKey, ShardFile, Stat,
+)
 from pipeline.hashing import stable_int, stable_unit
 from pipeline.tokenizer import WordPieceTokenizer, train_wordpiece
 
 _NS = "canine.preprocess"
-
-
-class Page(NamedTuple):  # a kept page, the one type that flows between cleaning and packing
-    lang: str
-    page_id: int
-    text: str
 
 
 class _RouteFn(beam.DoFn):
@@ -58,20 +56,19 @@ class _RouteFn(beam.DoFn):
 
     def process(self, c: itemcache.Cleaned):
         self.outcome_counters[c.outcome].inc()
-        yield pvalue.TaggedOutput("outcomes", (c.lang, c.outcome))
+        yield pvalue.TaggedOutput("outcomes", Outcome(c.lang, c.outcome))
         if c.replaced:
-            yield pvalue.TaggedOutput("replaced", (c.lang, c.replaced))
+            yield pvalue.TaggedOutput("replaced", Replaced(c.lang, c.replaced))
         if any(c.dropped):
             for counter, n in zip(self.drop_counters, c.dropped):
                 counter.inc(n)
-            yield pvalue.TaggedOutput("dropped", (c.lang, tuple(c.dropped)))
+            yield pvalue.TaggedOutput("dropped", Dropped(c.lang, tuple(c.dropped)))
         if c.outcome == "kept":
             yield Page(c.lang, c.page_id, c.text)
         elif c.outcome in ("parse_errors", "empty"):
             # Redirects and other namespaces are only counted (enwiki has ~10M redirects);
             # pages that should have been text but were not are kept with their reason.
-            yield pvalue.TaggedOutput("rejects", {"lang": c.lang, "page_id": c.page_id, "title": c.title,
-                                                  "source": c.source, "outcome": c.outcome, "reason": c.reason})
+            yield pvalue.TaggedOutput("rejects", Reject(c.lang, c.page_id, c.title, c.source, c.outcome, c.reason))
 
 
 def _route(cleaned):
@@ -80,8 +77,7 @@ def _route(cleaned):
 
 
 class CleanPages(beam.PTransform):
-    """RawPage -> {kept: Page, outcomes: (lang, outcome), replaced: (lang, n),
-    dropped: (lang, counts in the order of contract.CONSTRUCT_DROPS), rejects: dict}."""
+    """RawPage -> {kept: Page, outcomes: Outcome, replaced: Replaced, dropped: Dropped, rejects: Reject}."""
 
     def __init__(self, cfg: PreprocessConfig = PreprocessConfig()):
         super().__init__()
@@ -173,7 +169,7 @@ def split_of(page: Page, cuts: dict) -> str:
 
 
 class AssignSplit(beam.PTransform):
-    """Page -> (split, Page). Per language, one combine counts the pages and keeps their
+    """Page -> SplitPage. Per language, one combine counts the pages and keeps their
     EXACT_VALIDATION_PAGES smallest split hashes (bounded memory: no language is ever grouped on
     one worker); from those a cut per language (validation_cut), a side input of one number a
     language. Count and Top are order-free, so the split does not depend on bundling or workers."""
@@ -186,24 +182,29 @@ class AssignSplit(beam.PTransform):
         fraction = self.fraction
         count_and_smallest = beam.combiners.SingleInputTupleCombineFn(
             beam.combiners.CountCombineFn(), beam.combiners.TopCombineFn(EXACT_VALIDATION_PAGES, reverse=True))
+
+        def cut(lang, combined):
+            kept, smallest = combined  # in the order of count_and_smallest's combiners
+            return lang, validation_cut(kept, smallest, fraction)
+
         cuts = (
             pages
             | "LangHash" >> beam.Map(lambda p: (p.lang, split_hash(p.lang, p.page_id)))
             | "CountAndSmallest" >> beam.CombinePerKey(count_and_smallest)
-            | "Cut" >> beam.MapTuple(lambda lang, c: (lang, validation_cut(c[0], c[1], fraction)))
+            | "Cut" >> beam.MapTuple(cut)
             | "CutDict" >> beam.combiners.ToDict()
         )
-        return pages | "KeySplit" >> beam.Map(lambda p, cuts: (split_of(p, cuts), p), pvalue.AsSingleton(cuts))
+        return pages | "KeySplit" >> beam.Map(lambda p, cuts: SplitPage(split_of(p, cuts), p), pvalue.AsSingleton(cuts))
 
 
 def _train_tokenizer(sample, vocab_size):
     faults.point("tokenizer")
-    texts = [text for _, _, text in sorted(sample)]  # sorted: same texts, same order, same vocabulary
+    texts = [s.text for s in sorted(sample)]  # sorted: same texts, same order, same vocabulary
     return train_wordpiece(texts, vocab_size=vocab_size).to_str()
 
 
 class TrainTokenizer(beam.PTransform):
-    """Training pages -> one tokenizer JSON string (a singleton PCollection).
+    """SplitPage (training only) -> one tokenizer JSON string (a singleton PCollection).
 
     The sample is the `tokenizer_pages` pages with the smallest hash of (lang, page id): a
     deterministic bottom-k sketch whose memory is bounded whatever the input size.
@@ -218,17 +219,18 @@ class TrainTokenizer(beam.PTransform):
             return split_pages.pipeline | "GivenTokenizer" >> beam.Create([self.given_json])
         return (
             split_pages
-            | "TrainOnly" >> beam.Filter(lambda kv: kv[0] == "train")
-            | "HashKey" >> beam.Map(lambda kv: (stable_int("tok", kv[1].lang, kv[1].page_id), kv[1].page_id, kv[1].text))
+            | "TrainOnly" >> beam.Filter(lambda sp: sp.split == "train")
+            | "HashKey" >> beam.Map(lambda sp: TokenizerPage(stable_int("tok", sp.page.lang, sp.page.page_id),
+                                                             sp.page.page_id, sp.page.text))
             | "BottomK" >> beam.combiners.Top.Smallest(self.cfg.tokenizer_pages)
             | "Train" >> beam.Map(_train_tokenizer, self.cfg.vocab_size)
         )
 
 
 class PackExamples(beam.PTransform):
-    """(split, Page) -> (split, lang, PackedExample). Pages are packed inside hash groups, sorted
-    by id, so the packing is the same whatever reached which worker first. The number of groups
-    per (lang, split) comes from its size, not from the worker count."""
+    """SplitPage -> Packed. Pages are packed inside hash groups (PackGroup), sorted by id, so the
+    packing is the same whatever reached which worker first. The number of groups per
+    (split, lang) comes from its size, not from the worker count."""
 
     def __init__(self, cfg: PreprocessConfig):
         super().__init__()
@@ -238,21 +240,22 @@ class PackExamples(beam.PTransform):
         cfg = self.cfg
         group_counts = (
             split_pages
-            | "PageSize" >> beam.Map(lambda kv: ((kv[1].lang, kv[0]), len(kv[1].text)))
+            | "PageSize" >> beam.Map(lambda sp: (SplitLang(sp.split, sp.page.lang), len(sp.page.text)))
             | "LangSplitSize" >> beam.CombinePerKey(sum)
-            | "Groups" >> beam.Map(lambda kv: (kv[0], max(1, math.ceil(kv[1] / cfg.pack_group_codepoints))))
+            | "Groups" >> beam.MapTuple(lambda key, size: (key, max(1, math.ceil(size / cfg.pack_group_codepoints))))
             | "GroupDict" >> beam.combiners.ToDict()
         )
 
-        def key(kv, groups):
-            split, page = kv
-            group = stable_int("group", page.lang, page.page_id) % groups[(page.lang, split)]
-            return (page.lang, split, group), (page.page_id, page.text)
+        def key(sp, groups):
+            page = sp.page
+            group = stable_int("group", page.lang, page.page_id) % groups[SplitLang(sp.split, page.lang)]
+            return PackGroup(sp.split, page.lang, group), page
 
         def pack(kv):
-            (lang, split, _), pages = kv
-            for ex in examples.pack_pages(sorted(pages), cfg.seq_len, cfg.sentence_order, cfg.seed):
-                yield split, lang, ex
+            group, pages = kv
+            by_id = sorted((page.page_id, page.text) for page in pages)
+            for ex in examples.pack_pages(by_id, cfg.seq_len, cfg.sentence_order, cfg.seed):
+                yield Packed(group.split, group.lang, ex)
 
         return (
             split_pages
@@ -287,16 +290,17 @@ def shard_name(split: str, index: int, total: int) -> str:
     return f"{split}/part-{index:05d}-of-{total:05d}.parquet"
 
 
-def sizing(sizes: dict, alpha: float, shard_codepoints: int) -> dict:
-    """{(split, lang): (examples, codepoints)} of the packed examples -> language weights and
-    shards per split. The shard count uses the expected number of copies (weight x codepoints),
-    so it is known before replication: examples are keyed to their shard as they are
-    replicated, and the planned rows (an example plus every mask column) never cross a stage."""
-    weights = language_weights({lang: n for (split, lang), (n, _) in sizes.items() if split == "train"}, alpha)
+def sizing(sizes: dict, alpha: float, shard_codepoints: int) -> Sizing:
+    """{SplitLang: Size} of the packed examples -> language weights and shards per split. The
+    shard count uses the expected number of copies (weight x codepoints), so it is known before
+    replication: examples are keyed to their shard as they are replicated, and the planned rows
+    (an example plus every mask column) never cross a stage."""
+    weights = language_weights({key.lang: size.examples for key, size in sizes.items() if key.split == "train"}, alpha)
     expected = {}
-    for (split, lang), (_, cps) in sorted(sizes.items()):
-        expected[split] = expected.get(split, 0.0) + cps * (weights.get(lang, 1.0) if split == "train" else 1.0)
-    return {"weights": weights, "shards": shard_counts(expected, shard_codepoints)}
+    for key, size in sorted(sizes.items()):  # sorted: the same float sums whatever the arrival order
+        weight = weights.get(key.lang, 1.0) if key.split == "train" else 1.0
+        expected[key.split] = expected.get(key.split, 0.0) + size.codepoints * weight
+    return Sizing(weights, shard_counts(expected, shard_codepoints))
 
 
 def _add_counts(rows):
@@ -308,16 +312,16 @@ def _add_counts(rows):
     return tuple(total)
 
 
-def _add_pairs(pairs):
-    n = c = 0
-    for a, b in pairs:
-        n, c = n + a, c + b
-    return n, c
+def _add_sizes(sizes):
+    n = codepoints = 0
+    for size in sizes:
+        n, codepoints = n + size.examples, codepoints + size.codepoints
+    return Size(n, codepoints)
 
 
 class SampleLanguages(beam.PTransform):
-    """(split, lang, example) -> ((split, lang, example, copy), sizing). Validation keeps one
-    copy of each; `sizing` (a singleton) holds the language weights and shards per split."""
+    """Packed -> (Sampled, Sizing), two PCollections. Validation keeps one copy of each example;
+    the Sizing singleton holds the language weights and shards per split."""
 
     def __init__(self, cfg: PreprocessConfig):
         super().__init__()
@@ -327,17 +331,16 @@ class SampleLanguages(beam.PTransform):
         cfg = self.cfg
         plan = (
             packed
-            | "ExampleSize" >> beam.Map(lambda x: ((x[0], x[1]), (1, len(x[2].codepoints))))
-            | "SumSizes" >> beam.CombinePerKey(_add_pairs)
+            | "ExampleSize" >> beam.Map(lambda x: (SplitLang(x.split, x.lang), Size(1, len(x.example.codepoints))))
+            | "SumSizes" >> beam.CombinePerKey(_add_sizes)
             | "SizeDict" >> beam.combiners.ToDict()
             | "Sizing" >> beam.Map(sizing, cfg.alpha, cfg.shard_codepoints)
         )
 
         def replicate(x, plan):
-            split, lang, ex = x
-            n = 1 if split == "validation" else copies_of(plan["weights"].get(lang, 1.0), cfg.seed, lang, ex)
+            n = 1 if x.split == "validation" else copies_of(plan.weights.get(x.lang, 1.0), cfg.seed, x.lang, x.example)
             for copy in range(n):
-                yield split, lang, ex, copy
+                yield Sampled(x.split, x.lang, x.example, copy)
 
         return packed | "Replicate" >> beam.FlatMap(replicate, pvalue.AsSingleton(plan)), plan
 
@@ -355,22 +358,23 @@ class _PlanAndWriteFn(beam.DoFn):
     def process(self, kv, tokenizer_json):
         if tokenizer_json is not self._json:
             self._tokenizer, self._json = WordPieceTokenizer.from_str(tokenizer_json), tokenizer_json
-        (split, index, total), items = kv
+        shard, copies = kv
         by_key = {}
-        for lang, copy, ex in items:
-            by_key.setdefault((lang, copy), []).append(ex)
+        for s in copies:
+            by_key.setdefault((s.lang, s.copy), []).append(s.example)
         rows = []
         for (lang, copy), exs in by_key.items():  # any batching gives the same rows (plan_examples)
             rows += masks.plan_examples(exs, lang, copy, self.seed, self._tokenizer)
         rows.sort(key=lambda r: (stable_int("order", r["example_id"]), r["example_id"]))
-        name = shard_name(split, index, total)
-        record = {"split": split, "path": name, **shards.write_table(shards.rows_to_table(rows), f"{self.staging}/{name}")}
+        name = shard_name(shard.split, shard.index, shard.total)
+        record = ShardFile(split=shard.split, path=name,
+                           **shards.write_table(shards.rows_to_table(rows), f"{self.staging}/{name}"))
         faults.point("shard")
         yield record
 
 
 class WriteShards(beam.PTransform):
-    """(split, lang, example, copy) -> shard records. An example goes to a shard by a hash of its
+    """Sampled -> ShardFile, one per shard written. An example goes to a shard by a hash of its
     example_id, so equal inputs give byte-identical files whatever the workers."""
 
     def __init__(self, cfg: PreprocessConfig, staging: str, sizing, tokenizer_json):
@@ -378,10 +382,10 @@ class WriteShards(beam.PTransform):
         self.cfg, self.staging, self.sizing, self.tokenizer_json = cfg, staging, sizing, tokenizer_json
 
     def expand(self, sampled):
-        def key(x, plan):
-            split, lang, ex, copy = x
-            total = plan["shards"][split]
-            return (split, stable_int("shard", examples.example_id(lang, ex, copy)) % total, total), (lang, copy, ex)
+        def key(s, plan):
+            total = plan.shards[s.split]
+            index = stable_int("shard", examples.example_id(s.lang, s.example, s.copy)) % total
+            return ShardKey(s.split, index, total), s
 
         return (
             sampled
@@ -401,7 +405,7 @@ def _write_json(value, url):
 
 
 class WriteRejects(beam.PTransform):
-    """Rejected pages -> staging/_rejects/<lang>.jsonl, sorted by page id (small: one file a
+    """Reject -> staging/_rejects/<lang>.jsonl, sorted by page id (small: one file a
     language); yields each file's path relative to staging."""
 
     def __init__(self, staging):
@@ -413,46 +417,57 @@ class WriteRejects(beam.PTransform):
 
         def write(kv):
             lang, items = kv
-            items = sorted(items, key=lambda r: (r["page_id"] if isinstance(r["page_id"], int) else -1, r["source"]))
+            items = sorted(items, key=lambda r: (r.page_id if isinstance(r.page_id, int) else -1, r.source))
             rel = f"{contract.REJECTS}/{lang}.jsonl"
-            lines = (json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in items)
+            lines = (json.dumps(r._asdict(), ensure_ascii=False, sort_keys=True) + "\n" for r in items)
             _save_text("".join(lines), f"{staging}/{rel}")
             return rel
 
-        return rejects | "ByLang" >> beam.Map(lambda r: (r["lang"], r)) | "Group" >> beam.GroupByKey() | "Write" >> beam.Map(write)
+        return rejects | "ByLang" >> beam.Map(lambda r: (r.lang, r)) | "Group" >> beam.GroupByKey() | "Write" >> beam.Map(write)
+
+
+class StatsInputs(NamedTuple):  # the PCollections CollectStats reads
+    outcomes: beam.PCollection  # Outcome
+    replaced: beam.PCollection  # Replaced
+    dropped: beam.PCollection  # Dropped
+    example_langs: beam.PCollection  # the language of each Sampled
+    weights: beam.PCollection  # Sizing.weights, one dict
+    validation_langs: beam.PCollection  # the language of each validation SplitPage
 
 
 class CollectStats(beam.PTransform):
-    """Everything the manifest needs besides the shard list, as one JSON file in staging, plus
-    each language's validation pages (["validation_pages", lang, n]: the split's accounting;
-    pipeline/output.py's languages_from_stats does not carry it into the manifest yet)."""
+    """StatsInputs -> everything the manifest needs besides the shard list, as one JSON file in
+    staging (Stat rows), plus each language's validation pages (["validation_pages", lang, n]:
+    the split's accounting; pipeline/output.py's languages_from_stats does not carry it into the
+    manifest yet)."""
 
     def __init__(self, staging):
         super().__init__()
         self.staging = staging
 
-    def expand(self, parts):
-        outcomes, replaced, dropped, example_langs, weights, validation_langs = parts
+    def expand(self, inputs: StatsInputs):
         records = (
             (
-                outcomes | "CountOutcomes" >> beam.combiners.Count.PerElement()
-                | "OutcomeRec" >> beam.Map(lambda kv: ["outcome", kv[0][0], kv[0][1], kv[1]]),
-                replaced | "SumReplaced" >> beam.CombinePerKey(sum)
-                | "ReplacedRec" >> beam.Map(lambda kv: ["replaced", kv[0], kv[1]]),
-                dropped | "SumDropped" >> beam.CombinePerKey(_add_counts)
-                | "DroppedRec" >> beam.Map(lambda kv: ["dropped", kv[0], list(kv[1])]),
-                example_langs | "CountExamples" >> beam.combiners.Count.PerElement()
-                | "ExampleRec" >> beam.Map(lambda kv: ["examples", kv[0], kv[1]]),
-                weights | "WeightRecs" >> beam.FlatMap(lambda w: [["weight", lang, v] for lang, v in w.items()]),
-                validation_langs | "CountValidation" >> beam.combiners.Count.PerElement()
-                | "ValidationRec" >> beam.Map(lambda kv: ["validation_pages", kv[0], kv[1]]),
+                inputs.outcomes | "CountOutcomes" >> beam.combiners.Count.PerElement()
+                | "OutcomeRec" >> beam.MapTuple(lambda o, n: Stat("outcome", o.lang, n, outcome=o.outcome)),
+                inputs.replaced | "ReplacedByLang" >> beam.Map(lambda r: (r.lang, r.characters))
+                | "SumReplaced" >> beam.CombinePerKey(sum)
+                | "ReplacedRec" >> beam.MapTuple(lambda lang, n: Stat("replaced", lang, n)),
+                inputs.dropped | "DroppedByLang" >> beam.Map(lambda d: (d.lang, d.counts))
+                | "SumDropped" >> beam.CombinePerKey(_add_counts)
+                | "DroppedRec" >> beam.MapTuple(lambda lang, counts: Stat("dropped", lang, list(counts))),
+                inputs.example_langs | "CountExamples" >> beam.combiners.Count.PerElement()
+                | "ExampleRec" >> beam.MapTuple(lambda lang, n: Stat("examples", lang, n)),
+                inputs.weights | "WeightRecs" >> beam.FlatMap(lambda w: [Stat("weight", lang, v) for lang, v in w.items()]),
+                inputs.validation_langs | "CountValidation" >> beam.combiners.Count.PerElement()
+                | "ValidationRec" >> beam.MapTuple(lambda lang, n: Stat("validation_pages", lang, n)),
             )
             | "All" >> beam.Flatten()
         )
         return (
             records
             | "ToList" >> beam.combiners.ToList()
-            | "Sort" >> beam.Map(lambda recs: sorted(recs, key=lambda r: [str(x) for x in r]))
+            | "Sort" >> beam.Map(lambda stats: sorted((s.row() for s in stats), key=lambda r: [str(x) for x in r]))
             | "WriteStats" >> beam.Map(_write_json, f"{self.staging}/stats.json")
         )
 
@@ -469,7 +484,7 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
     _ = (
         shard_records
         | "ShardList" >> beam.combiners.ToList()
-        | "SortShards" >> beam.Map(lambda recs: sorted(recs, key=lambda r: r["path"]))
+        | "SortShards" >> beam.Map(lambda files: [f._asdict() for f in sorted(files, key=lambda f: f.path)])
         | "WriteShardList" >> beam.Map(_write_json, f"{staging}/shards.json")
     )
     # The lists of shards and rejects files are what `finalize` publishes: it lists no folder.
@@ -479,10 +494,14 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
         | "RejectsList" >> beam.combiners.ToList()
         | "WriteRejectsList" >> beam.Map(lambda rels: _write_json(sorted(rels), f"{staging}/rejects.json"))
     )
-    example_langs = sampled | "ExampleLang" >> beam.Map(lambda x: x[1])
-    weights = plan | "Weights" >> beam.Map(lambda s: s["weights"])
-    validation_langs = (split_pages | "ValidationOnly" >> beam.Filter(lambda kv: kv[0] == "validation")
-                        | "ValidationLang" >> beam.Map(lambda kv: kv[1].lang))
-    stats = (cleaned.outcomes, cleaned.replaced, cleaned.dropped, example_langs, weights, validation_langs)
+    stats = StatsInputs(
+        outcomes=cleaned.outcomes,
+        replaced=cleaned.replaced,
+        dropped=cleaned.dropped,
+        example_langs=sampled | "ExampleLang" >> beam.Map(lambda s: s.lang),
+        weights=plan | "Weights" >> beam.Map(lambda s: s.weights),
+        validation_langs=(split_pages | "ValidationOnly" >> beam.Filter(lambda sp: sp.split == "validation")
+                          | "ValidationLang" >> beam.Map(lambda sp: sp.page.lang)),
+    )
     _ = stats | "CollectStats" >> CollectStats(staging)
 

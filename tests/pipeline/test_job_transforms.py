@@ -45,14 +45,17 @@ def test_clean_pages_gives_every_page_one_outcome_and_keeps_rejects():
         out = p | beam.Create(pages) | job.CleanPages()
         assert_that(
             out.outcomes,
-            equal_to([("en", "kept"), ("en", "redirects"), ("en", "non_article"), ("en", "parse_errors"),
-                      ("en", "empty"), ("en", "kept")]),
+            equal_to([job.Outcome("en", o) for o in ("kept", "redirects", "non_article", "parse_errors", "empty", "kept")]),
             label="Outcomes",
         )
         assert_that(out.kept | beam.Map(lambda p: p.page_id), equal_to([1, 6]), label="Kept")
-        assert_that(out.rejects | beam.Map(lambda r: (r["page_id"], r["outcome"])),
+        assert_that(out.rejects | beam.Map(lambda r: (r.page_id, r.outcome)),
                     equal_to([(4, "parse_errors"), (5, "empty")]), label="Rejects")
-        assert_that(out.replaced, equal_to([("en", 1)]), label="Replaced")
+        assert_that(out.replaced, equal_to([job.Replaced("en", 1)]), label="Replaced")
+        # equal_to would take plain tuples too: each output is its named type
+        for tag, cls in (("kept", job.Page), ("outcomes", job.Outcome), ("replaced", job.Replaced), ("rejects", job.Reject)):
+            assert_that(getattr(out, tag) | f"Is{cls.__name__}" >> beam.Map(isinstance, cls)
+                        | f"All{cls.__name__}" >> beam.CombineGlobally(all), equal_to([True]), label=f"Type{cls.__name__}")
 
 
 def test_clean_pages_counts_what_kept_pages_lost_and_follows_the_config():
@@ -60,7 +63,7 @@ def test_clean_pages_counts_what_kept_pages_lost_and_follows_the_config():
     lost = tuple(int(r in ("infoboxes", "tables", "end_matter")) for r in contract.CONSTRUCT_DROPS)
     with TestPipeline(options=_opts()) as p:
         out = p | beam.Create(pages) | job.CleanPages()
-        assert_that(out.dropped, equal_to([("en", lost)]), label="Dropped")  # kept pages only
+        assert_that(out.dropped, equal_to([job.Dropped("en", lost)]), label="Dropped")  # kept pages only
         assert_that(out.kept | beam.Map(lambda p: p.text), equal_to(["Text.", "Plain."]), label="Kept")
     with TestPipeline(options=_opts()) as p:
         out = p | beam.Create(pages[:1]) | job.CleanPages(PreprocessConfig(keep_tables=True, keep_end_matter=True))
@@ -110,12 +113,12 @@ def test_sample_languages_repeats_small_languages_with_new_copies():
     def ex(first, part=0):
         return PackedExample([first], np.zeros(3, np.int32), np.zeros(3, np.int8), -1, part)
 
-    packed = [("train", "en", ex(i)) for i in range(90)] + [("train", "sw", ex(i)) for i in range(10)]
-    packed += [("validation", "sw", ex(1000))]
+    packed = [job.Packed("train", "en", ex(i)) for i in range(90)] + [job.Packed("train", "sw", ex(i)) for i in range(10)]
+    packed += [job.Packed("validation", "sw", ex(1000))]
     cfg = PreprocessConfig(alpha=0.5)
     with TestPipeline(options=_opts()) as p:
         sampled, _ = p | beam.Create(packed) | job.SampleLanguages(cfg)
-        counts = sampled | beam.Map(lambda x: (x[0], x[1])) | beam.combiners.Count.PerElement()
+        counts = sampled | beam.Map(lambda s: (s.split, s.lang)) | beam.combiners.Count.PerElement()
 
         def check(rows):
             d = dict(rows)
@@ -130,12 +133,13 @@ def test_sample_languages_repeats_small_languages_with_new_copies():
 def test_shard_counts_follow_data_size():
     assert job.shard_counts({"train": 10, "validation": 0}, 4) == {"train": 3, "validation": 1}
     # From the packed sizes before replication: train counts each language's expected copies.
-    sizes = {("train", "en"): (90, 900), ("train", "sw"): (10, 100), ("validation", "sw"): (1, 35)}
+    key, size = job.SplitLang, job.Size
+    sizes = {key("train", "en"): size(90, 900), key("train", "sw"): size(10, 100), key("validation", "sw"): size(1, 35)}
     plan = job.sizing(sizes, 0.5, 100)
     w = job.language_weights({"en": 90, "sw": 10}, 0.5)
-    assert plan["weights"] == w
-    assert plan["shards"] == {"train": math.ceil((900 * w["en"] + 100 * w["sw"]) / 100), "validation": 1}
-    assert plan["shards"]["train"] == 10  # the total is kept: 1000 codepoints expected
+    assert plan.weights == w
+    assert plan.shards == {"train": math.ceil((900 * w["en"] + 100 * w["sw"]) / 100), "validation": 1}
+    assert plan.shards["train"] == 10  # the total is kept: 1000 codepoints expected
     assert job.sizing(dict(reversed(sizes.items())), 0.5, 100) == plan  # arrival order does not matter
     assert job.shard_name("train", 3, 12) == "train/part-00003-of-00012.parquet"
 
@@ -157,10 +161,10 @@ def test_read_and_clean_gives_each_row_an_outcome_and_replays_a_finished_item(tm
     for run, counter in (("parsed", "items_parsed"), ("replayed", "items_reused")):
         p = TestPipeline(options=_opts())
         out = p | job.ReadAndClean(items, staging, PreprocessConfig())
-        assert_that(out.outcomes, equal_to([("en", "kept"), ("en", "parse_errors"), ("en", "kept"), ("en", "empty")]),
+        assert_that(out.outcomes, equal_to([job.Outcome("en", o) for o in ("kept", "parse_errors", "kept", "empty")]),
                     label="Outcomes")
         assert_that(out.kept, equal_to([job.Page("en", 1, "First page."), job.Page("en", 2, "Second page.")]), label="Kept")
-        assert_that(out.rejects | beam.Map(lambda r: (r["page_id"], r["source"].rsplit(":", 1)[1], r["outcome"], r["reason"])),
+        assert_that(out.rejects | beam.Map(lambda r: (r.page_id, r.source.rsplit(":", 1)[1], r.outcome, r.reason)),
                     equal_to([(-1, "2", "parse_errors", "parse error: invalid JSON at line 2, column 2: "
                                                         "Expecting property name enclosed in double quotes"),
                               (4, "4", "empty", "empty after cleaning")]), label="Rejects")
@@ -184,21 +188,22 @@ def test_assign_split_holds_out_each_languages_share_whatever_the_order_and_bund
 
     # 1% of 1000 is 10; bg's 0.3 of a page is raised to one; xx (19 pages, under the minimum) gets none.
     held = set(smallest("en", 10) + smallest("bg", 1))
-    expected = [("validation" if p in held else "train", p) for p in pages]
+    expected = [job.SplitPage("validation" if p in held else "train", p) for p in pages]
     shuffled = sorted(pages, key=lambda p: stable_int("test order", p.lang, p.page_id))
     with TestPipeline(options=_opts()) as p:
         in_order = p | "InOrder" >> beam.Create(pages) | "SplitInOrder" >> job.AssignSplit(0.01)
         reshuffled = (p | "Shuffled" >> beam.Create(shuffled) | beam.Reshuffle()
                       | "SplitShuffled" >> job.AssignSplit(0.01))
         # Each page exactly once, in its split (train and validation never share one), both ways.
-        both = (in_order | "TagInOrder" >> beam.Map(lambda kv: (0, *kv)),
-                reshuffled | "TagShuffled" >> beam.Map(lambda kv: (1, *kv))) | beam.Flatten()
-        assert_that(both, equal_to([(run, *kv) for run in (0, 1) for kv in expected]))
+        both = (in_order | "TagInOrder" >> beam.Map(lambda sp: (0, sp)),
+                reshuffled | "TagShuffled" >> beam.Map(lambda sp: (1, sp))) | beam.Flatten()
+        assert_that(both, equal_to([(run, sp) for run in (0, 1) for sp in expected]))
 
 
 def test_train_tokenizer_learns_from_the_bottom_k_training_pages_only():
     words = {1: "zebra", 2: "yak", 3: "walrus", 4: "vole", 5: "otter"}
-    split_pages = [("validation" if i == 5 else "train", job.Page("en", i, " ".join([w] * 20))) for i, w in words.items()]
+    split_pages = [job.SplitPage("validation" if i == 5 else "train", job.Page("en", i, " ".join([w] * 20)))
+                   for i, w in words.items()]
     # The two smallest hashes of the training pages (page 5's is smaller than all but one, but it is held out).
     bottom = sorted((stable_int("tok", "en", i), i) for i in words if i != 5)[:2]
     assert {words[i] for _, i in bottom} == {"walrus", "zebra"}
@@ -217,14 +222,16 @@ def test_train_tokenizer_learns_from_the_bottom_k_training_pages_only():
 
 
 def test_pack_examples_packs_each_language_and_split_apart_in_page_id_order():
-    split_pages = [("train", job.Page("en", 3, "gamma delta")), ("validation", job.Page("en", 2, "held out")),
-                   ("train", job.Page("de", 1, "eins zwei")), ("train", job.Page("en", 1, "alpha beta"))]
+    split_pages = [job.SplitPage("train", job.Page("en", 3, "gamma delta")),
+                   job.SplitPage("validation", job.Page("en", 2, "held out")),
+                   job.SplitPage("train", job.Page("de", 1, "eins zwei")),
+                   job.SplitPage("train", job.Page("en", 1, "alpha beta"))]
 
-    def readable(x):
-        split, lang, ex = x
+    def readable(packed):
+        ex = packed.example
         text = codepoints_to_text(ex.codepoints)
         assert text[0] == chr(contract.CLS) and text[-1] == chr(contract.SEP) and not ex.segment_ids.any()
-        return split, lang, tuple(ex.page_ids), text[1:-1], ex.part, ex.sop_label
+        return packed.split, packed.lang, tuple(ex.page_ids), text[1:-1], ex.part, ex.sop_label
 
     with TestPipeline(options=_opts()) as p:
         packed = p | beam.Create(split_pages) | job.PackExamples(PreprocessConfig(seq_len=64))
@@ -238,26 +245,27 @@ def test_pack_examples_packs_each_language_and_split_apart_in_page_id_order():
 def test_write_shards_puts_each_example_in_its_hashed_shard_in_hashed_order(tmp_path):
     texts = [f"page {i} says alpha beta gamma" for i in range(8)]
     exs = pack_pages([(i, t) for i, t in enumerate(texts)], 16)
-    sampled = [("train", "en", ex, copy) for ex in exs for copy in (0, 1)] + [("validation", "sw", exs[0], 0)]
-    sizing = {"weights": {"en": 2.0}, "shards": {"train": 2, "validation": 1}}
+    sampled = [job.Sampled("train", "en", ex, copy) for ex in exs for copy in (0, 1)]
+    sampled += [job.Sampled("validation", "sw", exs[0], 0)]
+    sizing = job.Sizing(weights={"en": 2.0}, shards={"train": 2, "validation": 1})
     tokenizer_json = train_wordpiece(texts, vocab_size=100).to_str()
     staging = str(tmp_path)
     with TestPipeline(options=_opts()) as p:
         plan, tok = p | "Sizing" >> beam.Create([sizing]), p | "Tokenizer" >> beam.Create([tokenizer_json])
         records = p | "Sampled" >> beam.Create(sampled) | job.WriteShards(PreprocessConfig(), staging, plan, tok)
-        assert_that(records | beam.Map(lambda r: (r["split"], r["path"])), equal_to([
+        assert_that(records | beam.Map(lambda r: (r.split, r.path)), equal_to([
             ("train", "train/part-00000-of-00002.parquet"), ("train", "train/part-00001-of-00002.parquet"),
             ("validation", "validation/part-00000-of-00001.parquet")]))
-        assert_that(records | beam.Map(lambda r: r["rows"]) | beam.CombineGlobally(sum), equal_to([len(sampled)]),
+        assert_that(records | beam.Map(lambda r: r.rows) | beam.CombineGlobally(sum), equal_to([len(sampled)]),
                     label="Rows")
         # What the manifest records of each shard is what is on disk.
-        assert_that(records | beam.Map(lambda r: r["sha256"] == hashlib.sha256((tmp_path / r["path"]).read_bytes()).hexdigest()),
+        assert_that(records | beam.Map(lambda r: r.sha256 == hashlib.sha256((tmp_path / r.path).read_bytes()).hexdigest()),
                     equal_to([True] * 3), label="Sha256")
     expected = {}
-    for split, lang, ex, copy in sampled:
-        total = sizing["shards"][split]
-        name = job.shard_name(split, stable_int("shard", example_id(lang, ex, copy)) % total, total)
-        expected.setdefault(name, []).append(example_id(lang, ex, copy))
+    for s in sampled:
+        total = sizing.shards[s.split]
+        name = job.shard_name(s.split, stable_int("shard", example_id(s.lang, s.example, s.copy)) % total, total)
+        expected.setdefault(name, []).append(example_id(s.lang, s.example, s.copy))
     for name, ids in expected.items():
         written = pq.read_table(tmp_path / name).column("example_id").to_pylist()
         assert written == sorted(ids, key=lambda i: (stable_int("order", i), i)), name
@@ -265,8 +273,7 @@ def test_write_shards_puts_each_example_in_its_hashed_shard_in_hashed_order(tmp_
 
 def test_write_rejects_writes_one_sorted_file_per_language(tmp_path):
     def reject(lang, page_id, source):
-        return {"lang": lang, "page_id": page_id, "title": f"T{page_id}", "source": source, "outcome": "parse_errors",
-                "reason": "parse error: x"}
+        return job.Reject(lang, page_id, f"T{page_id}", source, "parse_errors", "parse error: x")
 
     rejects = [reject("en", 7, "a:9"), reject("de", 3, "b:1"), reject("en", -1, "a:5"), reject("en", 2, "a:1"),
                reject("en", -1, "a:2")]
@@ -277,20 +284,22 @@ def test_write_rejects_writes_one_sorted_file_per_language(tmp_path):
     assert sorted(f.name for f in folder.iterdir()) == ["de.jsonl", "en.jsonl"]
     en = [json.loads(line) for line in (folder / "en.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [(r["page_id"], r["source"]) for r in en] == [(-1, "a:2"), (-1, "a:5"), (2, "a:1"), (7, "a:9")]
-    assert (folder / "de.jsonl").read_text(encoding="utf-8") == json.dumps(rejects[1], sort_keys=True) + "\n"
+    assert json.loads((folder / "de.jsonl").read_text(encoding="utf-8")) == rejects[1]._asdict()
 
 
 def test_collect_stats_writes_every_count_as_one_sorted_json_file(tmp_path):
     n = len(contract.CONSTRUCT_DROPS)
     with TestPipeline(options=_opts()) as p:
-        outcomes = p | "Outcomes" >> beam.Create([("en", "kept"), ("en", "kept"), ("sw", "empty"), ("en", "redirects")])
-        replaced = p | "Replaced" >> beam.Create([("en", 2), ("en", 3)])
-        dropped = p | "Dropped" >> beam.Create([("en", (1,) + (0,) * (n - 1)), ("en", (1,) * n)])
-        example_langs = p | "Examples" >> beam.Create(["en", "en", "sw"])
-        weights = p | "Weights" >> beam.Create([{"en": 0.5, "sw": 2.0}])
-        validation_langs = p | "Validation" >> beam.Create(["sw", "en", "sw"])
-        parts = (outcomes, replaced, dropped, example_langs, weights, validation_langs)
-        path = parts | job.CollectStats(str(tmp_path))
+        inputs = job.StatsInputs(
+            outcomes=p | "Outcomes" >> beam.Create([job.Outcome("en", "kept"), job.Outcome("en", "kept"),
+                                                    job.Outcome("sw", "empty"), job.Outcome("en", "redirects")]),
+            replaced=p | "Replaced" >> beam.Create([job.Replaced("en", 2), job.Replaced("en", 3)]),
+            dropped=p | "Dropped" >> beam.Create([job.Dropped("en", (1,) + (0,) * (n - 1)), job.Dropped("en", (1,) * n)]),
+            example_langs=p | "Examples" >> beam.Create(["en", "en", "sw"]),
+            weights=p | "Weights" >> beam.Create([{"en": 0.5, "sw": 2.0}]),
+            validation_langs=p | "Validation" >> beam.Create(["sw", "en", "sw"]),
+        )
+        path = inputs | job.CollectStats(str(tmp_path))
         assert_that(path, equal_to([f"{tmp_path}/stats.json"]))
     assert json.loads((tmp_path / "stats.json").read_text(encoding="utf-8")) == [
         ["dropped", "en", [2] + [1] * (n - 1)],
