@@ -1,4 +1,4 @@
-"""Object storage against local disk, side by side in one run (issue 11, "Measure and report").
+"""Object storage against local disk, side by side in one run.
 
     python benchmarks/object_store.py                  # ~10 MB of wikitext, S3 (moto) and GCS (emulator)
     python benchmarks/object_store.py --repeat 20 --stores s3
@@ -45,7 +45,8 @@ def preprocess_s(inputs, out: str, workers: int) -> float:
 
 def train(data: str, out: str, steps: int) -> dict:
     """A stopped-then-resumed tiny run; its steady steps/s and the two wall times."""
-    from training.train import config, metrics
+    from training import rundir
+    from training.train import config
     from training.train.run import pretrain
 
     settings = {"data.path": data, "output": out, "train.max_steps": steps, "checkpoint.every": steps // 2,
@@ -56,7 +57,7 @@ def train(data: str, out: str, steps: int) -> dict:
     t = time.perf_counter()
     pretrain(config.load_config("tiny", settings))  # the same command again: resumes
     resumed = time.perf_counter() - t
-    step_s = sorted(r["step_s"] for r in metrics.read_metrics(out)[2:])
+    step_s = sorted(r["step_s"] for r in rundir.read_metrics(out)[2:])
     return {"steps_per_s": 1 / step_s[len(step_s) // 2], "first": first, "resumed": resumed}
 
 

@@ -46,7 +46,8 @@ if not torch.cuda.is_available():
 
 from pipeline import contract  # noqa: E402
 from pipeline.options import parse_settings  # noqa: E402
-from training.train import config, metrics  # noqa: E402
+from training import rundir  # noqa: E402
+from training.train import config  # noqa: E402
 from training.train.run import pretrain  # noqa: E402
 
 
@@ -91,10 +92,10 @@ def run_one(args, workers: int, data: str, output: str) -> dict:
     overrides.update(parse_settings(args.set))  # as canine pretrain --set: lists too
     cfg = config.load_config(args.config, overrides)
     pretrain(cfg)
-    profile = os.path.join(output, "profile.txt")  # --set log.profile_steps=N: printed before the temp dir goes
+    profile = rundir.join(output, rundir.PROFILE)  # --set log.profile_steps=N: printed before the temp dir goes
     if os.path.exists(profile):
         print(open(profile).read(), flush=True)
-    every = metrics.read_metrics(output)
+    every = rundir.read_metrics(output)
     records = every[args.warmup:]
     if not records:
         raise SystemExit(f"no steps after --warmup {args.warmup}: raise --steps")

@@ -45,6 +45,7 @@ KNOWN = (
     "jobs.dumps.DumpNotFound",
     "jobs.submit.ClusterError",
     "training.export.ExportError",
+    "training.rundir.NotARun",
     "training.train.failures.FatalError",
     "training.train.resources.ClusterTooSmall",
     "training.train.run.ClusterUnreachable",

@@ -20,9 +20,9 @@ def add_arguments(p):
 
 def objects(args) -> dict[str, str]:
     """What each path is, for an error that names only a path (jobs/errors.py)."""
-    from training.export import HF_DIR
+    from training import rundir
 
-    to = args.to or f"{args.run.rstrip('/')}/{HF_DIR}"
+    to = args.to or rundir.join(args.run, rundir.HF)
     return {args.run: "the run directory (RUN)", to: "the export directory (--to)"}
 
 

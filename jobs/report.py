@@ -9,26 +9,9 @@ manifest its config points to), so it works for any finished or running run.
 
 import io
 import json
-import statistics
-
-import fsspec
-import yaml
 
 from pipeline.manifest import read_manifest
-
-CURVE_FILE = "curves.png"
-
-
-def _join(base, *parts):
-    return "/".join([base.rstrip("/"), *parts])
-
-
-def _read(url):
-    fs, path = fsspec.core.url_to_fs(url)
-    if not fs.exists(path):
-        return None
-    with fs.open(path, "r", encoding="utf-8") as f:
-        return f.read()
+from training import rundir
 
 
 def _data_manifest(data_path: str):
@@ -70,29 +53,15 @@ def plot(records: list[dict], url: str) -> str:
 
 
 def summarize(run_dir: str) -> dict:
-    from training.train.metrics import read_metrics
-
-    records = read_metrics(run_dir)
+    """The run's figures (rundir.summarize: the same as its summary.json and model card), what it
+    trained on, where its curve, weights and export are; draws the curve."""
+    records = rundir.read_metrics(run_dir)
     if not records:
-        raise FileNotFoundError(f"{run_dir}: no metrics.jsonl (not a canine pretrain run, or it has not logged a step); "
-                                "give the --output of canine pretrain")
-    head, tail = records[: min(5, len(records))], records[-min(5, len(records)) :]
-    evals = [r for r in records if "eval_loss" in r]
-    summary = {
-        "run": run_dir,
-        "steps": records[-1]["step"],
-        "loss_start": round(statistics.fmean(r["loss"] for r in head), 4),  # mean of 5: one step is noisy
-        "loss_end": round(statistics.fmean(r["loss"] for r in tail), 4),
-        "eval_loss": evals[-1]["eval_loss"] if evals else None,
-        "eval_accuracy": evals[-1]["eval_accuracy"] if evals else None,
-        "eval_sop_accuracy": evals[-1].get("eval_sop_accuracy") if evals else None,
-        "chars_per_s": round(statistics.median(r["chars_per_s"] for r in records), 1),
-        "examples_per_s": round(statistics.median(r["examples_per_s"] for r in records), 2),
-        "curve": plot(records, _join(run_dir, CURVE_FILE)),
-    }
-    cfg_text = _read(_join(run_dir, "config.yaml"))
-    if cfg_text:
-        cfg = yaml.safe_load(cfg_text)
+        raise FileNotFoundError(f"{run_dir}: no {rundir.METRICS} (not a canine pretrain run, or it has not logged a "
+                                "step); give the --output of canine pretrain")
+    summary = {"run": run_dir, **rundir.summarize(records), "curve": plot(records, rundir.join(run_dir, rundir.CURVES))}
+    cfg = rundir.read_saved_config(run_dir)
+    if cfg:
         summary["objective"] = cfg.get("train", {}).get("objective")
         data_path = cfg.get("data", {}).get("path")
         m = _data_manifest(data_path) if data_path else None
@@ -100,7 +69,7 @@ def summarize(run_dir: str) -> dict:
             summary["data"] = data_path
             summary["examples"] = {name: split.rows for name, split in m.splits.items()}
             summary["languages"] = sorted(m.languages)
-    run_summary = _read(_join(run_dir, "summary.json"))
+    run_summary = rundir.read(rundir.join(run_dir, rundir.SUMMARY))
     if run_summary:
         s = json.loads(run_summary)
         summary.update({k: v for k, v in s.items() if k in ("hf_export", "consolidated", "checkpoint")})
@@ -112,11 +81,7 @@ def format_summary(s: dict) -> str:
     if "examples" in s:
         ex = ", ".join(f"{k} {v}" for k, v in s["examples"].items())
         lines.append(f"data           {s['data']}: {ex} examples, {len(s['languages'])} languages ({' '.join(s['languages'])})")
-    lines.append(f"loss           {s['loss_start']:.4f} -> {s['loss_end']:.4f} (mean of first / last 5 steps)")
-    if s["eval_loss"] is not None:
-        lines.append(f"validation     loss {s['eval_loss']:.4f}, accuracy {s['eval_accuracy']:.3f}"
-                     + (f", sentence order {s['eval_sop_accuracy']:.3f}" if s.get("eval_sop_accuracy") is not None else ""))
-    lines.append(f"throughput     {s['chars_per_s']:.0f} characters/s, {s['examples_per_s']:.2f} examples/s (median step)")
+    lines += [f"{label:<15}{text}" for label, text in rundir.figures(s)]
     lines.append(f"curve          {s['curve']}")
     for key in ("consolidated", "hf_export"):
         if s.get(key):

@@ -57,7 +57,7 @@ def main(args) -> int:
     from jobs.preprocess import preprocess
     from pipeline import options
     from pipeline.config import PreprocessConfig
-    from training import evaluate
+    from training import evaluate, rundir
     from training.train.config import load_config
     from training.train.run import pretrain
 
@@ -106,7 +106,7 @@ def main(args) -> int:
     # Proof of learning (canine evaluate): held-out masked characters and a language probe,
     # the pretrained encoder against itself at initialization.
     print(evaluate.format_evaluation(evaluate.evaluate_run(str(run))))
-    print(f"tensorboard    tensorboard --logdir {run / 'tensorboard'}")
+    print(f"tensorboard    tensorboard --logdir {run / rundir.TENSORBOARD}")
     if summary.get("hf_export"):
         print(f"hf export      {summary['hf_export']}  (transformers AutoModel / AutoTokenizer .from_pretrained)")
     else:

@@ -5,10 +5,10 @@ One Parquet row (zstd) per example. Positions are absolute indices into `codepoi
 (position 0 is CLS). Data, constants, the Arrow schema and a few small functions; it imports
 pyarrow, numpy and fsspec only, so the training side can read it without Beam. It also holds the one
 way every published file is written, by both sides (`atomic_write`): a crash leaves the old
-version or the new one, never half of one (issue 10), and the one counter-based random number
+version or the new one, never half of one, and the one counter-based random number
 generator both sides draw from (`splitmix64`).
 
-Special codepoints come from CANINE's private-use assignments (CANINE.md "Input",
+Special codepoints come from CANINE's private-use assignments (docs/canine.md "Input",
 google-research/language canine/special_codepoints.py).
 """
 
@@ -33,7 +33,7 @@ BOS = 0xE002
 MASK = 0xE003
 RESERVED = 0xE004
 # Any input character in this set could be confused with a special codepoint, so the
-# cleaner replaces it with REPLACEMENT_CHARACTER and counts it (issue 2, "Cleaning").
+# cleaner replaces it with REPLACEMENT_CHARACTER and counts it (pipeline/clean.py).
 ALIASED_RANGE = (0xE000, 0xE0FF)  # inclusive, plus U+0000
 REPLACEMENT_CHARACTER = 0xFFFD
 
@@ -59,7 +59,7 @@ DEFAULT_SEQ_LEN = 2048
 # Only the split folders hold Parquet. Every other published name starts with "_": Parquet
 # readers (pyarrow.dataset, pandas, Spark, HF datasets) skip names that start with "_" or ".",
 # as they skip Spark's _SUCCESS and _metadata, so reading the output's root as a Parquet
-# dataset gives exactly the manifest's rows (issue 10). Run-time files (the lock, staging)
+# dataset gives exactly the manifest's rows. Run-time files (the lock, staging)
 # start with ".".
 SPLITS = ("train", "validation")
 MANIFEST = "_manifest.json"
@@ -137,7 +137,7 @@ def unit_floats(bits: np.ndarray) -> np.ndarray:
 # Credentials come from the environment or the cloud SDKs' own files. A URL can still carry
 # some, as `scheme://user:password@host/...` or a presigned query (S3's X-Amz-Signature, GCS's
 # X-Goog-Signature, Azure's sig): `redact` masks them in any text before it is written to a
-# manifest, a rejects file, a lock record, a log line or an error message (issue 11).
+# manifest, a rejects file, a lock record, a log line or an error message.
 _USERINFO = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s'\"]+@")
 _SECRET_QUERY = re.compile(
     r"([?&](?:x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|x-goog-credential"
@@ -147,6 +147,11 @@ _SECRET_QUERY = re.compile(
 def redact(text: str) -> str:
     """`text` with the credentials of any URL in it replaced by `***`."""
     return _SECRET_QUERY.sub(r"\1***", _USERINFO.sub(r"\1***@", text))
+
+
+def join(base: str, *parts: str) -> str:
+    """`base/part/...` for a local path or any fsspec URL (os.path.join would break URLs on Windows)."""
+    return "/".join([base.rstrip("/"), *parts])
 
 
 def file_sha256(url: str, block: int = 1 << 22) -> str:

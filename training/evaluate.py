@@ -1,4 +1,4 @@
-"""Proof of learning (issue 14): a finished run's encoder against the same encoder at its
+"""Proof of learning (docs/pretraining.md): a finished run's encoder against the same encoder at its
 initialization, on held-out data, by two measures:
 
 1. Masked prediction on the validation split (the run's own objective, its stored mask plans and
@@ -16,7 +16,7 @@ initialization, on held-out data, by two measures:
    characters, and scripts differ), so the margin is small early and grows with training
    (docs/pretraining.md has figures).
 
-Both are also reported per language (issue 24), so a user sees which languages learned: the
+Both are also reported per language, so a user sees which languages learned: the
 masked figures over each language's validation rows alone (batched apart: a row's figures do
 not depend on its batch), the probe's accuracy on each language's snippets (its recall), and
 the output's languages that had no validation example among those read. The overall masked
@@ -61,10 +61,10 @@ def read_rows(shards, limit: int) -> pa.Table:
 
 def load_run(run: str):
     """(config, manifest, pretrained model, initial model) of a finished run, both in eval mode."""
-    from training.export import read_run_config
-    from training.train.loop import CONSOLIDATED, seed_all
+    from training import rundir
+    from training.train.loop import seed_all
 
-    cfg = read_run_config(run)
+    cfg = rundir.read_config(run)
     manifest = plan.read_manifest(cfg.data.path)
     model_cfg = config_mod.model_config(cfg)
     if cfg.train.objective == "subword" and not model_cfg.num_subword_vocab:
@@ -72,7 +72,7 @@ def load_run(run: str):
     seed_all(cfg.train.seed)  # as loop.train_loop_per_worker: the run's own starting point
     initial = CaninePretrainingModel(model_cfg, cfg.train.objective).eval()
     pretrained = CaninePretrainingModel(model_cfg, cfg.train.objective)
-    weights = plan.join(run, CONSOLIDATED)
+    weights = rundir.join(run, rundir.CONSOLIDATED)
     fs, path = fsspec.core.url_to_fs(weights)
     if not fs.exists(path):
         raise FileNotFoundError(f"{contract.redact(run)} has no consolidated weights ({contract.redact(weights)}): "

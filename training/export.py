@@ -17,14 +17,12 @@ it, e.g. once the `[hf]` extra is installed.
 import hashlib
 import json
 import pickle
-import statistics
 
 import fsspec
 import yaml
 
 from pipeline import contract
-
-HF_DIR = "hf"  # the default target: RUN/hf
+from training import rundir
 
 
 class ExportError(RuntimeError):
@@ -41,28 +39,6 @@ def missing_extra() -> str | None:
     return None
 
 
-def _join(base: str, *parts: str) -> str:
-    return "/".join([base.rstrip("/"), *parts])
-
-
-def _read(url: str) -> bytes | None:
-    fs, path = fsspec.core.url_to_fs(url)
-    if not fs.exists(path):
-        return None
-    with fs.open(path, "rb") as f:
-        return f.read()
-
-
-def read_run_config(run: str):
-    from training.train import config as config_mod
-
-    text = _read(_join(run, "config.yaml"))
-    if text is None:
-        raise ExportError(f"{contract.redact(run)} has no config.yaml: not a run directory (the --output of canine "
-                          "pretrain); check the path or URL")
-    return config_mod.from_dict(yaml.safe_load(text), where=_join(run, "config.yaml"))
-
-
 def _manifest(data_path: str):
     """(manifest.Manifest, sha256 of its file, why it is missing) of the shards a run trained on."""
     from pipeline.manifest import Manifest, ManifestError
@@ -70,7 +46,7 @@ def _manifest(data_path: str):
     if not data_path:
         return None, None, "the config names no data.path"
     try:
-        raw = _read(_join(data_path, contract.MANIFEST))
+        raw = rundir.read(rundir.join(data_path, contract.MANIFEST))
     except OSError as e:
         return None, None, f"unreadable here ({type(e).__name__})"
     if raw is None:
@@ -121,13 +97,11 @@ def model_card(cfg, encoder_config, records: list[dict], manifest, manifest_sha:
         lines.append(f"- shards: `{contract.redact(cfg.data.path)}` (manifest: {manifest_missing})")
     lines += ["", "## Training", ""]
     if records:
-        head, tail = records[: min(5, len(records))], records[-min(5, len(records)):]
-        lines += [f"- steps: {records[-1]['step']} of {cfg.train.max_steps}, global batch {cfg.train.global_batch}, "
+        summary = rundir.summarize(records)
+        lines += [f"- steps: {summary['steps']} of {cfg.train.max_steps}, global batch {cfg.train.global_batch}, "
                   f"{cfg.optim.name} lr {cfg.optim.lr}, {cfg.parallel.workers} {cfg.parallel.device} workers, "
-                  f"DeepSpeed ZeRO-{cfg.parallel.zero_stage}, {cfg.parallel.precision}",
-                  f"- training loss: {statistics.fmean(r['loss'] for r in head):.4f} -> "
-                  f"{statistics.fmean(r['loss'] for r in tail):.4f} (mean of the first / last 5 steps); "
-                  f"last step {records[-1]['loss']:.4f}"]
+                  f"DeepSpeed ZeRO-{cfg.parallel.zero_stage}, {cfg.parallel.precision}"]
+        lines += [f"- {label}: {text}" for label, text in rundir.figures(summary)]
     else:
         lines.append("- no metrics.jsonl found")
     evals = [r for r in records if "eval_loss" in r]
@@ -155,15 +129,10 @@ def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | No
     from training.hf import export_hf
     from training.train import config as config_mod
     from training.train.checkpoint import load_consolidated
-    from training.train.metrics import read_metrics
-
     if cfg is None:
-        cfg = read_run_config(run)
-    if consolidated is None:
-        from training.train.loop import CONSOLIDATED
-
-        consolidated = _join(run, CONSOLIDATED)
-    target = to or _join(run, HF_DIR)
+        cfg = rundir.read_config(run)
+    consolidated = consolidated or rundir.join(run, rundir.CONSOLIDATED)
+    target = to or rundir.join(run, rundir.HF)
     target_fs, target_path = fsspec.core.url_to_fs(target)
     if target_fs.isfile(target_path):
         raise ExportError(f"{contract.redact(target)}: a file, and an export is a directory; choose another --to, "
@@ -183,7 +152,7 @@ def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | No
         raise ExportError(f"{contract.redact(consolidated)}: unreadable consolidated weights ({type(e).__name__}: "
                           f"{first}); a damaged, partly copied or foreign file: copy it again, or finish the run "
                           "again from its last checkpoint") from e
-    records = read_metrics(run)
+    records = rundir.read_metrics(run)
     manifest, manifest_sha, missing = _manifest(cfg.data.path)
     card = model_card(cfg, model.encoder.config, records, manifest, manifest_sha, missing)
     try:

@@ -6,6 +6,7 @@ import os
 import yaml
 
 from jobs import cli, report
+from training import rundir
 from training.synthetic import WORDS, write_contract_shards
 
 
@@ -29,7 +30,7 @@ def test_summary_and_curve(tmp_path):
     assert s["loss_end"] < s["loss_start"]
     assert s["eval_accuracy"] == 20 / 50 and s["eval_sop_accuracy"] is None
     assert "sentence order" not in report.format_summary(s)
-    png = (tmp_path / report.CURVE_FILE).read_bytes()
+    png = (tmp_path / rundir.CURVES).read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
 
 
@@ -52,7 +53,7 @@ def test_data_comes_from_the_contract_manifest_and_a_torn_last_line_is_dropped(t
     assert s["steps"] == 20 and s["objective"] == "char"
     assert s["examples"] == {"train": 90, "validation": 10} and s["languages"] == sorted(WORDS)
     left = sorted(os.listdir(tmp_path))
-    assert left == sorted([report.CURVE_FILE, "config.yaml", "metrics.jsonl", "shards"])  # no temp file
+    assert left == sorted([rundir.CURVES, "config.yaml", "metrics.jsonl", "shards"])  # no temp file
 
 
 def test_sentence_order_accuracy_is_reported_when_the_run_had_pairs(tmp_path):
@@ -61,4 +62,30 @@ def test_sentence_order_accuracy_is_reported_when_the_run_had_pairs(tmp_path):
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     s = report.summarize(str(tmp_path))
     assert s["eval_sop_accuracy"] == 0.6875
-    assert "validation     loss 5.0000, accuracy 0.400, sentence order 0.688" in report.format_summary(s)
+    assert "validation     step 20: loss 5.0000, accuracy 0.4000, sentence order 0.6875" in report.format_summary(s)
+
+
+def test_summary_json_report_and_model_card_print_the_same_figures(tmp_path):
+    """One summary of metrics.jsonl (rundir.summarize): the driver's summary.json, canine report
+    and the model card print the same numbers, to the digit (they once used three statistics)."""
+    from training.export import model_card
+    from training.train import config as config_mod
+    from training.train.run import summarize as run_summary
+
+    records = write_run(tmp_path)
+    for i, r in enumerate(records):  # speeds that differ between the mean, the median and its steady part
+        r.update(examples_per_s=1.0 + (i * 7919 % 23) / 3, chars_per_s=1000.0 + (i * 104729 % 31) * 17.3,
+                 peak_rss_mb=500.0 + i)
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    cfg = config_mod.load_config("tiny", {"output": str(tmp_path), "data.path": str(tmp_path / "shards"),
+                                          "train.max_steps": 20})
+    saved = run_summary(cfg, records)
+    shown = report.summarize(str(tmp_path))
+    card = model_card(cfg, config_mod.model_config(cfg), records, None, None, "not here")
+    for key in ("loss_start", "loss_end", "final_loss", "eval_loss", "eval_accuracy", "examples_per_s", "chars_per_s"):
+        assert saved[key] == shown[key], key
+    assert saved["steps"] == 20 and saved["finished"] and saved["peak_rss_mb_per_worker"] == 519.0
+    text = report.format_summary(shown)
+    for label, line in rundir.figures(saved):
+        assert f"{label:<15}{line}" in text and f"- {label}: {line}" in card
+    assert f"{saved['examples_per_s']:.2f} examples/s" in card and f"{saved['chars_per_s']:.1f} characters/s" in card

@@ -55,12 +55,12 @@ def reference_run(pipeline_shards, ray_local, tmp_path_factory):
     multi-node tests compare their losses with step by step. log.profile_steps leaves the
     arithmetic unchanged."""
     from reference_settings import reference_config
-    from training.train import metrics
+    from training import rundir
     from training.train.run import pretrain
 
     output = tmp_path_factory.mktemp("reference")
     summary = pretrain(reference_config(pipeline_shards, output, **{"log.profile_steps": 2}))
-    return str(output), summary, metrics.read_metrics(str(output))
+    return str(output), summary, rundir.read_metrics(str(output))
 
 
 @pytest.fixture(scope="session")

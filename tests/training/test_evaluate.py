@@ -111,7 +111,7 @@ def _train_briefly(run: str, data: str, steps: int) -> None:
     """Overwrite the run's weights with those of a short in-process AdamW run on its data."""
     from training.heads import CaninePretrainingModel
     from training.train.checkpoint import save_consolidated
-    from training.train.loop import CONSOLIDATED
+    from training.rundir import CONSOLIDATED
     from training.train.stream import build_seed
 
     cfg, manifest, _, _ = evaluate.load_run(run)

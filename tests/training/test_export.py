@@ -16,7 +16,8 @@ from training.heads import CaninePretrainingModel
 from training.hf import EXPORT_MARKER, to_hf_state_dict
 from training.train import config as config_mod
 from training.train.checkpoint import save_consolidated
-from training.train.loop import CONSOLIDATED
+from training import rundir
+from training.rundir import CONSOLIDATED
 
 SEQ_LEN = 256
 
@@ -80,7 +81,7 @@ def test_a_run_exports_with_tokenizer_and_model_card(tmp_path, shards, monkeypat
 
 
 def test_what_cannot_be_exported_says_why(tmp_path, shards):
-    with pytest.raises(ExportError, match="no config.yaml"):
+    with pytest.raises(rundir.NotARun, match="no config.yaml"):
         export_run(str(tmp_path / "nothing"))
     run = str(tmp_path / "run")
     write_run(run, shards)

@@ -148,8 +148,7 @@ def resolve(cfg, model, model_cfg, world: int, rank: int, device):
 def record(cfg) -> None:
     """Save the chosen micro batch with the run (OUTPUT/config.yaml, which the driver wrote)."""
     from pipeline import contract
+    from training import rundir
     from training.train import config as config_mod
-    from training.train.data import join
-    from training.train.run import CONFIG_FILE  # here: run.py imports the worker loop, which imports this
 
-    contract.atomic_write(join(cfg.output, CONFIG_FILE), config_mod.to_yaml(cfg).encode("utf-8"))
+    contract.atomic_write(rundir.join(cfg.output, rundir.CONFIG), config_mod.to_yaml(cfg).encode("utf-8"))

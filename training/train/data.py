@@ -33,7 +33,6 @@ data may be local or on any fsspec filesystem (gs://, s3://, ...).
 """
 
 import functools
-import posixpath
 from dataclasses import dataclass
 
 import fsspec
@@ -70,11 +69,6 @@ class Unit:
     stop: int  # one past the last row
 
 
-def join(base: str, *parts: str) -> str:
-    """Join fsspec URL / path parts with '/' (os.path.join would break URLs on Windows)."""
-    return posixpath.join(base.rstrip("/"), *parts)
-
-
 def read_manifest(data_url: str) -> Manifest:
     """Load and check `DIR/<contract.MANIFEST>`; errors name the file and the offending field."""
     try:
@@ -82,12 +76,12 @@ def read_manifest(data_url: str) -> Manifest:
     except FileNotFoundError:
         raise FileNotFoundError(f"{contract_manifest.manifest_url(data_url)}: no manifest; --data must be a "
                                 "directory written by `canine preprocess`") from None
-    splits = {name: tuple(Shard(join(data_url, s.path), s.rows, s.sha256) for s in split.shards)
+    splits = {name: tuple(Shard(contract.join(data_url, s.path), s.rows, s.sha256) for s in split.shards)
               for name, split in m.splits.items()}
     if not sum(s.rows for s in splits["train"]):
         raise ValueError(f"{contract_manifest.manifest_url(data_url)}: the train split has no rows")
     return Manifest(url=data_url, splits=splits, seq_len=m.seq_len, config_sha256=m.config_sha256,
-                    tokenizer_url=join(data_url, m.tokenizer.path))
+                    tokenizer_url=contract.join(data_url, m.tokenizer.path))
 
 
 def vocab_size(tokenizer_url: str) -> int:

@@ -10,6 +10,7 @@ DeepSpeed wraps the model (autobatch.py). CANINE_FAULT_STEP / CANINE_FAULT_KIND 
 for tests (failures.Faults: kill rank 1, an out-of-memory, zero or NaN gradients).
 """
 
+import dataclasses
 import random
 import tempfile
 import time
@@ -18,12 +19,10 @@ import numpy as np
 import torch
 
 from pipeline import contract
+from training import rundir
 from training.train import autobatch, checkpoint, config, data, failures, guard, metrics, stream
 from training.train.engine import autocast, global_grad_norm, wrap
 from training.train.failures import FAULT_ENV, FAULT_MARKER  # noqa: F401 (importable from here as before)
-
-CONSOLIDATED = "final/model_fp32.pt"
-
 
 def seed_all(seed: int) -> None:
     torch.manual_seed(seed)
@@ -40,7 +39,7 @@ class _Profiler:
     def __init__(self, cfg, first_step: int, stop: int, on_gpu: bool):
         self.first = first_step + self.WARMUP
         self.last = min(self.first + cfg.log.profile_steps, stop)  # a shorter run: what it has
-        self.url, self.on_gpu, self.prof = data.join(cfg.output, "profile.txt"), on_gpu, None
+        self.url, self.on_gpu, self.prof = rundir.join(cfg.output, rundir.PROFILE), on_gpu, None
 
     def before(self, step: int) -> None:
         if step == self.first:
@@ -149,10 +148,46 @@ def train_loop_per_worker(loop_config: dict) -> None:
         raise fatal from e
 
 
+@dataclasses.dataclass
+class _Worker:
+    """What a worker's set-up builds and its steps use."""
+
+    cfg: object  # the resolved PretrainConfig (micro batch settled)
+    rank: int
+    world: int
+    on_gpu: bool
+    engine: object  # DeepSpeed's engine around the model
+    device: torch.device
+    manifest: object
+    model_cfg: object
+    shapes: dict
+    flops_per_example: float
+    faults: failures.Faults
+    step_guard: guard.StepGuard
+    train: stream.TrainStream
+    state: dict  # step, epoch, rows, world, data_sha256: what a checkpoint saves
+    stop: int  # the step this start ends at (train.stop_at_step or max_steps)
+    accum: int
+    peak: float | None  # the accelerator's peak FLOP/s, for MFU
+    log: metrics.MetricsLog | None  # rank 0 only
+    progress: object  # the driver's ProgressSink actor, or None
+    profiler: _Profiler | None
+    eval_data: list | None = None  # the validation batches, built at the first evaluation
+    sent: object = None  # the last progress call, awaited at the end
+
+
 def _train(loop_config: dict, at: dict) -> None:
-    import ray
+    """Set-up, then each step and its record, then the consolidated weights."""
+    w = _set_up(loop_config, at)
+    w.engine.train()
+    while w.state["step"] < w.stop:
+        _record(w, _step(w, at))
+    _finish(w)
+
+
+def _set_up(loop_config: dict, at: dict) -> _Worker:
+    """The model, DeepSpeed's engine, the restored state, the data stream and the sinks."""
     import ray.train
-    import torch.distributed as dist
 
     from training.heads import CaninePretrainingModel
 
@@ -199,70 +234,86 @@ def _train(loop_config: dict, at: dict) -> None:
     step_guard = guard.StepGuard(engine, cfg, rank, state["step"])
     train = stream.TrainStream(manifest, cfg, rank, world, {"epoch": state["epoch"], "rows": state["rows"]},
                                num_hash_buckets=model_cfg.num_hash_buckets, seq_len=seq_len, device=str(device))
-    eval_data = None
-    log, sent = None, None
-    if rank == 0:
-        log = metrics.MetricsLog(cfg.output, state["step"], cfg.log.tensorboard)
+    log = metrics.MetricsLog(cfg.output, state["step"], cfg.log.tensorboard) if rank == 0 else None
     peak = metrics.peak_flops(torch.cuda.get_device_name(device), cfg.log.peak_tflops) if on_gpu else None
-    t, accum = cfg.train, cfg.accumulation_steps(world)
+    t = cfg.train
     stop = min(t.max_steps, t.stop_at_step or t.max_steps)
-
-    engine.train()
     profiler = _Profiler(cfg, state["step"], stop, on_gpu) if rank == 0 and cfg.log.profile_steps else None
-    while state["step"] < stop:
-        if profiler is not None:
-            profiler.before(state["step"])
-        start, wait_before = time.perf_counter(), train.wait_s
-        lr = float(engine.get_lr()[0])  # the rate this update uses (the schedule steps after it)
-        at["step"] = state["step"] + 1
-        faults.before_step(at["step"])
-        step_guard.before(at["step"])
-        sums = _train_step(engine, train, accum, device, t.seed, state["step"], rank, cfg)
-        state["step"] += 1
-        state["epoch"], state["rows"] = train.position["epoch"], train.position["rows"]
-        faults.after_step(state["step"])
-        gpu_mb = torch.cuda.max_memory_allocated(device) / 2**20 if on_gpu else 0.0
-        peaks = torch.tensor([metrics.peak_rss_mb(), gpu_mb], dtype=torch.float64, device=device)
-        dist.all_reduce(sums)  # sync point: the logged numbers are global means
-        dist.all_reduce(peaks, op=dist.ReduceOp.MAX)  # the worst worker's memory
-        seconds = time.perf_counter() - start
-        loss, correct, count, chars, examples, *sop = sums.tolist()
-        grad_norm = global_grad_norm(engine)
-        record = {
-            "step": state["step"], "epoch": state["epoch"], "loss": loss / (accum * world),
-            "accuracy": correct / max(count, 1.0), "lr": lr,
-            "grad_norm": None if grad_norm is None else float(grad_norm),
-            "examples_per_s": examples / seconds, "chars_per_s": chars / seconds,
-            "data_wait_fraction": (train.wait_s - wait_before) / seconds, "step_s": seconds,
-            "peak_rss_mb": peaks[0].item(), **_sop_record(*sop),
-        }
-        if on_gpu:
-            record["gpu_peak_mb"] = peaks[1].item()
-        if peak:
-            record["mfu"] = flops_per_example * examples / seconds / (peak * world)
-        if (t.eval_every and state["step"] % t.eval_every == 0) or state["step"] == t.max_steps:
-            if eval_data is None:
-                eval_data = stream.eval_batches(manifest, cfg, rank, world, model_cfg.num_hash_buckets, seq_len)
-            record.update(_evaluate(engine, eval_data, device, cfg))
-        if log is not None:
-            log.log(record)
-            if progress is not None and metrics.on_console(record, cfg.log.console_every, t.max_steps):
-                sent = progress.put.remote(record)  # fire and forget: the step does not wait for it
-        step_guard.after(state["step"], record["grad_norm"], lr, record["loss"])  # logged first, then stopped
-        if profiler is not None:
-            profiler.after(state["step"])
-        if state["step"] % cfg.checkpoint.every == 0 or state["step"] == stop:
-            _save_and_report(engine, state, shapes, rank, log)
+    return _Worker(cfg, rank, world, on_gpu, engine, device, manifest, model_cfg, shapes, flops_per_example, faults,
+                   step_guard, train, state, stop, cfg.accumulation_steps(world), peak, log, progress, profiler)
 
-    train.close()
-    if sent is not None:
+
+def _step(w: _Worker, at: dict) -> dict:
+    """One optimizer step, and its evaluation when one is due -> the step's metrics record."""
+    import torch.distributed as dist
+
+    cfg, t, state = w.cfg, w.cfg.train, w.state
+    if w.profiler is not None:
+        w.profiler.before(state["step"])
+    start, wait_before = time.perf_counter(), w.train.wait_s
+    lr = float(w.engine.get_lr()[0])  # the rate this update uses (the schedule steps after it)
+    at["step"] = state["step"] + 1
+    w.faults.before_step(at["step"])
+    w.step_guard.before(at["step"])
+    sums = _train_step(w.engine, w.train, w.accum, w.device, t.seed, state["step"], w.rank, cfg)
+    state["step"] += 1
+    state["epoch"], state["rows"] = w.train.position["epoch"], w.train.position["rows"]
+    w.faults.after_step(state["step"])
+    gpu_mb = torch.cuda.max_memory_allocated(w.device) / 2**20 if w.on_gpu else 0.0
+    peaks = torch.tensor([metrics.peak_rss_mb(), gpu_mb], dtype=torch.float64, device=w.device)
+    dist.all_reduce(sums)  # sync point: the logged numbers are global means
+    dist.all_reduce(peaks, op=dist.ReduceOp.MAX)  # the worst worker's memory
+    seconds = time.perf_counter() - start
+    loss, correct, count, chars, examples, *sop = sums.tolist()
+    grad_norm = global_grad_norm(w.engine)
+    record = {
+        "step": state["step"], "epoch": state["epoch"], "loss": loss / (w.accum * w.world),
+        "accuracy": correct / max(count, 1.0), "lr": lr,
+        "grad_norm": None if grad_norm is None else float(grad_norm),
+        "examples_per_s": examples / seconds, "chars_per_s": chars / seconds,
+        "data_wait_fraction": (w.train.wait_s - wait_before) / seconds, "step_s": seconds,
+        "peak_rss_mb": peaks[0].item(), **_sop_record(*sop),
+    }
+    if w.on_gpu:
+        record["gpu_peak_mb"] = peaks[1].item()
+    if w.peak:
+        record["mfu"] = w.flops_per_example * examples / seconds / (w.peak * w.world)
+    if (t.eval_every and state["step"] % t.eval_every == 0) or state["step"] == t.max_steps:
+        if w.eval_data is None:
+            w.eval_data = stream.eval_batches(w.manifest, cfg, w.rank, w.world, w.model_cfg.num_hash_buckets,
+                                              cfg.data.seq_len)
+        record.update(_evaluate(w.engine, w.eval_data, w.device, cfg))
+    return record
+
+
+def _record(w: _Worker, record: dict) -> None:
+    """Log the step (metrics.jsonl, TensorBoard, the driver's console), let the guard judge it,
+    and checkpoint when one is due."""
+    if w.log is not None:
+        w.log.log(record)
+        if w.progress is not None and metrics.on_console(record, w.cfg.log.console_every, w.cfg.train.max_steps):
+            w.sent = w.progress.put.remote(record)  # fire and forget: the step does not wait for it
+    w.step_guard.after(record["step"], record["grad_norm"], record["lr"], record["loss"])  # logged first, then stopped
+    if w.profiler is not None:
+        w.profiler.after(record["step"])
+    if record["step"] % w.cfg.checkpoint.every == 0 or record["step"] == w.stop:
+        _save_and_report(w.engine, w.state, w.shapes, w.rank, w.log)
+
+
+def _finish(w: _Worker) -> None:
+    """After the last step of this start: the last console lines, and after the run's last step
+    the consolidated fp32 weights (a collective: every rank takes part)."""
+    import ray
+
+    w.train.close()
+    if w.sent is not None:
         try:
-            ray.get(sent)  # once: the last lines reach the driver before this worker exits
+            ray.get(w.sent)  # once: the last lines reach the driver before this worker exits
         except ray.exceptions.RayActorError:  # the driver's node is gone: progress lines are not the run
             pass
-    if state["step"] >= t.max_steps:
-        weights = checkpoint.gather_fp32(engine, shapes, rank)  # collective: every rank takes part
-        if rank == 0:
-            checkpoint.save_consolidated(weights, data.join(cfg.output, CONSOLIDATED))
-    if log is not None:
-        log.close()
+    if w.state["step"] >= w.cfg.train.max_steps:
+        weights = checkpoint.gather_fp32(w.engine, w.shapes, w.rank)
+        if w.rank == 0:
+            checkpoint.save_consolidated(weights, rundir.join(w.cfg.output, rundir.CONSOLIDATED))
+    if w.log is not None:
+        w.log.close()

@@ -20,7 +20,6 @@ store request, and works alike for local and remote outputs.
 """
 
 import json
-import logging
 import os
 import resource
 import shutil
@@ -31,11 +30,8 @@ import threading
 import fsspec
 
 from pipeline import contract
-
-logger = logging.getLogger(__name__)
-
-METRICS_FILE = "metrics.jsonl"
-TENSORBOARD_DIR = "tensorboard"
+from training import rundir
+from training.rundir import METRICS, TENSORBOARD
 
 # Dense bf16 peak TFLOP/s per accelerator (vendor datasheets, without sparsity), for MFU.
 PEAK_TFLOPS = {"H200": 989.4, "H100": 989.4, "A100": 312.0, "L40S": 362.1, "L4": 121.0, "A10": 125.0}
@@ -56,38 +52,16 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def read_metrics(output_url: str) -> list[dict]:
-    """All records of a run's metrics.jsonl (empty if the run has none yet). A last line that is
-    not JSON is what a crash mid-write leaves: it is dropped with a warning (that step is trained
-    again on resume). A bad line before it is an error naming the file and the line."""
-    url = output_url.rstrip("/") + "/" + METRICS_FILE
-    fs, path = fsspec.core.url_to_fs(url)
-    if not fs.exists(path):
-        return []
-    with fs.open(path, "rb") as f:
-        lines = [(n, line) for n, line in enumerate(f.read().decode("utf-8", "replace").split("\n"), 1)
-                 if line.strip()]
-    records = []
-    for i, (n, line) in enumerate(lines):
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            if i < len(lines) - 1:
-                raise ValueError(f"{url}: line {n} is not a JSON record ({e})") from e
-            logger.warning("%s: dropped its last line (%d), torn by an interrupted write: %.80r", url, n, line)
-    return records
-
-
 class MetricsLog:
     def __init__(self, output_url: str, resume_step: int, tensorboard: bool):
         self.fs, self.remote = fsspec.core.url_to_fs(output_url)
-        self.url = output_url.rstrip("/") + "/" + METRICS_FILE
+        self.url = rundir.join(output_url, METRICS)
         self.is_local = contract.is_local(self.fs)
         self.dir = self.remote if self.is_local else tempfile.mkdtemp(prefix="canine-metrics-")
         os.makedirs(self.dir, exist_ok=True)
         # Keep only the steps the checkpoint covers: the ones after it will be trained again.
-        kept = [r for r in read_metrics(output_url) if r.get("step", 0) <= resume_step]
-        self.path = os.path.join(self.dir, METRICS_FILE)
+        kept = [r for r in rundir.read_metrics(output_url) if r.get("step", 0) <= resume_step]
+        self.path = os.path.join(self.dir, METRICS)
         contract.atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in kept).encode("utf-8"))
         self.file = open(self.path, "a", encoding="utf-8")
         self.tb = None
@@ -95,7 +69,7 @@ class MetricsLog:
             from torch.utils.tensorboard import SummaryWriter
 
             # purge_step: TensorBoard hides events of an earlier attempt from this step on.
-            self.tb = SummaryWriter(os.path.join(self.dir, TENSORBOARD_DIR), purge_step=resume_step + 1)
+            self.tb = SummaryWriter(os.path.join(self.dir, TENSORBOARD), purge_step=resume_step + 1)
 
     def log(self, record: dict) -> None:
         self.file.write(json.dumps(record) + "\n")
@@ -115,8 +89,8 @@ class MetricsLog:
             with open(self.path, "rb") as f:
                 contract.atomic_write(self.url, f.read())
             if self.tb is not None:  # event files: append-only records, nothing a resume reads
-                tb_remote = self.remote.rstrip("/") + "/" + TENSORBOARD_DIR
-                self.fs.put(os.path.join(self.dir, TENSORBOARD_DIR) + "/", tb_remote, recursive=True)
+                tb_remote = rundir.join(self.remote, TENSORBOARD)
+                self.fs.put(os.path.join(self.dir, TENSORBOARD) + "/", tb_remote, recursive=True)
 
     def close(self) -> None:
         self.sync()

@@ -31,17 +31,14 @@ import shlex
 import sys
 
 import fsspec
-import yaml
 
-from training.train import config as config_mod
 from pipeline import contract
+from training import rundir
 from training.train import autobatch, data, failures, metrics, resources
+from training.train import config as config_mod
 from training.train.failures import FAULT_ENV, FAULT_KIND_ENV
-from training.train.loop import CONSOLIDATED, train_loop_per_worker
+from training.train.loop import train_loop_per_worker
 
-RAY_RUN_NAME = "ray_train"  # checkpoints live in OUTPUT/ray_train/checkpoint_stepNNNNNNNN
-CONFIG_FILE = "config.yaml"
-SUMMARY_FILE = "summary.json"
 # Environment the workers need: the DeepSpeed accelerator, the fault-injection switches.
 WORKER_ENV = ("DS_ACCELERATOR", FAULT_ENV, FAULT_KIND_ENV, "RAY_USAGE_STATS_ENABLED")
 
@@ -126,20 +123,11 @@ def _saved_micro_batch(cfg, saved: dict | None):
     return cfg
 
 
-def _saved_config(output: str) -> dict | None:
-    """The config.yaml of the run in `output`, if there is one."""
-    fs, path = fsspec.core.url_to_fs(data.join(output, CONFIG_FILE))
-    if not fs.exists(path):
-        return None
-    with fs.open(path, "rt", encoding="utf-8") as f:
-        return yaml.safe_load(f) or {}
-
-
 def _save_or_check_config(cfg) -> None:
     """Save the resolved config with the run; a resumption must not change the trajectory."""
-    url = data.join(cfg.output, CONFIG_FILE)
+    url = rundir.join(cfg.output, rundir.CONFIG)
     current = config_mod.to_dict(cfg)
-    saved = _saved_config(cfg.output)
+    saved = rundir.read_saved_config(cfg.output)
     if saved is not None:
         conflicts = config_mod.resume_conflicts(config_mod.saved_run_config(saved, url), current)
         if conflicts:
@@ -159,28 +147,12 @@ def _storage(output: str) -> dict:
 
 
 def summarize(cfg, records: list[dict]) -> dict:
-    """The run's figures from metrics.jsonl: first / final loss, last evaluation, median speed
-    (steps after the first tenth, so start-up and compilation do not count)."""
-    if not records:
-        return {"output": cfg.output, "steps": 0, "finished": False}
-    steady = records[len(records) // 10:] or records
-    median = lambda key: sorted(r[key] for r in steady)[len(steady) // 2]  # noqa: E731
-    evals = [r for r in records if "eval_loss" in r]
-    out = {
-        "output": cfg.output, "steps": records[-1]["step"], "max_steps": cfg.train.max_steps,
-        "finished": records[-1]["step"] >= cfg.train.max_steps,
-        "first_loss": records[0]["loss"], "final_loss": records[-1]["loss"],
-        "examples_per_s": median("examples_per_s"), "chars_per_s": median("chars_per_s"),
-        "data_wait_fraction": sum(r["data_wait_fraction"] for r in steady) / len(steady),
-        "peak_rss_mb_per_worker": max(r["peak_rss_mb"] for r in records),
-        "workers": cfg.parallel.workers, "zero_stage": cfg.parallel.zero_stage, "precision": cfg.parallel.precision,
-        "micro_batch": cfg.train.micro_batch,
-    }
-    if evals:
-        out.update(eval_loss=evals[-1]["eval_loss"], eval_accuracy=evals[-1]["eval_accuracy"])
-    if "mfu" in records[-1]:
-        out["mfu"] = median("mfu")
-    return out
+    """summary.json: the run's figures (rundir.summarize, what every reader prints) and how it ran."""
+    return {"output": cfg.output, "max_steps": cfg.train.max_steps,
+            "finished": bool(records) and records[-1]["step"] >= cfg.train.max_steps, "steps": 0,
+            **rundir.summarize(records),
+            "workers": cfg.parallel.workers, "zero_stage": cfg.parallel.zero_stage,
+            "precision": cfg.parallel.precision, "micro_batch": cfg.train.micro_batch}
 
 
 def export(cfg, consolidated_url: str) -> str | None:
@@ -188,9 +160,9 @@ def export(cfg, consolidated_url: str) -> str | None:
     weights, the tokenizer config, a model card; published whole), and say on stderr where it
     went, or why there is none (the [hf] extra missing, a model HF cannot hold): then None,
     and `canine export OUTPUT` can write it later."""
-    from training.export import HF_DIR, ExportError, export_run
+    from training.export import ExportError, export_run
 
-    target = data.join(cfg.output, HF_DIR)
+    target = rundir.join(cfg.output, rundir.HF)
     try:
         export_run(cfg.output, to=target, cfg=cfg, consolidated=consolidated_url)
     except ExportError as e:
@@ -199,11 +171,6 @@ def export(cfg, consolidated_url: str) -> str | None:
         return None
     sys.stderr.write(f"canine pretrain: Hugging Face CanineModel exported to {contract.redact(target)}\n")
     return target
-
-
-def _exists(url: str) -> bool:
-    fs, path = fsspec.core.url_to_fs(url)
-    return fs.exists(path)
 
 
 def _trainer(cfg, progress=None):
@@ -225,7 +192,7 @@ def _trainer(cfg, progress=None):
                                      resources_per_worker={"CPU": cfg.parallel.cpus_per_worker,
                                                            **({"GPU": 1} if gpu else {})}),
         run_config=RunConfig(
-            name=RAY_RUN_NAME, **_storage(cfg.output),
+            name=rundir.CHECKPOINTS, **_storage(cfg.output),
             failure_config=FailureConfig(max_failures=0),
             checkpoint_config=CheckpointConfig(num_to_keep=cfg.checkpoint.keep),
             worker_runtime_env={"env_vars": env}),
@@ -252,7 +219,7 @@ def _fit(cfg, progress, before_restart=lambda: None):
             before_restart()
             sys.stderr.write(f"canine pretrain: the workers failed ({failures.summary(e)}); restart {restarts} of "
                              f"{'unlimited' if limit == -1 else limit} (--max-failures) from the last checkpoint\n")
-            cfg = _saved_micro_batch(cfg, _saved_config(cfg.output))
+            cfg = _saved_micro_batch(cfg, rundir.read_saved_config(cfg.output))
 
 
 def _lock_command(cfg) -> str:
@@ -273,17 +240,16 @@ def pretrain(cfg) -> dict:
     manifest = data.read_manifest(cfg.data.path)
     started = _connect(cfg)
     try:
-        cfg = resolve(cfg, manifest, ray.cluster_resources().get("GPU", 0), _saved_config(cfg.output))
-        consolidated, summary_url = data.join(cfg.output, CONSOLIDATED), data.join(cfg.output, SUMMARY_FILE)
+        cfg = resolve(cfg, manifest, ray.cluster_resources().get("GPU", 0), rundir.read_saved_config(cfg.output))
+        consolidated, summary_url = rundir.join(cfg.output, rundir.CONSOLIDATED), rundir.join(cfg.output, rundir.SUMMARY)
         # Before the lock creates the output: a run the cluster cannot place leaves nothing behind.
-        if not (_exists(consolidated) and _exists(summary_url)):
+        if not (rundir.exists(consolidated) and rundir.exists(summary_url)):
             resources.await_resources(resources.needs(cfg), cfg.parallel.resource_wait_s)
         with OutputLock(cfg.output, command=_lock_command(cfg)) as lock:
             _save_or_check_config(cfg)
-            if _exists(consolidated) and _exists(summary_url):  # written only after the last step
+            if rundir.exists(consolidated) and rundir.exists(summary_url):  # written only after the last step
                 sys.stderr.write(f"canine pretrain: {cfg.output} holds this run, finished; nothing to do\n")
-                with fsspec.open(summary_url, "rt") as f:
-                    return json.load(f)
+                return json.loads(rundir.read(summary_url))
             p = cfg.parallel
             sys.stderr.write(f"canine pretrain: {p.workers} {p.device} workers, ZeRO-{p.zero_stage}, {p.precision}, "
                              f"{cfg.train.objective} objective, {cfg.train.max_steps} steps -> {cfg.output}\n")
@@ -291,14 +257,14 @@ def pretrain(cfg) -> dict:
                 result = _fit(cfg, progress.sink, before_restart=lock.check)
             lock.check()  # another driver took the output over: write no summary or export over its run
             if not cfg.train.micro_batch:
-                cfg = _saved_micro_batch(cfg, _saved_config(cfg.output))
+                cfg = _saved_micro_batch(cfg, rundir.read_saved_config(cfg.output))
                 sys.stderr.write(f"canine pretrain: --micro-batch auto chose {cfg.train.micro_batch} per worker "
-                                 f"(saved in {CONFIG_FILE})\n")
-            summary = summarize(cfg, metrics.read_metrics(cfg.output))
+                                 f"(saved in {rundir.CONFIG})\n")
+            summary = summarize(cfg, rundir.read_metrics(cfg.output))
             # The URL, not Ray's path on the storage filesystem (which drops the s3:// of a store).
-            summary["checkpoint"] = (data.join(cfg.output, RAY_RUN_NAME, os.path.basename(result.checkpoint.path))
+            summary["checkpoint"] = (rundir.join(cfg.output, rundir.CHECKPOINTS, os.path.basename(result.checkpoint.path))
                                      if result.checkpoint else None)
-            if summary["finished"] and _exists(consolidated):
+            if summary["finished"] and rundir.exists(consolidated):
                 summary["consolidated"] = consolidated
                 summary["hf_export"] = export(cfg, consolidated)
             contract.atomic_write(summary_url, json.dumps(summary, indent=1).encode("utf-8"))

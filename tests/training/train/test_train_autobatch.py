@@ -10,6 +10,7 @@ import torch
 import yaml
 
 from jobs import cli
+from training import rundir
 from training.train import autobatch, config, run
 
 
@@ -47,10 +48,10 @@ def test_on_cpu_auto_takes_the_largest_divisor_up_to_32_without_probing(tmp_path
     monkeypatch.setattr(autobatch, "gpu_probe", lambda *a: pytest.fail("no probe on CPU"))
     cfg = config.load_config("tiny", {"parallel.device": "cpu", "parallel.precision": "fp32", "output": str(tmp_path),
                                       "train.global_batch": 96, "train.micro_batch": 4})
-    (tmp_path / run.CONFIG_FILE).write_text(config.to_yaml(_auto(cfg)))  # as the driver wrote it
+    (tmp_path / rundir.CONFIG).write_text(config.to_yaml(_auto(cfg)))  # as the driver wrote it
     chosen = autobatch.resolve(_auto(cfg), model=None, model_cfg=None, world=2, rank=0, device="cpu")
     assert chosen.train.micro_batch == 24 and chosen.accumulation_steps(2) == 2  # 96 / 2 workers = 48: 24 x 2
-    saved = yaml.safe_load((tmp_path / run.CONFIG_FILE).read_text())
+    saved = yaml.safe_load((tmp_path / rundir.CONFIG).read_text())
     assert saved["train"]["micro_batch"] == 24  # recorded with the run by rank 0
     assert autobatch.cpu_choice(16, 2) == 8 and autobatch.cpu_choice(4096, 2) == 32
 
@@ -114,10 +115,10 @@ def test_on_a_gpu_the_ranks_agree_on_a_fitting_size_or_stop_with_what_to_set(one
                                       "train.global_batch": 64, "data.seq_len": 256})
     gpu = dataclasses.replace(_auto(cfg), parallel=dataclasses.replace(cfg.parallel, device="cuda", precision="bf16"))
     model = torch.nn.Linear(1000, 1000)  # 1e6 parameters: 16 MB of optimizer state
-    (tmp_path / run.CONFIG_FILE).write_text(config.to_yaml(gpu))
+    (tmp_path / rundir.CONFIG).write_text(config.to_yaml(gpu))
     chosen = autobatch.resolve(gpu, model, None, world=1, rank=0, device="cpu")
     assert chosen.train.micro_batch == 8 and chosen.accumulation_steps(1) == 8  # 64 examples: 8 x 8
-    assert yaml.safe_load((tmp_path / run.CONFIG_FILE).read_text())["train"]["micro_batch"] == 8
+    assert yaml.safe_load((tmp_path / rundir.CONFIG).read_text())["train"]["micro_batch"] == 8
 
     fits["limit"] = 0
     with pytest.raises(failures.OutOfMemory, match=r"^rank 0, before the first step: --micro-batch auto found no micro "

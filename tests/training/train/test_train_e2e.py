@@ -2,7 +2,7 @@
 tiny model on shards the pipeline made from the bundled sample. One uninterrupted 2-worker
 reference run is compared with a run started on 4 workers whose rank 1 is killed mid-run, then
 stopped, then resumed on 4 and on 1 workers, and with a run started on 1 worker and resumed on 2:
-fresh runs on 1, 2 and 4 workers read the same data (issue 24: the order depends on the seed, the
+fresh runs on 1, 2 and 4 workers read the same data (the order depends on the seed, the
 data and the global batch, data.py) and train the same losses, dropout on."""
 
 import json
@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from training.heads import CaninePretrainingModel
-from training.train import checkpoint, config, metrics
+from training import rundir
+from training.train import checkpoint, config
 from training.train.run import pretrain
 
 from reference_settings import REFERENCE_STEPS as STEPS
@@ -34,7 +35,7 @@ def test_loss_falls_and_the_export_loads_in_transformers(reference_run):
     evals = [r for r in records if "eval_loss" in r]
     assert [r["step"] for r in evals] == [15, 30] and evals[-1]["eval_loss"] < evals[0]["eval_loss"]
     assert 0 < summary["eval_accuracy"] <= 1 and summary["peak_rss_mb_per_worker"] < 2048
-    # SOP end to end (issue 14): the shards are packed with --sentence-order, the tiny preset has the
+    # SOP end to end (docs/pretraining.md, "Sentence order"): the shards are packed with --sentence-order, the tiny preset has the
     # head on, so every step and evaluation reports sentence-order loss and accuracy over real pairs.
     assert all(r["sop_loss"] > 0 and 0 <= r["sop_accuracy"] <= 1 for r in records)
     assert all(0 <= r["eval_sop_accuracy"] <= 1 and r["eval_sop_loss"] > 0 for r in evals)
@@ -86,16 +87,16 @@ def test_a_killed_worker_then_a_stop_then_resumes_on_4_and_1_workers_continue_th
     assert open(tmp_path / ".fault_injected").read().startswith("rank 1 killed itself at step 12")
     assert stopped["steps"] == 13 and stopped["workers"] == 4 and not stopped["finished"]
     assert "consolidated" not in stopped
-    _assert_same_losses(metrics.read_metrics(str(tmp_path)), expected[:13], rel=ELASTIC_REL)
+    _assert_same_losses(rundir.read_metrics(str(tmp_path)), expected[:13], rel=ELASTIC_REL)
     monkeypatch.delenv("CANINE_FAULT_STEP")
 
     resumed = pretrain(_cfg(pipeline_shards, tmp_path, **FOUR_WORKERS, **{"train.stop_at_step": 20}))  # the same again
     assert resumed["steps"] == 20 and resumed["workers"] == 4
-    _assert_same_losses(metrics.read_metrics(str(tmp_path)), expected[:20], rel=ELASTIC_REL)
+    _assert_same_losses(rundir.read_metrics(str(tmp_path)), expected[:20], rel=ELASTIC_REL)
 
     elastic = pretrain(_cfg(pipeline_shards, tmp_path, **{"parallel.workers": 1}))  # --workers 1
     assert elastic["finished"] and elastic["workers"] == 1
-    records = metrics.read_metrics(str(tmp_path))
+    records = rundir.read_metrics(str(tmp_path))
     _assert_same_losses(records, expected, rel=ELASTIC_REL)
     saved = yaml.safe_load(open(tmp_path / "config.yaml"))
     # A rerun keeps the new count; the streams are the 4-worker start's, the same as the reference's.
@@ -110,10 +111,10 @@ def test_a_run_started_on_1_worker_continues_on_2_with_the_same_losses(pipeline_
     _, _, expected = reference_run
     stopped = pretrain(_cfg(pipeline_shards, tmp_path, **{"train.stop_at_step": 13, "parallel.workers": 1}))
     assert stopped["steps"] == 13 and stopped["workers"] == 1
-    _assert_same_losses(metrics.read_metrics(str(tmp_path)), expected[:13], rel=ELASTIC_REL)
+    _assert_same_losses(rundir.read_metrics(str(tmp_path)), expected[:13], rel=ELASTIC_REL)
     resumed = pretrain(_cfg(pipeline_shards, tmp_path, **{"parallel.workers": 2}))
     assert resumed["finished"] and resumed["workers"] == 2
-    _assert_same_losses(metrics.read_metrics(str(tmp_path)), expected, rel=ELASTIC_REL)
+    _assert_same_losses(rundir.read_metrics(str(tmp_path)), expected, rel=ELASTIC_REL)
 
 
 def test_a_finished_run_is_not_redone_and_a_changed_config_is_refused(pipeline_shards, reference_run):
@@ -121,4 +122,4 @@ def test_a_finished_run_is_not_redone_and_a_changed_config_is_refused(pipeline_s
     with pytest.raises(ValueError, match=r"optim\.lr: 0\.002 -> 0\.1"):
         pretrain(_cfg(pipeline_shards, output, **{"optim.lr": 0.1}))
     assert pretrain(_cfg(pipeline_shards, output)) == json.loads(json.dumps(summary))
-    assert len(metrics.read_metrics(output)) == STEPS
+    assert len(rundir.read_metrics(output)) == STEPS

@@ -19,7 +19,8 @@ from canine_fixtures import CPU
 from training.batch import build_batch
 from training.heads import CaninePretrainingModel
 from training.synthetic import synthetic_rows
-from training.train import config, engine, failures, guard, metrics, run
+from training import rundir
+from training.train import config, engine, failures, guard, run
 from training.train.failures import FAULT_ENV, FAULT_KIND_ENV, FAULT_MARKER
 
 
@@ -40,7 +41,7 @@ def test_a_run_whose_gradients_vanish_stops_at_step_1(contract_shards, ray_local
     assert text.startswith("step 1: every gradient is zero (global norm 0.0, loss ")
     assert ("on cpu, fp32, ZeRO-2, compile off, 2 workers, micro batch 4, global batch 16: the model trains "
             "nothing. ") in text and "try another --zero-stage or --precision fp32" in text and "\n" not in text
-    records = metrics.read_metrics(str(output))
+    records = rundir.read_metrics(str(output))
     assert [(r["step"], r["grad_norm"]) for r in records] == [(1, 0.0)]  # logged, then stopped
     assert records[0]["loss"] > 1  # a normal loss, as the compiled model's was
     assert (output / FAULT_MARKER).read_text().count("hooks installed") == 1  # one start: not restarted

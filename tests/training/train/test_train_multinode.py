@@ -15,7 +15,7 @@ import pytest
 
 import raynodes
 from reference_settings import REFERENCE_SETTINGS, REFERENCE_STEPS, assert_same_losses
-from training.train import metrics
+from training import rundir
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]
@@ -68,7 +68,7 @@ def test_a_run_across_nodes_survives_the_loss_of_a_node(cluster, s3_store, data_
     assert proc.wait(timeout=60) == 0, "".join(lines[-60:]) + _node_logs(cluster)
     assert killed_at is not None, "".join(lines)
 
-    assert_same_losses(metrics.read_metrics(output), expected)
+    assert_same_losses(rundir.read_metrics(output), expected)
     fs = s3_store.fs()
     root = output.split("://", 1)[1]
     assert fs.exists(f"{root}/final/model_fp32.pt") and fs.exists(f"{root}/summary.json")

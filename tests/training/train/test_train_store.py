@@ -12,6 +12,7 @@ import pytest
 from jobs import cli
 from pipeline.lock import OutputLock
 from pipeline import contract
+from training import rundir
 from training.train import checkpoint, config, metrics
 from training.train.run import pretrain
 
@@ -58,7 +59,7 @@ def reference(gcs_store, contract_shards, ray_local):
     """The uninterrupted run, data and output on gs://."""
     output = gcs_store.url()
     summary = pretrain(_cfg(_upload(gcs_store, contract_shards), output))
-    return output, summary, metrics.read_metrics(output)
+    return output, summary, rundir.read_metrics(output)
 
 
 def test_a_run_on_gcs_keeps_everything_on_the_store(gcs_store, reference):
@@ -96,7 +97,7 @@ def test_a_run_on_s3_resumes_from_the_store_with_the_same_losses(s3_store, refer
     _, _, expected = reference
     output, stopped, (summary, console) = resumed
     _assert_run_on_store(s3_store, output, summary)
-    records = metrics.read_metrics(output)
+    records = rundir.read_metrics(output)
     assert [r["step"] for r in records] == [r["step"] for r in expected]
     for got, want in zip(records, expected):
         assert abs(got["loss"] - want["loss"]) <= 1e-6 * abs(want["loss"]), (got["step"], got["loss"], want["loss"])
@@ -108,14 +109,14 @@ def test_a_run_on_s3_resumes_from_the_store_with_the_same_losses(s3_store, refer
 def test_each_rank_downloads_only_the_files_it_loads(s3_store, resumed):
     import ray.train
 
-    from training.train.run import RAY_RUN_NAME, _storage
+    from training.train.run import _storage
 
     output, _, _ = resumed
     storage = _storage(output)
-    path = f"{storage['storage_path']}/{RAY_RUN_NAME}/checkpoint_{checkpoint.tag(STEPS)}"
+    path = f"{storage['storage_path']}/{rundir.CHECKPOINTS}/checkpoint_{checkpoint.tag(STEPS)}"
     ckpt = ray.train.Checkpoint(path, filesystem=storage["storage_filesystem"])
     tag = f"{checkpoint.DS_DIR}/{checkpoint.tag(STEPS)}"
-    on_store = _files(s3_store, f"{output}/{RAY_RUN_NAME}/checkpoint_{checkpoint.tag(STEPS)}")
+    on_store = _files(s3_store, f"{output}/{rundir.CHECKPOINTS}/checkpoint_{checkpoint.tag(STEPS)}")
     for rank in (0, 1):
         with checkpoint.rank_files(ckpt, rank) as local:
             got = sorted(os.path.relpath(os.path.join(d, f), local) for d, _, fs in os.walk(local) for f in fs)

@@ -1,0 +1,146 @@
+"""A run directory: what `canine pretrain --output OUTPUT` writes there, by name; reading it on
+any fsspec URL; and the one summary of its metrics.jsonl, which summary.json, `canine report`,
+`canine smoke` and the model card all print, so they agree to the digit.
+
+    OUTPUT/config.yaml            CONFIG: the resolved config, saved at the first start (a resume must match it)
+    OUTPUT/metrics.jsonl          METRICS: one record per optimizer step (training/train/metrics.py)
+    OUTPUT/tensorboard/           TENSORBOARD: the same figures as TensorBoard events
+    OUTPUT/profile.txt            PROFILE: torch.profiler's ops table (log.profile_steps)
+    OUTPUT/ray_train/checkpoint_stepNNNNNNNN/   CHECKPOINTS: Ray Train's checkpoints (training/train/checkpoint.py)
+    OUTPUT/final/model_fp32.pt    CONSOLIDATED: the fp32 weights, written after the last step
+    OUTPUT/summary.json           SUMMARY: the run's figures (summarize), written when a start ends
+    OUTPUT/hf/                    HF: the Hugging Face export (training/export.py)
+    OUTPUT/curves.png             CURVES: `canine report`'s loss and accuracy curves
+
+It imports no torch: `canine report` reads runs without it. `join` is pipeline.contract's, one join
+for every URL.
+"""
+
+import json
+import logging
+import statistics
+
+import fsspec
+import yaml
+
+from pipeline.contract import join, redact
+
+logger = logging.getLogger(__name__)
+
+CONFIG = "config.yaml"
+METRICS = "metrics.jsonl"
+TENSORBOARD = "tensorboard"
+PROFILE = "profile.txt"
+CHECKPOINTS = "ray_train"  # Ray Train's run name: RunConfig(name=...) under storage_path=OUTPUT
+CONSOLIDATED = "final/model_fp32.pt"
+SUMMARY = "summary.json"
+HF = "hf"
+CURVES = "curves.png"
+
+EDGE_STEPS = 5  # losses are the mean of the first / last 5 steps: one step is noisy
+
+
+def exists(url: str) -> bool:
+    fs, path = fsspec.core.url_to_fs(url)
+    return fs.exists(path)
+
+
+def read(url: str) -> bytes | None:
+    """The bytes at `url`, or None where there is nothing."""
+    fs, path = fsspec.core.url_to_fs(url)
+    if not fs.exists(path):
+        return None
+    with fs.open(path, "rb") as f:
+        return f.read()
+
+
+def read_saved_config(run: str) -> dict | None:
+    """The run's config.yaml as data (None if it has none): what the driver checks a resume
+    against. `read_config` types it."""
+    raw = read(join(run, CONFIG))
+    return None if raw is None else (yaml.safe_load(raw.decode("utf-8")) or {})
+
+
+def read_config(run: str):
+    """The run's resolved config (training/train/config.py's PretrainConfig). A FileNotFoundError
+    that says what a run directory is when there is no config.yaml."""
+    from training.train import config
+
+    saved = read_saved_config(run)
+    if saved is None:
+        raise NotARun(f"{redact(run)} has no {CONFIG}: not a run directory (the --output of canine pretrain); "
+                      "check the path or URL")
+    return config.from_dict(saved, where=join(run, CONFIG))
+
+
+class NotARun(FileNotFoundError):
+    """A directory that holds no run: its message says what one is."""
+
+
+def read_metrics(run: str) -> list[dict]:
+    """All records of a run's metrics.jsonl (empty if the run has none yet). A last line that is
+    not JSON is what a crash mid-write leaves: it is dropped with a warning (that step is trained
+    again on resume). A bad line before it is an error naming the file and the line."""
+    url = join(run, METRICS)
+    raw = read(url)
+    if raw is None:
+        return []
+    lines = [(n, line) for n, line in enumerate(raw.decode("utf-8", "replace").split("\n"), 1) if line.strip()]
+    records = []
+    for i, (n, line) in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as e:
+            if i < len(lines) - 1:
+                raise ValueError(f"{url}: line {n} is not a JSON record ({e})") from e
+            logger.warning("%s: dropped its last line (%d), torn by an interrupted write: %.80r", url, n, line)
+    return records
+
+
+def steady(records: list[dict]) -> list[dict]:
+    """The steps that measure speed: all but the first tenth (start-up, compilation, warm caches)."""
+    return records[len(records) // 10:] or records
+
+
+def summarize(records: list[dict]) -> dict:
+    """A run's figures from its metrics.jsonl records, rounded as every reader prints them:
+    steps; loss_start / loss_end, the mean of the first / last EDGE_STEPS steps, and final_loss,
+    the last step's; the last evaluation; examples/s, characters/s and MFU (GPU runs) as the
+    median of the steady steps, the data wait as their mean; the peak memory of a worker. A
+    figure the records do not all carry is left out. {} without records."""
+    if not records:
+        return {}
+    head, tail, fast = records[:EDGE_STEPS], records[-EDGE_STEPS:], steady(records)
+    evals = [r for r in records if "eval_loss" in r]
+    last = evals[-1] if evals else {}
+    out = {
+        "steps": records[-1]["step"],
+        "loss_start": round(statistics.fmean(r["loss"] for r in head), 4),
+        "loss_end": round(statistics.fmean(r["loss"] for r in tail), 4),
+        "first_loss": round(records[0]["loss"], 4), "final_loss": round(records[-1]["loss"], 4),
+        "eval_step": last.get("step"),
+        **{key: round(last[key], 4) if key in last else None
+           for key in ("eval_loss", "eval_accuracy", "eval_sop_accuracy")},
+    }
+    for key, digits in (("examples_per_s", 2), ("chars_per_s", 1), ("mfu", 4)):
+        if all(key in r for r in fast):
+            out[key] = round(statistics.median(r[key] for r in fast), digits)
+    if all("data_wait_fraction" in r for r in fast):
+        out["data_wait_fraction"] = round(statistics.fmean(r["data_wait_fraction"] for r in fast), 4)
+    if all("peak_rss_mb" in r for r in records):
+        out["peak_rss_mb_per_worker"] = round(max(r["peak_rss_mb"] for r in records), 1)
+    return out
+
+
+def figures(s: dict) -> list[tuple[str, str]]:
+    """The summary's figures as (label, text), as `canine report` and the model card print them."""
+    out = [("loss", f"{s['loss_start']:.4f} -> {s['loss_end']:.4f} (mean of the first / last {EDGE_STEPS} steps), "
+                    f"last step {s['final_loss']:.4f}")]
+    if s.get("eval_loss") is not None:
+        out.append(("validation", f"step {s['eval_step']}: loss {s['eval_loss']:.4f}, accuracy {s['eval_accuracy']:.4f}"
+                    + (f", sentence order {s['eval_sop_accuracy']:.4f}" if s.get("eval_sop_accuracy") is not None
+                       else "")))
+    if "chars_per_s" in s and "examples_per_s" in s:
+        out.append(("throughput", f"{s['chars_per_s']:.1f} characters/s, {s['examples_per_s']:.2f} examples/s"
+                    + (f", MFU {s['mfu']:.2%}" if "mfu" in s else "") + " (median step after the first tenth)"))
+    return out
