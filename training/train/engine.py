@@ -141,5 +141,6 @@ def wrap(model: torch.nn.Module, cfg: PretrainConfig, world: int, load_universal
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=scheduler,
                                            config=config)  # reuses Ray Train's process group
     if cfg.parallel.compile:
-        engine.compile()  # nn.Module.compile in place: state-dict names (checkpoints) unchanged
+        # nn.Module.compile in place: state-dict names (checkpoints) unchanged
+        engine.compile(backend=cfg.parallel.compile_backend)
     return engine

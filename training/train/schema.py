@@ -106,6 +106,10 @@ class ParallelConfig:
     compile: bool = option(False, "torch.compile the model inside DeepSpeed (any ZeRO stage): fused kernels on "
                            "GPUs, at a one-off compile cost per worker; check it on your GPU with "
                            "benchmarks/gpu_check.py first", resumable=True)
+    compile_backend: str = option("inductor", "the torch.compile backend of parallel.compile: inductor generates fused "
+                                  "kernels; aot_eager captures the same graphs and runs them unfused, which tells a "
+                                  "code-generation fault from a capture fault (docs/compile.md)",
+                                  choices=("inductor", "aot_eager"), resumable=True)
     max_failures: int = option(0, "worker failures Ray Train recovers from, restarting from the last checkpoint "
                                "(-1: unlimited)", resumable=True)
     ray_address: str = option("", "Ray cluster address; empty: RAY_ADDRESS or a new local cluster on 127.0.0.1",
