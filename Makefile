@@ -15,7 +15,7 @@ export DS_ACCELERATOR ?= cpu
 export RAY_USAGE_STATS_ENABLED ?= 0
 export PYTHONUNBUFFERED := 1
 
-.PHONY: setup smoke test bench clean
+.PHONY: setup smoke test test-fast bench clean
 
 setup: $(STAMP)
 
@@ -33,6 +33,11 @@ smoke: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -ra --durations=15 $(PYTEST_ARGS)
+
+# The unit tests: no Ray cluster, no Beam job end to end, no cold Inductor compile (the `slow`
+# marker, tests/conftest.py); a few minutes, for the edit-test loop. `make test` runs everything.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" --durations=10 $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/preprocess.py

@@ -229,3 +229,15 @@ def s3_store(tmp_path_factory):
 @pytest.fixture(scope="session")
 def gcs_store(tmp_path_factory):
     yield from _store(tmp_path_factory, "gs")
+
+
+# --- the fast lane (make test-fast: -m "not slow") ----------------------------------------------
+# A test that starts a Ray cluster or runs the Beam job end to end through one of these fixtures is
+# `slow` whatever its file says, so the fast lane cannot pick one up by accident.
+SLOW_FIXTURES = {"ray_local", "pipeline_shards", "reference_run", "head"}  # head: tests/jobs/test_submit.py's Ray head
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

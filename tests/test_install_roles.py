@@ -13,6 +13,8 @@ import re
 import subprocess
 import sys
 import tomllib
+import pytest
+
 from importlib.metadata import PackageNotFoundError, distribution, packages_distributions
 from pathlib import Path
 
@@ -75,6 +77,7 @@ def test_the_base_install_lacks_the_training_stack_and_has_the_pipeline():
     assert not {"apache_beam", "pyarrow", "fsspec", "s3fs", "gcsfs", "tokenizers", "mwparserfromhell", "yaml"} & blocked
 
 
+@pytest.mark.slow  # the Beam job end to end
 def test_preprocess_inspect_and_validate_run_on_the_base_install_alone(tmp_path):
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "sitecustomize.py").write_text(BLOCKER.format(blocked=sorted(blocked_modules())))

@@ -393,6 +393,7 @@ def _script(env):
                           capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # the Beam job end to end
 def test_schedule_script_preprocesses_the_languages_in_one_run(tmp_path, make_multistream):
     """The scheduled job for real: latest pinned from the mirror's feeds, one DirectRunner run."""
     from pipeline.output import read_manifest

@@ -3,6 +3,8 @@
 import json
 import os
 import time
+import pytest
+
 from pathlib import Path
 
 from jobs import cli
@@ -13,6 +15,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "pipeline" / "sample"
 FAST = ["--seq-len", "512", "--vocab-size", "600"]
 
 
+@pytest.mark.slow  # the Beam job end to end
 def test_dump_on_a_mirror_is_keyed_by_language_and_date_and_reruns_are_no_ops(tmp_path, make_multistream, capsys):
     mirror = tmp_path / "mirror"
     make_multistream(SAMPLE / "kowiki-20261101-pages-articles.xml", mirror / "kowiki" / "20261101", pages_per_stream=5)
@@ -65,6 +68,7 @@ def test_bad_flags_and_outputs_fail_clearly_and_leave_nothing(tmp_path, capsys):
     assert afile.read_text() == "not a folder"
 
 
+@pytest.mark.slow  # the Beam job end to end
 def test_touched_input_is_unchanged_and_a_changed_one_is_named(tmp_path, capsys):
     xml = tmp_path / "kowiki-20261101-pages-articles.xml"
     xml.write_bytes((SAMPLE / "kowiki-20261101-pages-articles.xml").read_bytes())
@@ -83,6 +87,7 @@ def test_touched_input_is_unchanged_and_a_changed_one_is_named(tmp_path, capsys)
     assert "error" in json.loads(stdout)
 
 
+@pytest.mark.slow  # the Beam job end to end
 def test_staging_left_by_another_config_is_removed_when_the_run_publishes(tmp_path, capsys, caplog):
     out = tmp_path / "out"
     old = out / f"{contract.STAGING_PREFIX}0123456789abcdef" / "items"

@@ -24,9 +24,10 @@ from canine_fixtures import one_thread  # noqa: F401 (autouse fixture)
 LENGTH = 256
 
 # (objective, char_reveal, precision, targeted_upsampling, backend)
+COLD = pytest.mark.slow  # a cold Inductor compile of the model: about a minute on this machine
 COMBINATIONS = [
-    ("char", "shifted", "fp32", True, "inductor"),
-    ("subword", "shifted", "bf16", False, "inductor"),
+    pytest.param("char", "shifted", "fp32", True, "inductor", marks=COLD),
+    pytest.param("subword", "shifted", "bf16", False, "inductor", marks=COLD),
     ("char", "two_stream", "bf16", False, "aot_eager"),
     ("char", "two_stream", "fp32", True, "aot_eager"),
     ("char", "shifted", "bf16", True, "aot_eager"),
@@ -61,6 +62,7 @@ def test_compiled_gradients_equal_eager_ones(objective, reveal, precision, targe
     assert compile_check.gradient_problems(eager, compiled, compile_check.RTOL[precision]) == []
 
 
+@pytest.mark.slow  # a cold Inductor compile
 def test_compiled_training_moves_the_weights_as_eager_training_does():
     """Three SGD steps on three batches: the compiled model reads its updated weights each step
     (a graph that kept the first weights would match the first gradients, not these)."""

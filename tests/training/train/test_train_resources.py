@@ -1,5 +1,5 @@
 """What a run needs from the cluster: the arithmetic, the waiting, and a real 2-CPU cluster that
-cannot place `--workers 2` (issue 11) failing at once instead of hanging."""
+cannot place `--workers 2` failing at once instead of hanging."""
 
 import io
 import os
@@ -107,6 +107,7 @@ def test_a_local_cluster_has_no_autoscaler(ray_local):
     assert nodes[0]["CPU"] == 4 and available["CPU"] <= 4 and autoscaler is False
 
 
+@pytest.mark.slow  # a Ray cluster
 def test_a_cluster_too_small_fails_at_once_with_what_it_needs(contract_shards, tmp_path):
     """`canine pretrain --workers 2` on a real 2-CPU local cluster: exit 2 before training starts."""
     script = ("import sys, ray; ray.init(address='local', num_cpus=2, include_dashboard=False, "
