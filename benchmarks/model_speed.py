@@ -1,4 +1,4 @@
-"""Training speed of our CANINE against the Hugging Face port (issue 3, "Speed").
+"""Training speed of our CANINE against the Hugging Face port.
 
     python benchmarks/model_speed.py                                   # small config, CPU, a few minutes
     python benchmarks/model_speed.py --config base --batch 1 --steps 2 # CANINE-base on CPU (slow)
@@ -15,7 +15,7 @@ behind every nn.Linear, HF's included. On CANINE-base, whose deep stack (the sam
 is ~60% of our FLOPs, that kernel choice is what takes fp32 (b)/(a) past 2.5; --aten-linear runs
 our linears on MKL too, to show the architecture's share alone. The runs are interleaved step by step in one process so that
 a shared, noisy CPU slows all of them alike, and rates use each variant's fastest step (the
-median is printed too). Prints characters/s, the ratios the issue asks for
+median is printed too). Prints characters/s, the target ratios
 ((b)/(a) fp32 >= 2.5, (b) bf16 / (a) fp32 >= 4, (b)/(c) >= 1.23, the paper's Table 6 ratio)
 and FLOPs per example (training/flops.py) for MFU.
 """

@@ -1,4 +1,4 @@
-"""Preprocessing speed against its own floor, in one run on the same input (issue 2, "Speed").
+"""Preprocessing speed against its own floor, in one run on the same input.
 
     python benchmarks/preprocess.py                 # ~30 MB of wikitext made from the sample
     python benchmarks/preprocess.py --repeat 60 --workers 2
@@ -9,7 +9,7 @@ Prints raw-wikitext MB/s per core of
   (b) the whole Beam job end to end (DirectRunner, read -> clean -> tokenizer -> pack -> masks -> Parquet),
   (b') the same with the vocabulary given instead of trained,
   (c) the codepoint + packing + masking stage alone (MB of cleaned text per second),
-and the ratio (b)/(a). Goals: (b)/(a) >= 0.8 (issue 12); (c) >= 20 MB/s per core. A second run
+and the ratio (b)/(a). Goals: (b)/(a) >= 0.8; (c) >= 20 MB/s per core. A second run
 on 1/5 of the input separates the fixed per-run cost from the per-MB cost ("marginal"), which is
 what a multi-GB dump sees.
 The input is the bundled sample (or, with --real, the real Wikipedia pages of tests/data/wiki)

@@ -1,4 +1,4 @@
-"""Text quality of the cleaner against wikiextractor 3.1 and mwparserfromhell's strip_code (issue 12).
+"""Text quality of the cleaner against wikiextractor 3.1 and mwparserfromhell's strip_code.
 
     pip install -e '.[bench]'                 # wikiextractor 3.1
     python benchmarks/text_quality.py         # the real pages of tests/data/wiki

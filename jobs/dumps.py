@@ -11,7 +11,7 @@ Wikimedia's layout (https://dumps.wikimedia.org, and every mirror that copies it
     <mirror>/<lang>wiki/latest/<lang>wiki-latest-pages-articles-multistream.xml.bz2  (and -index)
 
 The index (`offset:page_id:title`, ~100 pages per bz2 stream) is what lets Beam split a dump
-that bz2 alone cannot (CANINE.md, "Training-stack facts"); pipeline/sources/multistream.py finds it beside
+that bz2 alone cannot (docs/canine.md, "Training-stack facts"); pipeline/sources/multistream.py finds it beside
 the dump by this same naming. `parse_dump` is pure: nothing is contacted. `pin_latest` and
 `missing_files` read the mirror, and only when called.
 """

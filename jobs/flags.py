@@ -1,7 +1,7 @@
 """Command-line flags made from config dataclass fields (pipeline/options.py), and `--set`.
 
 A flag's type, choices and help are its field's, so the CLI never restates a default or a
-choice (../shared/STYLE.md, habit 11). Two kinds of commands use it:
+choice. Two kinds of commands use it:
 - `canine preprocess`: flags default to the field's default (shown in --help);
 - `canine pretrain`: flags default to nothing, so the --config preset decides; the help names
   the config key and the built-in default.

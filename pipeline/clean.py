@@ -1,6 +1,6 @@
 """Wikitext -> plain text, NFC, special-codepoint escape, and one outcome per page.
 
-Rules (issue 2, "Cleaning", and issue 12); the choices follow mBERT's data, which CANINE
+Rules; the choices follow mBERT's data, which CANINE
 pretrained on (paper §4.1): WikiExtractor-style text without templates and tables.
 - Namespace 0 only; redirects (the dump's <redirect/> or `#REDIRECT [[...]]`, also the
   localized keywords below) are dropped. Disambiguation pages are ns-0 articles and are kept:
@@ -39,8 +39,8 @@ never parsed; bold/italic runs are removed before parsing (sections.py), which s
 mwparserfromhell's tokenizer its costliest backtracking; the text is read off its token list
 rather than its node tree (pipeline/render.py). On the real pages of tests/data/wiki
 (benchmarks/text_quality.py, MB of wikitext per CPU second): 7.4, against 0.76 for
-`parse(text).strip_code()` alone and 6.8 for wikiextractor; the previous cleaner (before
-issue 12) did 4.1-4.2 where this one did 6.1-6.6 in the same runs, and 7.3-10.6 where this
+`parse(text).strip_code()` alone and 6.8 for wikiextractor; the previous cleaner
+did 4.1-4.2 where this one did 6.1-6.6 in the same runs, and 7.3-10.6 where this
 one did 8.6-11.0 on the bundled sample. The whole job: benchmarks/preprocess.py.
 """
 

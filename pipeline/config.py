@@ -2,7 +2,7 @@
 
 `PreprocessConfig.fingerprint()` is what `_manifest.json` records as `config` / `config_sha256`.
 How the job runs (worker count, runner, Beam options) is deliberately not in it: the output
-must not depend on those (issue 2, "Guarantees").
+must not depend on those.
 """
 
 import dataclasses
@@ -23,7 +23,7 @@ class PreprocessConfig:
                                    "(default: train one)")
     # The pages with the smallest id hashes: a fixed sample in bounded memory.
     tokenizer_pages: int = option(50_000, "pages the WordPiece vocabulary is trained on")
-    # mBERT's 0.7 (CANINE.md "Recipe").
+    # mBERT's 0.7 (docs/canine.md "Recipe").
     alpha: float = option(0.7, "language smoothing exponent: p_lang ~ share^alpha")
     validation_fraction: float = option(0.005, "share of each language's pages held out for validation, those with "
                                         "the smallest hashes of the page id (at least one page for a language of "
@@ -39,7 +39,7 @@ class PreprocessConfig:
     pack_group_codepoints: int = option(16_000_000, "codepoints of pages packed together in one group "
                                         "(per language and split)")
     streams_per_item: int = option(10, "bz2 streams of a multistream dump per work item (about 100 pages a stream)")
-    # Cleaning (pipeline/clean.py, issue 12): tables and end-matter sections are dropped by default,
+    # Cleaning (pipeline/clean.py): tables and end-matter sections are dropped by default,
     # as in mBERT's WikiExtractor text: table cells are fragments, end matter is citations and lists of titles.
     keep_tables: bool = option(False, "keep table cells' text, a row a line, cells joined by ' | ' (default: drop tables)")
     keep_end_matter: bool = option(False, "keep References, See also, External links, ... sections "

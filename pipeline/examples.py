@@ -3,7 +3,7 @@
 Pure functions on numpy arrays (no Beam): the job wraps them in DoFns. Everything random
 comes from a stable hash of named values (`pipeline.hashing`: the SOP coin, and `mask_key`,
 the root of an example's masks), never from Python's salted `hash()`, so the same pages and
-config give the same examples whatever the worker count or runner (issue 2, "Deterministic").
+config give the same examples whatever the worker count or runner.
 
 Packing is greedy over the concatenation of a group's pages: a window of
 `seq_len - specials` codepoints is cut after the last whitespace in its second half, or

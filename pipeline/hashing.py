@@ -2,7 +2,7 @@
 
 Python's `hash()` is salted per process, so a DirectRunner with two workers would disagree
 with itself. Every split, bucket, shard and sampling decision goes through these instead,
-which is what makes the output independent of worker count and runner (issue 2, "Guarantees").
+which is what makes the output independent of worker count and runner.
 """
 
 import hashlib

@@ -20,8 +20,8 @@ Steps (each a labelled composite, each testable with TestPipeline):
 Everything the job writes goes to a staging folder first, each file whole (contract.atomic_write),
 with the lists of the shards and rejects files it wrote (shards.json, rejects.json);
 `pipeline.output.finalize` publishes exactly those and writes the manifest last, so a failed run
-leaves no manifest (issue 2, "Exactly once"), and nothing else of staging is ever published
-(issue 10). Nothing depends on worker count, bundle order or runner: every decision is a
+leaves no manifest, and nothing else of staging is ever published.
+Nothing depends on worker count, bundle order or runner: every decision is a
 stable hash (pipeline/hashing.py) and every group is sorted before use.
 """
 
@@ -125,7 +125,7 @@ class ReadAndClean(beam.PTransform):
         return _route(cleaned)
 
 
-# The validation split, per language (issue 24): a language of 30 pages beside one of millions
+# The validation split, per language: a language of 30 pages beside one of millions
 # must still get validation pages, or `canine evaluate` cannot say whether it was learned.
 # A language with fewer kept pages than this cannot spare one, and its figures would be noise:
 # it gets only its proportional share (usually none); from here on it gets at least one page.
@@ -135,7 +135,7 @@ MIN_PAGES_FOR_VALIDATION = 20
 # Beyond it, "hash < fraction of the hash range" is already proportional within noise (a binomial
 # count, one standard deviation 14% of it at 50 pages, 0.5% at enwiki's ~33,000 at 0.5%) and needs
 # no per-language state; it too takes the smallest hashes, the pages the global rule before
-# issue 24 took, so a large language's validation pages did not change.
+# the per-language split took, so a large language's validation pages did not change.
 EXACT_VALIDATION_PAGES = 50
 _HASH_SPACE = 1 << 64  # stable_int's range
 
@@ -267,7 +267,7 @@ class PackExamples(beam.PTransform):
 
 def language_weights(example_counts: dict, alpha: float) -> dict:
     """Expected copies per example for each language: p_lang / share_lang with p ~ share^alpha
-    (mBERT's exponential smoothing, CANINE.md "Recipe"). The total count stays the same.
+    (mBERT's exponential smoothing, docs/canine.md "Recipe"). The total count stays the same.
     Summed in sorted order: the same counts give the same floats whatever order they arrived in."""
     total = sum(example_counts.values())
     if not total:

@@ -3,7 +3,7 @@
 A plan is positions and actions, not a masked copy: the training-side batch builder applies
 it, so one shard serves both objectives.
 
-Speed (issue 2: 20 MB/s per core for codepoints + packing + masking) comes from planning a
+Speed (the goal, benchmarks/preprocess.py: 20 MB/s per core for codepoints + packing + masking) comes from planning a
 whole batch of examples with array operations; per-example numpy calls cost more than the
 work itself at 2,048 characters. Batching must not change a plan, so every random number is
 a pure function of (example's `mask_key`, stream, index within the example): SplitMix64

@@ -5,11 +5,11 @@ After the pipeline succeeds, `finalize` checks the accounting, publishes exactly
 job recorded (the split shards, `_tokenizer.json`, `_rejects/`; a rename on a local disk, a
 server-side copy on an object store), checks each one's size, writes `_manifest.json` last
 (temp file and rename, or one whole-object write), and only then removes staging: the
-work-item cache and any temp file never reach the published output (issue 10). It lists no
-folder and relies on no rename: object stores have neither (issue 24). No manifest means no
+work-item cache and any temp file never reach the published output. It lists no
+folder and relies on no rename: object stores have neither. No manifest means no
 usable output; an output that has one is never touched again except by a run of the very same
 config, which is a no-op that also clears staging a run killed after publishing left behind
-(issue 2 "Exactly once", issue 5 "Scheduled").
+(a scheduled rerun, docs/schedule.md).
 
 Crash safety: a run killed at any moment (reading, tokenizer training, writing, publishing)
 leaves either no manifest, and the next run of the same config recomputes everything from the
@@ -97,7 +97,7 @@ _STORE_CHECKSUMS = ("md5Hash", "crc32c", "ETag", "etag", "checksum")
 def _content_id(fs, path: str, info: dict) -> str:
     """What identifies an input's bytes. Local files: their sha256 (one sequential read, about
     1 GB/s here against the parser's ~4.5 MB/s, so a small share of a run), so a copy or
-    `touch` that changes only the modification time changes nothing (issue 10). Object
+    `touch` that changes only the modification time changes nothing. Object
     stores: their own content checksum, without reading the object. Other filesystems
     (https mirrors): the modification time, the best they offer; a changed one is then named
     in the refusal (`describe_change`)."""
@@ -405,7 +405,7 @@ def finalize(cfg: PreprocessConfig, staging: str) -> Manifest:
     # This process's listing cache (fsspec's dircache, filled when `run` and the lock looked at
     # the output before the job) knows none of it, and gcsfs's info() trusts a cached listing of
     # an ancestor over the store: FileNotFoundError for every staged file, with 2 workers or
-    # more (issue 24; gcsfs/_dircache.py: "concurrent external mutations are reconciled only by
+    # more (gcsfs/_dircache.py: "concurrent external mutations are reconciled only by
     # invalidate_cache"). From here on this process is the only writer, and its own writes keep
     # the cache right.
     fs.invalidate_cache()

@@ -1,4 +1,4 @@
-"""Inline templates that carry words of their sentence, rendered as those words (issue 12, rule 4).
+"""Inline templates that carry words of their sentence, rendered as those words (pipeline/clean.py, the templates rule).
 
 Templates are dropped (infoboxes, navigation, citations, maintenance tags) except the ones
 below, which put words into running text: "an area of {{convert|52419|sqmi}}" must read "an area

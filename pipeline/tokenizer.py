@@ -27,7 +27,7 @@ UNK = "[UNK]"
 
 @dataclass(frozen=True)
 class WordPieceConfig:
-    vocab_size: int = 32000  # issue 2 default; mBERT's is 119,547 for 104 languages
+    vocab_size: int = 32000  # our default (--vocab-size); mBERT's is 119,547 for 104 languages
     min_frequency: int = 2  # a pair seen once is noise, not a subword worth a vocabulary slot
     limit_alphabet: int | None = None  # keep every character seen: a missing one turns its whole word into [UNK]
     max_input_chars_per_word: int = 100  # BERT's: a longer "word" (a URL, a hash) is one [UNK]

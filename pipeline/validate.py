@@ -8,7 +8,7 @@ hashes, counts, the per-language accounting identity, train/validation page disj
 per-language validation split (each language's held-out pages are the ones the job's rule
 picks, pipeline/job.py AssignSplit), and that the folder holds nothing the manifest does not
 account for (a stray Parquet file would be
-read by every dataset reader; issue 10).
+read by every dataset reader).
 """
 
 import hashlib

@@ -1,7 +1,7 @@
 """Subword spans of a WordPiece tokenizer, fast: `pipeline.tokenizer.WordPieceTokenizer.spans_of_codepoints`.
 
 Hugging Face's encode() runs at ~5 MB/s on one core here (measured: 2 KB examples, 32k
-vocabulary), a quarter of issue 2's 20 MB/s budget for the whole stage. But BERT
+vocabulary), a quarter of the 20 MB/s per core budget for the whole stage (benchmarks/preprocess.py). But BERT
 pre-tokenization is a per-character decision (whitespace drops, punctuation and CJK
 ideographs stand alone, the rest joins a word), and WordPiece works word by word. So:
 classify characters once by asking the tokenizer itself (probes), cut words with numpy,

@@ -1,8 +1,8 @@
 """CANINE model configuration: one dataclass, defaults = CANINE-base, plus named presets.
 
 Field names follow `transformers.CanineConfig` wherever Hugging Face has the same field, so
-`training.hf` can copy them across unchanged (the GELU variant in particular, CANINE.md "GELU").
-Facts and figures: ../shared/CANINE.md (paper = Clark et al., TACL 2022, arXiv 2103.06874).
+`training.hf` can copy them across unchanged (the GELU variant in particular, docs/canine.md "GELU").
+Facts and figures: docs/canine.md (paper = Clark et al., TACL 2022, arXiv 2103.06874).
 """
 
 import dataclasses
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pipeline import contract
 
-# Support up to 16 hash functions (google-research/language canine/modeling.py; CANINE.md "Encoder").
+# Support up to 16 hash functions (google-research/language canine/modeling.py; docs/canine.md "Hash embedding").
 HASH_PRIMES = (31, 43, 59, 61, 73, 97, 103, 113, 137, 149, 157, 173, 181, 193, 211, 223)
 
 # HF activation names we accept. "gelu" is the exact erf form (what the HF config says);

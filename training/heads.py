@@ -1,6 +1,6 @@
 """Pretraining heads (paper §3.2): CANINE-C's autoregressive character loss, CANINE-S's subword
 loss, and an optional sentence-order loss on the pooled output. Nobody has published these
-(CANINE.md "Nobody has published CANINE pretraining"); choices below say where they come from.
+(docs/canine.md "Published code"); choices below say where they come from.
 
 Both heads read fixed-size padded prediction arrays (320 / 80 slots with 0/1 weights, built by
 training/batch.py), so every shape is static. The encoder computes its final layer only at those

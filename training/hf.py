@@ -2,7 +2,7 @@
 (A whole run, with its model card: training/export.py.)
 
 `transformers` is imported inside the functions: it is an export / test extra
-(pyproject `[hf]`), not a requirement of training. Key layout: CANINE.md "Hugging Face export
+(pyproject `[hf]`), not a requirement of training. Key layout: docs/canine.md "Hugging Face export
 layout". Every conversion is a split, concatenation or reshape, so a round trip is exact.
 """
 

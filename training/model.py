@@ -1,4 +1,4 @@
-"""The CANINE encoder (paper §3, facts in ../shared/CANINE.md). Architecture only: no Ray, no DeepSpeed.
+"""The CANINE encoder (paper §3, facts in docs/canine.md). Architecture only: no Ray, no DeepSpeed.
 
     codepoints -> hash embeddings -> local transformer layer (blocks of 128) = h_init
       -> strided conv (r = 4), drop last molecule, prepend CLS -> deep BERT stack -> pooler
@@ -121,7 +121,7 @@ class TransformerLayer(nn.Module):
 
 class HashEmbedding(nn.Embedding):
     """K hash tables of E/K columns stacked into one (rows k*B .. (k+1)*B-1 are table k: one lookup,
-    not K): (B, L) ids -> (B, L, E), hash k of x being ((x + 1) * PRIME[k]) % B (CANINE.md "Encoder")."""
+    not K): (B, L) ids -> (B, L, E), hash k of x being ((x + 1) * PRIME[k]) % B (docs/canine.md "Hash embedding")."""
 
     def __init__(self, num_hashes: int, num_buckets: int, width: int):
         super().__init__(num_hashes * num_buckets, width // num_hashes)
@@ -180,7 +180,7 @@ def ngram_ids(ids, order: int):
 
 class Downsample(nn.Module):
     """Conv1d(d, d, kernel = stride = r) + GELU as one matmul over r-character molecules, then drop
-    the last molecule, prepend the CLS character's encoding, LayerNorm (CANINE.md "Downsampling")."""
+    the last molecule, prepend the CLS character's encoding, LayerNorm (docs/canine.md "Downsampling")."""
 
     def __init__(self, config: CanineConfig):
         super().__init__()
@@ -227,7 +227,7 @@ class UpsampleConv(nn.Conv1d):
 
 class Upsample(nn.Module):
     """Repeat molecules to characters, concat after h_init, Conv1d(2d, d, kernel 4, padding 1 left /
-    2 right) + GELU, LayerNorm, dropout. No residual from h_init (CANINE.md "Upsampling")."""
+    2 right) + GELU, LayerNorm, dropout. No residual from h_init (docs/canine.md "Upsampling")."""
 
     def __init__(self, config: CanineConfig):
         super().__init__()

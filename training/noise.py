@@ -1,8 +1,8 @@
-"""CharBERT's noisy language modeling (issue 14 item 5): typos in the input, clean targets.
+"""CharBERT's noisy language modeling (Ma et al., COLING 2020, arXiv:2011.01513): typos in the input, clean targets.
 
     noisy = add_noise(ids, segments, offsets, keys, protected, predicted, rate=0.02, seq_len=2048, draw=draw)
 
-CharBERT (seeds, CANINE.md "Related ideas") edits about 10% of the words of its input: a character
+CharBERT (docs/canine.md "Related ideas") edits about 10% of the words of its input: a character
 inserted, deleted, or two adjacent ones swapped; the model recovers the original. The batch builder
 (training/batch.py) calls this after its masking decisions, on the input characters only: the
 prediction targets stay the clean characters, and positions are remapped through `new_index`.

@@ -10,7 +10,7 @@ One idea per module:
     compressed.py   a file's bytes, read in blocks and bz2 / gzip-decompressed in bounded pieces
     common.py       WorkItem, RawPage, InputError and the id / language / surrogate checks
 
-Inputs (issue 2, "Inputs"):
+Inputs:
 - MediaWiki XML exports: `.xml`, `.xml.bz2`, `.xml.gz` (and Wikimedia's split names such as
   `...-multistream1.xml-p1p41242.bz2`). A `*multistream*.xml.bz2` whose sibling
   `*multistream-index*.txt.bz2` exists is split into one work item per range of bz2 streams,
@@ -30,7 +30,7 @@ its `<page>` tag in the decompressed file, `bzcat path | sed -n LINEp`), `path@s
 a multistream range (line counted from the data decompressed at byte `start`), `path:line`
 for JSON Lines and `path#row` (1-based) for Parquet.
 
-Bad input (issue 10), decided as datatrove decides between a failed task and a dropped document:
+Bad input, decided as datatrove decides between a failed task and a dropped document:
 - Whole-input errors raise InputError naming the file, and `canine preprocess` exits 2. What is
   cheap to see is seen by `plan_work_items`, before anything is written: a 0-byte file, a
   missing bz2 / gzip header, a bz2 file that does not end with bzip2's end-of-stream marker

@@ -1,7 +1,7 @@
 """Wikimedia's multistream dumps (`X-multistream3.xml-p1p99.bz2`): bz2 streams of about 100
 pages each, concatenated, with an index beside the dump (`X-multistream-index3.txt-p1p99.bz2`,
 lines `offset:page_id:title`) that says where each stream starts. bz2 alone cannot be split
-(CANINE.md, "Training-stack facts"); with the index, one big dump becomes one work item per
+(docs/canine.md, "Training-stack facts"); with the index, one big dump becomes one work item per
 range of whole streams, parsed in parallel. A dump without its index is one work item.
 """
 

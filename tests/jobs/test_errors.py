@@ -97,7 +97,7 @@ def _legacy_output(t, _stack, _mp):
 
 
 def _bare_staging(t, _stack, mp):
-    """The issue's case: gcsfs's FileNotFoundError(path), the bucket path without gs://."""
+    """The case seen: gcsfs's FileNotFoundError(path), the bucket path without gs://."""
     from pipeline import output
 
     mp.setattr(output, "prepare", _raise(FileNotFoundError("bkt/shards/.staging-ac8a82b31d0c1071")))

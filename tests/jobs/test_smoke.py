@@ -21,7 +21,7 @@ STDOUT = [r"\[1/3\] preprocessing the bundled sample .*", r"    \d+ train / \d+ 
           *(rf"  {name} +0\.\d{{3}} +\d+\.\d{{3}}" for name in ("pretrained", "initial", "unigram")),
           r"language probe 7 languages, snippets of 32 characters: .*", r" +mean +cls .*",
           *(rf"  {name} +\d\.\d{{3}} +\d\.\d{{3}}" for name in ("pretrained", "initial")), r"  majority +\d\.\d{3} .*",
-          # per language (issue 24): the split holds out pages of every sample language, so all seven are scored
+          # per language: the split holds out pages of every sample language, so all seven are scored
           r"by language +masked accuracy +probe \(mean\)",
           r" +examples +pretrained +initial +unigram +pretrained +initial",
           *(rf"  {lang} +\d+( +\d\.\d{{3}}){{5}}" for lang in ("ar", "de", "en", "hi", "ko", "ru", "zh")),

@@ -109,7 +109,7 @@ def _no_token(result, token):
 
 
 def test_tiny_pretraining_job_succeeds(head, tmp_path):
-    """The issue's success case: `canine pretrain` (tiny config, 2 steps) as a Ray job on the head."""
+    """The success case: `canine pretrain` (tiny config, 2 steps) as a Ray job on the head."""
     shards, run = tmp_path / "shards", tmp_path / "run"
     sample = ROOT / "pipeline" / "sample" / "enwiki-20261101-pages-articles.xml"
     r = canine("preprocess", str(sample), "--output", str(shards), "--vocab-size", "200", "--seq-len", "256")

@@ -1,4 +1,4 @@
-"""Bad preprocessing input (issue 10): whole-input errors name the file and stop before anything
+"""Bad preprocessing input: whole-input errors name the file and stop before anything
 is written; row-level rejects keep their title and are counted. pipeline/sources/__init__.py's docstring
 says which case is which and why."""
 

@@ -54,7 +54,7 @@ def test_wikitext_rule(name):
     assert wikitext_to_text(wikitext) == expected
 
 
-# --- broken markup ends at its line, table or section (issue 12, rule 1) --------------------
+# --- broken markup ends at its line, table or section (pipeline/sections.py) ----------------
 AFTER = "\n== Economy ==\nThe economy grew.\n== Next ==\nMore text."
 BROKEN = {
     "unbalanced bold": "Intro '''bold to the end",
@@ -84,7 +84,7 @@ def test_a_heading_inside_a_broken_construct_is_still_a_heading():
     assert wikitext_to_text("{|\n| cell\n== A ==\ntext") == "A\ntext"  # the unclosed table ends at the heading
 
 
-# --- what is dropped, counted per reason (issue 12, rule 2) ----------------------------------
+# --- what is dropped, counted per reason (contract.CONSTRUCT_DROPS) -------------------------
 PAGE = """{{Infobox settlement|name=X|pop=5}}
 '''X''' is a town<ref>{{cite web|url=u}}</ref> of {{convert|5|km2|sqmi}}.{{citation needed}}
 [[File:X.jpg|thumb|A caption with [[a link]]]]

@@ -1,5 +1,5 @@
 """Kill -9 at each stage of a 2-worker run on a multi-MB multistream dump, rerun at once, and
-get shards byte-identical to an uninterrupted run of the plain dump (issue 10, parts 2 and 3).
+get shards byte-identical to an uninterrupted run of the plain dump.
 
 The kills come from pipeline/faults.py: SIGKILL to the job's whole process group (launcher and
 DirectRunner workers) the moment a stage is reached, as a killed pod dies. Each rerun starts

@@ -51,7 +51,7 @@ def test_sample_output_obeys_the_contract(sample_run):
 
 
 def test_every_sample_language_holds_out_its_share_of_pages(sample_run):
-    """Issue 24: the split is drawn per language, so each of the sample's languages (28 or 29
+    """The split is drawn per language, so each of the sample's languages (28 or 29
     kept pages: 5% is 1.4, one page) has validation pages; a global page-hash split gave en and
     hi two each and the five others none, and `canine evaluate` could score only those two."""
     out, manifest = sample_run
@@ -71,7 +71,7 @@ def manifest_rows(manifest):
 
 def test_output_root_reads_as_exactly_the_manifests_rows(sample_run):
     """Dataset readers pointed at the root see the shards and nothing else: no cache, no temp
-    file, no side file that is not Parquet (issue 10)."""
+    file, no side file that is not Parquet."""
     import pyarrow.dataset as ds
 
     out, manifest = sample_run

@@ -1,5 +1,5 @@
-"""Regression on real Wikipedia pages (tests/data/wiki, its README says which): what issue 12 found
-broken there stays fixed, and the accounting of pages and headings is exact."""
+"""Regression on real Wikipedia pages (tests/data/wiki, its README says which): what the previous
+cleaner broke there stays fixed, and the accounting of pages and headings is exact."""
 
 import collections
 import importlib.util

@@ -1,4 +1,4 @@
-"""Preprocessing to object stores through real protocol servers on 127.0.0.1 (issue 11)."""
+"""Preprocessing to object stores through real protocol servers on 127.0.0.1 (docs/cluster.md, "Object storage")."""
 
 import json
 

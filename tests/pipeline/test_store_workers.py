@@ -1,4 +1,4 @@
-"""Several workers publishing to an object store (issue 24): the bundled sample preprocessed to
+"""Several workers publishing to an object store: the bundled sample preprocessed to
 gs:// (gcp-storage-emulator) and s3:// (moto) by the DirectRunner's worker processes and by the
 DaskRunner gives the same objects, byte for byte, as a 1-worker run on a local disk.
 

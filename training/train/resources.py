@@ -6,7 +6,7 @@ A run needs `parallel.workers` training workers of `parallel.cpus_per_worker` CP
 each on cuda), each placed whole on one node (Ray Train's placement group, PACK strategy), and
 beside them room for at least one input-pipeline task of `data.cpus_per_task` CPUs: the Ray
 tasks that read shards and build batches (stream.py) run outside the workers' reservations.
-Without that room the workers start and then wait for their first batch forever (issue 11:
+Without that room the workers start and then wait for their first batch forever (e.g.
 `--workers 2` on a 2-CPU Ray head).
 
 - The cluster's nodes cannot hold that and no autoscaler can add nodes: fail at once, naming

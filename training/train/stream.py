@@ -4,7 +4,7 @@ Per epoch, the worker's slice of the plan (data.py) becomes a list of chunk desc
 strings: which rows of which units). Ray tasks run `read + build_batch_numpy` on them on the
 cluster's CPUs, ahead of the step (`data.prefetch_batches`), and the worker takes micro batches of
 torch tensors in plan order, which exact resume relies on (see `batches`).
-The batch builder is the model issue's (training/batch.py): it draws its randomness from
+The batch builder is training/batch.py's: it draws its randomness from
 (seed, example_id), so a batch does not depend on how rows were grouped into chunks.
 """
 

@@ -56,7 +56,7 @@ def test_lamb_is_refused_under_zero_partitioning(precision):
 
 
 def test_bf16_is_autocast_on_any_device_and_never_deepspeeds_bf16_mode():
-    """Issue 23 item 6: precision bf16 is torch.autocast over the fp32 weights (engine.py), which
+    """Precision bf16 is torch.autocast over the fp32 weights (engine.py), which
     runs on CPU too; DeepSpeed's bf16 section (bf16 weights, its optimizer wrappers) stays off at
     every stage, with no bf16-only settings left."""
     from training.train import engine
@@ -159,7 +159,7 @@ def test_a_config_error_found_against_the_data_leaves_no_output(contract_shards,
 
 def test_a_resumed_run_keeps_its_workers_device_and_precision_whatever_the_cluster(contract_shards):
     """The first start resolves 'auto' / 0 from the cluster; a rerun takes them from the run's saved
-    config, so a cluster that lost its GPUs (or grew) changes nothing silently (issue 11)."""
+    config, so a cluster that lost its GPUs (or grew) changes nothing silently."""
     from training.train import data
     from training.train.run import resolve
 
@@ -183,7 +183,7 @@ def test_a_resumed_run_keeps_its_workers_device_and_precision_whatever_the_clust
 
 def test_the_default_streams_follow_the_global_batch_and_the_data_not_the_workers(contract_shards):
     """data.streams 0 resolves at a run's first start to data.canonical_streams, the same on 1, 2
-    and 4 workers (the order of a run does not depend on its worker count, issue 24); explicit
+    and 4 workers (the order of a run does not depend on its worker count); explicit
     streams and a saved run's stay as they are (old runs resume exactly)."""
     from training.train import data
 
@@ -204,7 +204,7 @@ def test_the_default_streams_follow_the_global_batch_and_the_data_not_the_worker
         streams(2, train_units=1000, **{"data.streams": 3})
 
 
-# --- one config source (issue 13 item 2) ---------------------------------------------------------
+# --- one config source (pipeline/options.py) -----------------------------------------------------
 
 
 @pytest.mark.parametrize("name", ["tiny", "small", "base"])

@@ -134,7 +134,7 @@ def _tiny_lamb(precision: str, stage: int = 0):
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_lamb_in_the_engine_steps_the_models_own_tensors(one_process_group, precision):
-    """Issue 23 item 6: bf16 is autocast over the fp32 weights, DeepSpeed's bf16 mode (which
+    """bf16 is autocast over the fp32 weights, DeepSpeed's bf16 mode (which
     hands the optimizer fp32 copies, flat partitions at ZeRO >= 1) stays off; so at ZeRO-0 each
     LAMB group holds the model's own fp32 parameters, every one of them once, and its per-tensor
     trust ratio is taken over the logical tensors (lamb.py), not a flat buffer."""
