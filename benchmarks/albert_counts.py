@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline import contract  # noqa: E402
+from contract import schema  # noqa: E402
 
 VARIANTS = {  # name -> CanineConfig overrides
     "default": {},
@@ -23,7 +23,7 @@ VARIANTS = {  # name -> CanineConfig overrides
     "embedding_size=128": {"embedding_size": 128},
     "both": {"share_layers": True, "embedding_size": 128},
 }
-SEQ_LEN = contract.DEFAULT_SEQ_LEN
+SEQ_LEN = schema.DEFAULT_SEQ_LEN
 
 
 def counts(preset_name: str, overrides: dict) -> tuple[int, int, int]:

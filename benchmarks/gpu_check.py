@@ -37,11 +37,11 @@ import torch  # noqa: E402
 if not torch.cuda.is_available():
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
+from pipeline.synthetic import synthetic_rows  # noqa: E402
 from training import compile_check  # noqa: E402
 from training.batch import build_batch  # noqa: E402
 from training.config import preset  # noqa: E402
 from training.heads import CaninePretrainingModel  # noqa: E402
-from training.synthetic import synthetic_rows  # noqa: E402
 
 CHECKS = ("compile", "lamb", "learn", "learn-compiled")
 

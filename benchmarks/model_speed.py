@@ -32,14 +32,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pipeline import contract  # noqa: E402
+from contract import schema  # noqa: E402
+from pipeline.synthetic import synthetic_rows  # noqa: E402
 from training import kernels  # noqa: E402
 from training.batch import build_batch  # noqa: E402
 from training.config import PRESETS, preset  # noqa: E402
 from training.flops import encoder_flops, pretraining_flops  # noqa: E402
 from training.heads import CaninePretrainingModel  # noqa: E402
 from training.model import num_parameters  # noqa: E402
-from training.synthetic import synthetic_rows  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -48,7 +48,7 @@ def parse_args(argv=None):
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--steps", type=int, default=3, help="timed steps per variant (after --warmup)")
     p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--seq-len", type=int, default=contract.DEFAULT_SEQ_LEN)
+    p.add_argument("--seq-len", type=int, default=schema.DEFAULT_SEQ_LEN)
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtypes", default="fp32,bf16", help="comma list of fp32, bf16")
     p.add_argument("--variants", default="a,b,c", help="comma list of a (HF), b (ours targeted), c (ours full)")

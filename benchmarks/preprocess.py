@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 # `job` (and Beam with it) is imported here, before any timing, as mwparserfromhell is for (a):
 # a process's one-off imports (~1.2 s for Beam) are not throughput.
-from pipeline import clean, contract, examples, job, masks, output, sources  # noqa: E402,F401
+from contract import schema  # noqa: E402,F401
+from pipeline import clean, examples, job, masks, output, sources  # noqa: E402,F401
 from pipeline.config import PreprocessConfig  # noqa: E402
 from pipeline.tokenizer import WordPieceTokenizer  # noqa: E402
 
@@ -111,7 +112,7 @@ def marginal(args, big_mb, t_a_big, t_b_big, t_b2_big):
         pages = list(all_pages(files))
         mb, t_a = bench_parse_only(pages)
         t_b = time_job(Path(tmp), args)
-        t_b2 = time_job(Path(tmp), args, tokenizer=f"{tmp}/out/{contract.TOKENIZER}", out="out-given")
+        t_b2 = time_job(Path(tmp), args, tokenizer=f"{tmp}/out/{schema.TOKENIZER}", out="out-given")
     dm = big_mb - mb
     print(f"marginal (between {mb:.0f} and {big_mb:.0f} MB): (a) {dm / (t_a_big - t_a):.2f}, (b) "
           f"{dm / (t_b_big - t_b) / args.workers:.2f}, (b') {dm / (t_b2_big - t_b2) / args.workers:.2f} MB/s per core; "
@@ -149,11 +150,11 @@ def main(argv=None):
 
         # Again with that vocabulary given (--tokenizer): a scheduled run that reuses one, and the
         # steady state of a big dump, where the bounded tokenizer sample is a vanishing share.
-        t_b2 = time_job(Path(tmp), args, tokenizer=f"{tmp}/out/{contract.TOKENIZER}", out="out-given")
+        t_b2 = time_job(Path(tmp), args, tokenizer=f"{tmp}/out/{schema.TOKENIZER}", out="out-given")
         rate_b2 = raw_mb / t_b2 / args.workers
         print(f"(b') same, tokenizer given (--tokenizer):    {rate_b2:6.2f} MB/s per core ({t_b2:.1f} s)")
 
-        tokenizer = WordPieceTokenizer.from_file(f"{tmp}/out/{contract.TOKENIZER}")
+        tokenizer = WordPieceTokenizer.from_file(f"{tmp}/out/{schema.TOKENIZER}")
         mb_c, t_c = bench_stage(pages, tokenizer, args.seq_len)
         rate_c = mb_c / t_c
         print(f"(c) codepoints + packing + masking alone:    {rate_c:6.2f} MB/s per core ({mb_c:.1f} MB clean text)")

@@ -6,7 +6,7 @@
 
 For each worker count it runs `training.train.run.pretrain` (the same code as `canine pretrain`)
 for --steps steps on --data (default: synthetic multilingual shards at --seq-len, written by
-training/synthetic.py like the tests' shards) and reports, over the steps after --warmup: examples/s, characters/s,
+pipeline/synthetic.py like the tests' shards) and reports, over the steps after --warmup: examples/s, characters/s,
 data-wait fraction, peak memory per worker (RSS; on GPU also peak allocated), MFU on GPUs (the
 model's exact matmul FLOP count, training/flops.py, against the device's dense bf16 peak), and the
 scaling efficiency against one worker (weak scaling: the micro batch per worker is fixed, the
@@ -44,8 +44,8 @@ import torch  # noqa: E402
 if not torch.cuda.is_available():
     os.environ.setdefault("DS_ACCELERATOR", "cpu")  # DeepSpeed on CPU needs telling
 
-from pipeline import contract  # noqa: E402
-from pipeline.options import parse_settings  # noqa: E402
+from contract import schema  # noqa: E402
+from contract.options import parse_settings  # noqa: E402
 from training import rundir  # noqa: E402
 from training.train import config  # noqa: E402
 from training.train.run import pretrain  # noqa: E402
@@ -69,7 +69,7 @@ def parse_args(argv=None):
 
 
 def synthetic_data(root: str, seq_len: int, rows: int) -> str:
-    from training.synthetic import write_contract_shards
+    from pipeline.synthetic import write_contract_shards
 
     per_shard = max(64, -(-rows // 4))  # one epoch covers the run: no epoch-start stall in the figures
     return write_contract_shards(root, seq_len=seq_len, train_rows=[per_shard] * 4, validation_rows=64)
@@ -119,7 +119,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     counts = [int(w) for w in args.workers.split(",")]
     if not args.data:  # synthetic data is written at this length
-        args.seq_len = args.seq_len or (256 if args.config == "tiny" else contract.DEFAULT_SEQ_LEN)
+        args.seq_len = args.seq_len or (256 if args.config == "tiny" else schema.DEFAULT_SEQ_LEN)
     seq_len = args.seq_len or "as in --data"
     base = config.load_config(args.config)
     micro = args.micro_batch or base.train.micro_batch

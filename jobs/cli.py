@@ -131,9 +131,9 @@ def main(argv=None):
 
 def _redact_logs() -> None:
     """Every log record of this process, from any logger, gets the credentials of URLs in its
-    message masked (pipeline.contract.redact). At record creation: a filter on the root logger
+    message masked (contract/files.py `redact`). At record creation: a filter on the root logger
     would miss records that other loggers propagate to its handlers."""
-    from pipeline.contract import redact
+    from contract.files import redact
 
     make = logging.getLogRecordFactory()
     if getattr(make, "redacts", False):

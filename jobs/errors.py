@@ -16,7 +16,7 @@ and returns the exit status (jobs/cli.py's docstring lists them):
   missing object the user did not name is as likely a bug as a typo;
 - anything else is unexpected: its type and first line, and the file holding its traceback, 2;
 - Ctrl-C: "interrupted", 130 (128 + SIGINT, what a shell reports for a process it interrupted).
-Credentials in URLs are masked everywhere, the traceback file included (pipeline.contract.redact).
+Credentials in URLs are masked everywhere, the traceback file included (contract/files.py `redact`).
 """
 
 import datetime
@@ -29,7 +29,7 @@ import sys
 import tempfile
 import traceback
 
-from pipeline.contract import redact
+from contract.files import redact
 
 # Exceptions whose messages this project writes to be read: each names the object, what happened
 # and what to do. By qualified name, so that no command imports Ray or Beam to recognize them; a
@@ -40,8 +40,8 @@ KNOWN = (
     "pipeline.sources.InputError",  # bad or missing input (its __module__ is the package's)
     "pipeline.output.OutputExistsError",
     "pipeline.output.PublishError",
-    "pipeline.lock.LockHeld",
-    "pipeline.lock.LockLost",
+    "contract.lock.LockHeld",
+    "contract.lock.LockLost",
     "jobs.dumps.DumpNotFound",
     "jobs.submit.ClusterError",
     "training.export.ExportError",

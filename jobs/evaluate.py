@@ -32,7 +32,7 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-    from pipeline.contract import redact
+    from contract.files import redact
     from training.evaluate import evaluate_run, format_evaluation
     from training.export import ExportError
 

@@ -27,8 +27,8 @@ def objects(args) -> dict[str, str]:
 
 
 def main(args) -> int:
+    from contract.files import redact
     from jobs import errors
-    from pipeline.contract import redact
     from training.export import export_run
 
     try:

@@ -1,4 +1,4 @@
-"""Command-line flags made from config dataclass fields (pipeline/options.py), and `--set`.
+"""Command-line flags made from config dataclass fields (contract/options.py), and `--set`.
 
 A flag's type, choices and help are its field's, so the CLI never restates a default or a
 choice. Two kinds of commands use it:
@@ -13,7 +13,7 @@ import argparse
 import types
 import typing
 
-from pipeline import options
+from contract import options
 
 
 def _kind(kind):

@@ -3,9 +3,10 @@
 import json
 import sys
 
-from pipeline import contract
+from contract import schema
+from contract.files import redact
 
-# Headings of the per-language table's columns, contract.LANGUAGE_KEYS in order.
+# Headings of the per-language table's columns, schema.LANGUAGE_KEYS in order.
 _HEADINGS = ("read", "redirect", "non-art", "parse-err", "empty", "kept", "examples", "weight", "replaced")
 
 
@@ -15,14 +16,14 @@ def add_arguments(p):
 
 
 def format_manifest(m, run=None) -> str:
-    """A pipeline.manifest.Manifest as a table; `run`: output.RunStats of the run that made it."""
+    """A contract.manifest.Manifest as a table; `run`: output.RunStats of the run that made it."""
     lines = [f"schema v{m.schema_version}  config {m.config_sha256[:12]}  seq_len {m.seq_len}"]
     for name, split in m.splits.items():
         lines.append(f"{name:<11} {len(split.shards):>4} shards {split.rows:>9} examples {split.codepoints:>12} codepoints")
     lines.append("  ".join(f"{h:>9}" for h in ("lang", *_HEADINGS)))
     for lang, c in m.languages.items():
         vals = [lang] + [f"{c.sampling_weight:.3f}" if k == "sampling_weight" else str(getattr(c, k))
-                         for k in contract.LANGUAGE_KEYS]
+                         for k in schema.LANGUAGE_KEYS]
         lines.append("  ".join(f"{v:>9}" for v in vals))
     if run is not None:
         lines.append(f"{run.work_items} work items ({run.items_parsed} parsed, {run.items_reused} reused "
@@ -44,10 +45,10 @@ def main(args) -> int:
     try:
         m = read_manifest(args.directory)
     except (ValueError, OutputExistsError) as e:  # a broken manifest, or schema 1's
-        print(f"canine inspect: {contract.redact(str(e))}", file=sys.stderr)
+        print(f"canine inspect: {redact(str(e))}", file=sys.stderr)
         return 2
     if m is None:
-        print(f"canine inspect: {args.directory} has no {contract.MANIFEST} (not a complete output)", file=sys.stderr)
+        print(f"canine inspect: {args.directory} has no {schema.MANIFEST} (not a complete output)", file=sys.stderr)
         return 2
     print_manifest(m, args.json)
     return 0

@@ -14,8 +14,9 @@ import dataclasses
 import logging
 import sys
 
+from contract import options, schema
+from contract.files import redact
 from jobs import flags
-from pipeline import contract, options
 from pipeline.config import PreprocessConfig
 
 
@@ -50,13 +51,13 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
     """The one way a preprocessing run starts (the CLI, `canine smoke`, and through the CLI the
     scheduled script): `--dump` specs resolved and added to the inputs (the output becomes
     OUTPUT/<langs>/<date>), every check that needs no writing done before the output's lock is
-    taken, the Beam job run under that lock (pipeline/lock.py). Returns (the output, output.RunResult:
+    taken, the Beam job run under that lock (contract/lock.py). Returns (the output, output.RunResult:
     its manifest and how the run went).
     Errors raise; a run that fails before writing leaves no output folder it created."""
     import shlex
 
+    from contract.lock import OutputLock
     from jobs import dumps as dump_specs
-    from pipeline.lock import OutputLock
     from pipeline import output, sources
 
     if workers < 1:
@@ -70,10 +71,10 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
         _check_runner(workers, runner, beam_args)
     plan = output.prepare(cfg)
     created = output.missing_root(cfg.output)
-    command = contract.redact(shlex.join(["canine", "preprocess", *map(str, cfg.inputs), "--output", cfg.output]))
+    command = redact(shlex.join(["canine", "preprocess", *map(str, cfg.inputs), "--output", cfg.output]))
     try:
         # The lock comes before anything touches the output, staging included: two runs of one
-        # config would otherwise clean up each other's staging (pipeline/lock.py).
+        # config would otherwise clean up each other's staging (contract/lock.py).
         with OutputLock(cfg.output, command=command) as lock:
             try:
                 result = output.run(cfg, workers=workers, runner=runner, beam_args=list(beam_args),
@@ -103,7 +104,7 @@ def objects(args, cfg: PreprocessConfig | None = None) -> dict[str, str]:
         found[tokenizer] = "the tokenizer (--tokenizer)"
     # Below --output at any depth (a --dump run writes OUTPUT/<langs>/<date>).
     found[output] = "the output directory (--output)"
-    found[f"{output}/*{contract.STAGING_PREFIX}*"] = "this run's staging folder in the output directory"
+    found[f"{output}/*{schema.STAGING_PREFIX}*"] = "this run's staging folder in the output directory"
     return found
 
 

@@ -49,7 +49,7 @@ def add_arguments(parser) -> None:
 
 def overrides_from_args(args) -> dict:
     """Flags, then --set pairs (which win), as dotted-key overrides."""
-    from pipeline.options import parse_settings
+    from contract.options import parse_settings
 
     return {**flags.values_of(args, FLAGS), **parse_settings(args.set)}
 

@@ -10,12 +10,12 @@ manifest its config points to), so it works for any finished or running run.
 import io
 import json
 
-from pipeline.manifest import read_manifest
+from contract.manifest import read_manifest
 from training import rundir
 
 
 def _data_manifest(data_path: str):
-    """The manifest of the shards a run trained on (pipeline/manifest.py), None where it is gone."""
+    """The manifest of the shards a run trained on (contract/manifest.py), None where it is gone."""
     try:
         return read_manifest(data_path)
     except FileNotFoundError:
@@ -26,7 +26,7 @@ def plot(records: list[dict], url: str) -> str:
     """Loss and accuracy against step (train every step, eval where evaluated) as a PNG."""
     import matplotlib
 
-    from pipeline.contract import atomic_write
+    from contract.files import atomic_write
 
     matplotlib.use("Agg")  # no display on servers and CI
     import matplotlib.pyplot as plt

@@ -36,7 +36,7 @@ def add_arguments(p):
 
 def _settings(items: list[str]) -> tuple[dict, dict]:
     """--set pairs: (PreprocessConfig fields given as preprocess.FIELD, the pretraining config's keys)."""
-    from pipeline.options import parse_settings
+    from contract.options import parse_settings
 
     pre, train = {}, {}
     for key, value in parse_settings(items).items():
@@ -53,9 +53,9 @@ def _stage(n, text):
 
 
 def main(args) -> int:
+    from contract import options
     from jobs import errors, report
     from jobs.preprocess import preprocess
-    from pipeline import options
     from pipeline.config import PreprocessConfig
     from training import evaluate, rundir
     from training.train.config import load_config

@@ -27,10 +27,10 @@ pretrained on (paper §4.1): WikiExtractor-style text without templates and tabl
   heading with no text under it (e.g. a section that only held a table) is dropped and counted.
 - Paragraphs and line breaks become single newlines; HTML entities are decoded.
 - After that: NFC, then characters that alias a special codepoint (U+0000, U+E000..U+E0FF,
-  pipeline/contract.py) become U+FFFD and are counted.
+  contract/schema.py) become U+FFFD and are counted.
 - A lone surrogate left by an entity (`&#xD800;` in the wikitext decodes to U+D800) makes the
   page parse_errors, like one in a row's text (pipeline/sources/common.py): UTF-8 cannot encode it.
-What a kept page loses is counted per reason (contract.CONSTRUCT_DROPS) in
+What a kept page loses is counted per reason (contract.schema.CONSTRUCT_DROPS) in
 `CleanResult.dropped`; the job sums the counts per language into the manifest.
 
 Speed: parsing is nearly all the cost. Comments, refs and dropped extension tags are cut by
@@ -48,8 +48,8 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
+from contract.schema import ALIASED_RANGE, REPLACEMENT_CHARACTER
 from pipeline.config import PreprocessConfig
-from pipeline.contract import ALIASED_RANGE, REPLACEMENT_CHARACTER
 from pipeline.endmatter import is_end_matter
 from pipeline.render import CELL, DROP_TAGS, TAG_REASONS, render
 from pipeline.sections import split_sections, split_tables, strip_quotes
@@ -122,11 +122,11 @@ _SECTION_BREAK = "\n\x04\n"  # between the sections' texts while they are finish
 
 @dataclass
 class CleanResult:
-    outcome: str  # one of contract.PAGE_OUTCOMES
+    outcome: str  # one of contract.schema.PAGE_OUTCOMES
     text: str | None  # cleaned NFC text when kept, else None
     replaced: int  # aliased characters replaced by U+FFFD (kept pages only)
     reason: str  # why a page was not kept ("" when kept), written to rejects/
-    dropped: dict = field(default_factory=dict)  # {contract.CONSTRUCT_DROPS reason: count} (kept pages only)
+    dropped: dict = field(default_factory=dict)  # {contract.schema.CONSTRUCT_DROPS reason: count} (kept pages only)
 
 
 def clean_page(page: RawPage, cfg: PreprocessConfig = _DEFAULTS) -> CleanResult:

@@ -7,16 +7,17 @@ must not depend on those.
 
 import dataclasses
 
-from pipeline import contract
-from pipeline.manifest import config_sha256
-from pipeline.options import option
+from contract import schema
+from contract.files import redact
+from contract.manifest import config_sha256
+from contract.options import option
 
 
 @dataclasses.dataclass(frozen=True)
 class PreprocessConfig:
     inputs: tuple = option((), "fsspec URLs or globs: MediaWiki XML (.xml/.bz2/.gz), JSONL, Parquet")
     output: str = option("", "output directory (fsspec URL); not part of the fingerprint")
-    seq_len: int = option(contract.DEFAULT_SEQ_LEN, "codepoints per example, CLS and SEPs included (paper: 2048)")
+    seq_len: int = option(schema.DEFAULT_SEQ_LEN, "codepoints per example, CLS and SEPs included (paper: 2048)")
     seed: int = option(0, "root of every mask, sentence-order and sampling decision")
     vocab_size: int = option(32000, "WordPiece vocabulary to train for CANINE-S (when no --tokenizer is given)")
     tokenizer: str | None = option(None, "an existing tokenizer.json (HF tokenizers format) instead of training one "
@@ -52,10 +53,10 @@ class PreprocessConfig:
         d.pop("output")
         # URLs as recorded in the manifest: credentials masked (a presigned URL's signature
         # changes on every signing; the content id says whether the bytes did).
-        d["input_fingerprints"] = [[contract.redact(x[0]), *x[1:]] for x in self.input_fingerprints]
-        d["inputs"] = [contract.redact(u) for u in self.inputs]
-        d["tokenizer"] = self.tokenizer and contract.redact(self.tokenizer)
-        d["schema_version"] = contract.SCHEMA_VERSION
+        d["input_fingerprints"] = [[redact(x[0]), *x[1:]] for x in self.input_fingerprints]
+        d["inputs"] = [redact(u) for u in self.inputs]
+        d["tokenizer"] = self.tokenizer and redact(self.tokenizer)
+        d["schema_version"] = schema.SCHEMA_VERSION
         return d
 
     def sha256(self) -> str:

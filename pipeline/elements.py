@@ -17,7 +17,7 @@ class Page(NamedTuple):  # CleanPages "kept" -> AssignSplit
 
 class Outcome(NamedTuple):  # CleanPages "outcomes", one per page read -> CollectStats
     lang: str
-    outcome: str  # one of contract.PAGE_OUTCOMES
+    outcome: str  # one of contract.schema.PAGE_OUTCOMES
 
 
 class Replaced(NamedTuple):  # CleanPages "replaced", one per kept page with any -> CollectStats
@@ -27,7 +27,7 @@ class Replaced(NamedTuple):  # CleanPages "replaced", one per kept page with any
 
 class Dropped(NamedTuple):  # CleanPages "dropped", one per kept page that lost any -> CollectStats
     lang: str
-    counts: tuple  # in the order of contract.CONSTRUCT_DROPS
+    counts: tuple  # in the order of contract.schema.CONSTRUCT_DROPS
 
 
 class Reject(NamedTuple):  # CleanPages "rejects" -> WriteRejects: one line of _rejects/<lang>.jsonl

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline import contract
+from contract import schema
 from pipeline.hashing import stable_int, stable_unit
 
 # Pages that share an example are joined by a newline: it is whitespace, so no CANINE-C span
@@ -38,10 +38,10 @@ _MASK_STREAM = "mask"
 # checks all of Unicode). Specials are PAD and U+E000..U+E0FF: the cleaner removed those
 # from the text, so any that appear are CLS / SEP / MASK. One uint8 table answers both.
 _WHITESPACE_FLAG, _SPECIAL_FLAG = 1, 2
-_SPECIAL_LO, _SPECIAL_HI = contract.ALIASED_RANGE
+_SPECIAL_LO, _SPECIAL_HI = schema.ALIASED_RANGE
 _FLAGS = np.zeros(_SPECIAL_HI + 2, dtype=np.uint8)  # last slot: every codepoint above the range
 _FLAGS[[c for c in range(0x3001) if chr(c).isspace()]] = _WHITESPACE_FLAG
-_FLAGS[contract.PAD] = _FLAGS[_SPECIAL_LO : _SPECIAL_HI + 1] = _SPECIAL_FLAG
+_FLAGS[schema.PAD] = _FLAGS[_SPECIAL_LO : _SPECIAL_HI + 1] = _SPECIAL_FLAG
 
 
 @dataclass
@@ -49,7 +49,7 @@ class PackedExample:
     page_ids: list[int]  # pages whose text is in it, in order
     codepoints: np.ndarray  # int32: CLS A SEP [B SEP], no padding, len <= seq_len
     segment_ids: np.ndarray  # int8, same length (0 for CLS+A+SEP, 1 for B+SEP)
-    sop_label: int  # contract.SOP_*
+    sop_label: int  # schema.SOP_*
     part: int  # index of this example among those whose first page is page_ids[0] (for example_id)
 
 
@@ -135,7 +135,7 @@ def _concatenate_pages(pages):
                 raise ValueError(f"page {page_id}: {e}") from None
         raise
     flags = _flags(stream)
-    if (flags >= _SPECIAL_FLAG).any():  # the cleaner should have replaced these (contract.is_aliased)
+    if (flags >= _SPECIAL_FLAG).any():  # the cleaner should have replaced these (schema.is_aliased)
         aliased = np.flatnonzero(flags >= _SPECIAL_FLAG)
         k = int(ends.searchsorted(aliased[0], side="right"))
         raise ValueError(
@@ -220,20 +220,20 @@ def pack_pages(
     lengths = stops - starts
     paired = np.full(len(starts), sentence_order) & (lengths >= 2)
     a_len = np.where(paired, _sop_splits(ws_pos, starts, stops), lengths)
-    sop = np.full(len(starts), contract.SOP_NO_PAIR, np.int64)
+    sop = np.full(len(starts), schema.SOP_NO_PAIR, np.int64)
     for j in np.flatnonzero(paired).tolist():  # a fair coin from a stable hash: no generator per example
         coin = stable_unit(_SOP_STREAM, seed, int(first_id[j]), int(part[j]))
-        sop[j] = contract.SOP_SWAPPED if coin < 0.5 else contract.SOP_IN_ORDER
-    swapped = sop == contract.SOP_SWAPPED
+        sop[j] = schema.SOP_SWAPPED if coin < 0.5 else schema.SOP_IN_ORDER
+    swapped = sop == schema.SOP_SWAPPED
     # layout: CLS seg0 SEP [seg1 SEP]; seg0 is A unless swapped
     seg0_start, seg0_len = np.where(swapped, starts + a_len, starts), np.where(swapped, lengths - a_len, a_len)
     seg1_start, seg1_len = np.where(swapped, starts, starts + a_len), lengths - seg0_len
     size = lengths + 2 + paired
     offset = np.cumsum(size) - size
     cps, seg_ids = np.empty(int(size.sum()), np.int32), np.zeros(int(size.sum()), np.int8)
-    cps[offset] = contract.CLS
-    cps[offset + size - 1] = contract.SEP
-    cps[(offset + 1 + seg0_len)[paired]] = contract.SEP
+    cps[offset] = schema.CLS
+    cps[offset + size - 1] = schema.SEP
+    cps[(offset + 1 + seg0_len)[paired]] = schema.SEP
     rows = zip(*(x.tolist() for x in (offset, size, seg0_start, seg0_len, seg1_start, seg1_len)))
     examples = []
     for j, (o, n, s0, n0, s1, n1) in enumerate(rows):

@@ -14,7 +14,9 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline import clean, contract, sources
+from contract import schema
+from contract.files import atomic_write, redact
+from pipeline import clean, sources
 from pipeline.config import PreprocessConfig
 from pipeline.hashing import stable_int
 
@@ -28,11 +30,11 @@ class Cleaned(NamedTuple):
     page_id: int
     title: str
     source: str
-    outcome: str  # one of contract.PAGE_OUTCOMES
+    outcome: str  # one of schema.PAGE_OUTCOMES
     reason: str
     text: str | None
     replaced: int
-    dropped: list  # counts in the order of contract.CONSTRUCT_DROPS (kept pages; zeros otherwise)
+    dropped: list  # counts in the order of schema.CONSTRUCT_DROPS (kept pages; zeros otherwise)
 
 
 SCHEMA = pa.schema(
@@ -45,8 +47,8 @@ SCHEMA = pa.schema(
 def clean_raw(page: sources.RawPage, cfg: PreprocessConfig = PreprocessConfig()) -> Cleaned:
     r = clean.clean_page(page, cfg)
     # The source (path:line) goes into the cache and the rejects file: no credentials of its URL.
-    return Cleaned(page.lang, page.page_id, page.title, contract.redact(page.source), r.outcome, r.reason, r.text,
-                   r.replaced, [r.dropped.get(reason, 0) for reason in contract.CONSTRUCT_DROPS])
+    return Cleaned(page.lang, page.page_id, page.title, redact(page.source), r.outcome, r.reason, r.text,
+                   r.replaced, [r.dropped.get(reason, 0) for reason in schema.CONSTRUCT_DROPS])
 
 
 def cache_url(staging: str, item: sources.WorkItem) -> str:
@@ -65,7 +67,7 @@ def replay(url: str) -> Iterator[Cleaned]:
 
 
 def parse_and_store(item: sources.WorkItem, url: str, cfg: PreprocessConfig = PreprocessConfig()) -> Iterator[Cleaned]:
-    """Parse and clean the item, then store it whole (contract.atomic_write): a killed or failed
+    """Parse and clean the item, then store it whole (atomic_write): a killed or failed
     item leaves no cache file, nor a temp one. The compressed rows are held in memory until
     then (a few MB for 10 streams of ~100 pages); on an object store that makes one PUT
     instead of a streamed upload plus a server-side move."""
@@ -80,4 +82,4 @@ def parse_and_store(item: sources.WorkItem, url: str, cfg: PreprocessConfig = Pr
                 rows = []
         if rows:
             writer.write_batch(_batch(rows))
-    contract.atomic_write(url, sink.getvalue().to_pybytes())
+    atomic_write(url, sink.getvalue().to_pybytes())

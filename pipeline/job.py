@@ -17,7 +17,7 @@ Steps (each a labelled composite, each testable with TestPipeline):
                  CANINE-S subword plan per example, seeded by (seed, page id, copy), rows ordered
                  by another hash of the id (languages mixed), one Parquet file
 
-Everything the job writes goes to a staging folder first, each file whole (contract.atomic_write),
+Everything the job writes goes to a staging folder first, each file whole (atomic_write),
 with the lists of the shards and rejects files it wrote (shards.json, rejects.json);
 `pipeline.output.finalize` publishes exactly those and writes the manifest last, so a failed run
 leaves no manifest, and nothing else of staging is ever published.
@@ -34,7 +34,9 @@ import fsspec
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
-from pipeline import contract, examples, faults, itemcache, masks, shards
+from contract import schema
+from contract.files import atomic_write
+from pipeline import examples, faults, itemcache, masks, shards
 from pipeline.config import PreprocessConfig
 from pipeline.elements import (
     Page, Outcome, Replaced, Dropped, Reject, SplitPage, TokenizerPage, SplitLang, PackGroup, Packed, Size,
@@ -51,8 +53,8 @@ class _RouteFn(beam.DoFn):
     cleaning dropped from a kept page, by reason (datatrove's dropped_<reason> counters)."""
 
     def __init__(self):
-        self.outcome_counters = {o: Metrics.counter(_NS, o) for o in contract.PAGE_OUTCOMES}
-        self.drop_counters = [Metrics.counter(_NS, f"dropped_{r}") for r in contract.CONSTRUCT_DROPS]
+        self.outcome_counters = {o: Metrics.counter(_NS, o) for o in schema.PAGE_OUTCOMES}
+        self.drop_counters = [Metrics.counter(_NS, f"dropped_{r}") for r in schema.CONSTRUCT_DROPS]
 
     def process(self, c: itemcache.Cleaned):
         self.outcome_counters[c.outcome].inc()
@@ -304,8 +306,8 @@ def sizing(sizes: dict, alpha: float, shard_codepoints: int) -> Sizing:
 
 
 def _add_counts(rows):
-    """Element-wise sum of count tuples in the order of contract.CONSTRUCT_DROPS (zeros for none)."""
-    total = [0] * len(contract.CONSTRUCT_DROPS)
+    """Element-wise sum of count tuples in the order of schema.CONSTRUCT_DROPS (zeros for none)."""
+    total = [0] * len(schema.CONSTRUCT_DROPS)
     for row in rows:
         for i, n in enumerate(row):
             total[i] += n
@@ -396,7 +398,7 @@ class WriteShards(beam.PTransform):
 
 
 def _save_text(text, url):
-    contract.atomic_write(url, text.encode("utf-8"))  # whole or not at all, whichever worker writes it
+    atomic_write(url, text.encode("utf-8"))  # whole or not at all, whichever worker writes it
     return url
 
 
@@ -418,7 +420,7 @@ class WriteRejects(beam.PTransform):
         def write(kv):
             lang, items = kv
             items = sorted(items, key=lambda r: (r.page_id if isinstance(r.page_id, int) else -1, r.source))
-            rel = f"{contract.REJECTS}/{lang}.jsonl"
+            rel = f"{schema.REJECTS}/{lang}.jsonl"
             lines = (json.dumps(r._asdict(), ensure_ascii=False, sort_keys=True) + "\n" for r in items)
             _save_text("".join(lines), f"{staging}/{rel}")
             return rel
@@ -477,7 +479,7 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
     cleaned = p | "ReadAndClean" >> ReadAndClean(items, staging, cfg)
     split_pages = cleaned.kept | "AssignSplit" >> AssignSplit(cfg.validation_fraction)
     tokenizer = split_pages | "TrainTokenizer" >> TrainTokenizer(cfg, tokenizer_json)
-    _ = tokenizer | "SaveTokenizer" >> beam.Map(_save_text, f"{staging}/{contract.TOKENIZER}")
+    _ = tokenizer | "SaveTokenizer" >> beam.Map(_save_text, f"{staging}/{schema.TOKENIZER}")
     packed = split_pages | "PackExamples" >> PackExamples(cfg)
     sampled, plan = packed | "SampleLanguages" >> SampleLanguages(cfg)
     shard_records = sampled | "WriteShards" >> WriteShards(cfg, staging, plan, tokenizer)

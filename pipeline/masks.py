@@ -15,18 +15,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline import contract
+from contract import schema
+from contract.splitmix import GOLDEN, splitmix64, unit_floats
 from pipeline.examples import PackedExample, example_id, is_delimiter, mask_key, ranges_to_positions
 
 
 @dataclass(frozen=True)
 class MaskPlanConfig:
-    char_rate: float = contract.MASK_RATE  # CANINE-C: share of whitespace spans chosen (paper §3.2.1)
-    max_char_predictions: int = contract.MAX_CHAR_PREDICTIONS  # CANINE-C: 320 characters per example
-    subword_rate: float = contract.MASK_RATE  # CANINE-S: share of subwords chosen (paper §3.2.2)
-    max_subword_predictions: int = contract.MAX_SUBWORD_PREDICTIONS  # CANINE-S: 80 per example
-    p_mask: float = contract.SUBWORD_ACTION_SHARES[contract.ACTION_MASK]  # CANINE-S: BERT's 80% MASK ...
-    p_random: float = contract.SUBWORD_ACTION_SHARES[contract.ACTION_RANDOM]  # ... 10% random same-length subword; 10% keep
+    char_rate: float = schema.MASK_RATE  # CANINE-C: share of whitespace spans chosen (paper §3.2.1)
+    max_char_predictions: int = schema.MAX_CHAR_PREDICTIONS  # CANINE-C: 320 characters per example
+    subword_rate: float = schema.MASK_RATE  # CANINE-S: share of subwords chosen (paper §3.2.2)
+    max_subword_predictions: int = schema.MAX_SUBWORD_PREDICTIONS  # CANINE-S: 80 per example
+    p_mask: float = schema.SUBWORD_ACTION_SHARES[schema.ACTION_MASK]  # CANINE-S: BERT's 80% MASK ...
+    p_random: float = schema.SUBWORD_ACTION_SHARES[schema.ACTION_RANDOM]  # ... 10% random same-length subword; 10% keep
 
 
 # One vectorized pass plans at most this many codepoints (~500 examples of 2,048): its
@@ -45,9 +46,9 @@ class CounterUniforms:
         self.keys = np.asarray(keys, dtype=np.uint64)
 
     def __call__(self, stream: int, example: np.ndarray, index: np.ndarray) -> np.ndarray:
-        seed = contract.splitmix64(self.keys ^ np.uint64((stream * int(contract.GOLDEN)) % 2**64))
-        state = seed[example] + (np.asarray(index).astype(np.uint64) + np.uint64(1)) * contract.GOLDEN
-        return contract.unit_floats(contract.splitmix64(state))
+        seed = splitmix64(self.keys ^ np.uint64((stream * int(GOLDEN)) % 2**64))
+        state = seed[example] + (np.asarray(index).astype(np.uint64) + np.uint64(1)) * GOLDEN
+        return unit_floats(splitmix64(state))
 
 
 class GeneratorUniforms:
@@ -164,7 +165,7 @@ def _char_plans(cps, bounds, uniforms, rate, budget):
     return starts[taken], ends[taken], example[taken], n
 
 
-def choose_char_spans(cps, rng, rate=contract.MASK_RATE, max_chars=contract.MAX_CHAR_PREDICTIONS):
+def choose_char_spans(cps, rng, rate=schema.MASK_RATE, max_chars=schema.MAX_CHAR_PREDICTIONS):
     """CANINE-C: (starts, ends, n_spans) of the chosen whole whitespace spans, sorted by start.
 
     target_count(n_spans, rate) spans, visited in a random order from `rng`; a span that
@@ -175,7 +176,7 @@ def choose_char_spans(cps, rng, rate=contract.MASK_RATE, max_chars=contract.MAX_
 
 
 def char_mask_plan(
-    cps: np.ndarray, rng, rate=contract.MASK_RATE, max_chars=contract.MAX_CHAR_PREDICTIONS
+    cps: np.ndarray, rng, rate=schema.MASK_RATE, max_chars=schema.MAX_CHAR_PREDICTIONS
 ) -> np.ndarray:
     """CANINE-C: sorted int32 positions of every character of the chosen spans."""
     starts, ends, _ = choose_char_spans(cps, rng, rate, max_chars)
@@ -198,14 +199,14 @@ def _subword_plans(starts, lengths, ids, example, n_examples, uniforms, tokenize
     pick = np.sort(order[rank < k[group]])
     starts, lengths, ids, example, index = starts[pick], lengths[pick], ids[pick], example[pick], index[pick]
     u = uniforms(_SUBWORD_ACTION, example, index)
-    actions = np.full(len(pick), contract.ACTION_KEEP, np.int8)
-    actions[u < config.p_mask + config.p_random] = contract.ACTION_RANDOM
-    actions[u < config.p_mask] = contract.ACTION_MASK
+    actions = np.full(len(pick), schema.ACTION_KEEP, np.int8)
+    actions[u < config.p_mask + config.p_random] = schema.ACTION_RANDOM
+    actions[u < config.p_mask] = schema.ACTION_MASK
     offsets = np.minimum((uniforms(_SUBWORD_OFFSET, example, index) * lengths).astype(np.int64), lengths - 1)
-    rand = np.flatnonzero(actions == contract.ACTION_RANDOM)
+    rand = np.flatnonzero(actions == schema.ACTION_RANDOM)
     u = uniforms(_SUBWORD_REPLACE, example[rand], index[rand])
     replacements, ok = tokenizer.random_same_length(ids[rand], lengths[rand], u)
-    actions[rand[~ok]] = contract.ACTION_MASK
+    actions[rand[~ok]] = schema.ACTION_MASK
     columns = {
         "subword_starts": starts.astype(np.int32),
         "subword_lengths": lengths.astype(np.int32),
@@ -223,12 +224,12 @@ def _subword_plans(starts, lengths, ids, example, n_examples, uniforms, tokenize
 def _check_layout(cps: np.ndarray, segment_ids: np.ndarray, where: str = "example") -> None:
     if len(cps) != len(segment_ids):
         raise ValueError(f"{where} layout: {len(cps)} codepoints but {len(segment_ids)} segment ids")
-    if len(cps) < 2 or cps[0] != contract.CLS or cps[-1] != contract.SEP:
+    if len(cps) < 2 or cps[0] != schema.CLS or cps[-1] != schema.SEP:
         raise ValueError(f"{where} layout: codepoints must be CLS ... SEP")
 
 
 def subword_plan(
-    cps, segment_ids, tokenizer, rng, rate=contract.MASK_RATE, max_spans=contract.MAX_SUBWORD_PREDICTIONS
+    cps, segment_ids, tokenizer, rng, rate=schema.MASK_RATE, max_spans=schema.MAX_SUBWORD_PREDICTIONS
 ) -> dict[str, np.ndarray]:
     """CANINE-S plan of one example (the six subword_* contract columns), draws from `rng`."""
     _check_layout(cps, segment_ids)

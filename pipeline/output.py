@@ -25,10 +25,12 @@ import time
 
 import fsspec
 
-from pipeline import contract, faults, runners, sources
+from contract import schema
+from contract.files import file_sha256, is_local
+from contract.manifest import FileRef, Language, Manifest, Shard, Split, write_manifest
+from contract.manifest import read_manifest as _read_manifest
+from pipeline import faults, runners, sources
 from pipeline.config import PreprocessConfig
-from pipeline.manifest import FileRef, Language, Manifest, Shard, Split, write_manifest
-from pipeline.manifest import read_manifest as _read_manifest
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +52,11 @@ def _fs(url):
 def read_manifest(output: str) -> Manifest | None:
     """The manifest at `output`, None if there is none yet; OutputExistsError for schema 1's."""
     fs, root = _fs(output)
-    if not fs.exists(f"{root}/{contract.MANIFEST}"):
-        if fs.exists(f"{root}/{contract.LEGACY_MANIFEST}"):
+    if not fs.exists(f"{root}/{schema.MANIFEST}"):
+        if fs.exists(f"{root}/{schema.LEGACY_MANIFEST}"):
             raise OutputExistsError(
-                f"{output} was written by an older version (schema 1, {contract.LEGACY_MANIFEST}); "
-                f"this one reads schema {contract.SCHEMA_VERSION} ({contract.MANIFEST}): run canine preprocess "
+                f"{output} was written by an older version (schema 1, {schema.LEGACY_MANIFEST}); "
+                f"this one reads schema {schema.SCHEMA_VERSION} ({schema.MANIFEST}): run canine preprocess "
                 "again into a new --output")
         return None
     return _read_manifest(output)
@@ -101,8 +103,8 @@ def _content_id(fs, path: str, info: dict) -> str:
     stores: their own content checksum, without reading the object. Other filesystems
     (https mirrors): the modification time, the best they offer; a changed one is then named
     in the refusal (`describe_change`)."""
-    if contract.is_local(fs):
-        return f"sha256:{contract.file_sha256(fs.unstrip_protocol(path))}"
+    if is_local(fs):
+        return f"sha256:{file_sha256(fs.unstrip_protocol(path))}"
     for key in _STORE_CHECKSUMS:
         if info.get(key):
             return f"{key}:{str(info[key]).strip(chr(34))}"
@@ -172,7 +174,7 @@ def prepare(cfg: PreprocessConfig) -> Plan:
             with fsspec.open(cfg.tokenizer, "r", encoding="utf-8") as f:
                 tokenizer_json = f.read()
         except FileNotFoundError:
-            raise sources.InputError(f"--tokenizer {cfg.tokenizer}: no such file; give the {contract.TOKENIZER} of an "
+            raise sources.InputError(f"--tokenizer {cfg.tokenizer}: no such file; give the {schema.TOKENIZER} of an "
                                      "earlier output, or leave --tokenizer out to train one") from None
     return Plan(cfg, items, tokenizer_json)
 
@@ -289,7 +291,7 @@ def _stagings(output: str) -> list[str]:
     if not fs.isdir(root):
         return []
     return sorted(n.rstrip("/") for n in fs.ls(root, detail=False)
-                  if n.rstrip("/").rsplit("/", 1)[-1].startswith(contract.STAGING_PREFIX))
+                  if n.rstrip("/").rsplit("/", 1)[-1].startswith(schema.STAGING_PREFIX))
 
 
 def remove_staging(output: str, only: str | None = None) -> list[str]:
@@ -327,7 +329,7 @@ def _counters(result) -> dict:
 
 
 def staging_url(cfg: PreprocessConfig) -> str:
-    return f"{cfg.output.rstrip('/')}/{contract.STAGING_PREFIX}{cfg.sha256()[:16]}"
+    return f"{cfg.output.rstrip('/')}/{schema.STAGING_PREFIX}{cfg.sha256()[:16]}"
 
 
 def _read_staged_json(fs, stage: str, name: str):
@@ -342,7 +344,7 @@ def _read_staged_json(fs, stage: str, name: str):
 def _publish_error(fs, path: str, problem: str) -> PublishError:
     return PublishError(
         f"{fs.unstrip_protocol(path)}, which the job wrote, {problem}: nothing was published (no "
-        f"{contract.MANIFEST}). Run the same command again: it reuses the work items already read "
+        f"{schema.MANIFEST}). Run the same command again: it reuses the work items already read "
         "and redoes the rest. If it fails again, check that nothing else writes to or cleans up this output.")
 
 
@@ -351,8 +353,8 @@ def languages_from_stats(records) -> dict[str, Language]:
 
     def entry(lang):
         return langs.setdefault(
-            lang, {k: 0 for k in contract.LANGUAGE_KEYS if k != "sampling_weight"} | {"sampling_weight": 1.0}
-            | {"dropped": dict.fromkeys(contract.CONSTRUCT_DROPS, 0)}
+            lang, {k: 0 for k in schema.LANGUAGE_KEYS if k != "sampling_weight"} | {"sampling_weight": 1.0}
+            | {"dropped": dict.fromkeys(schema.CONSTRUCT_DROPS, 0)}
         )
 
     for rec in records:
@@ -363,7 +365,7 @@ def languages_from_stats(records) -> dict[str, Language]:
         elif kind == "replaced":
             entry(lang)["replaced_characters"] += rec[2]
         elif kind == "dropped":
-            for reason, n in zip(contract.CONSTRUCT_DROPS, rec[2]):
+            for reason, n in zip(schema.CONSTRUCT_DROPS, rec[2]):
                 entry(lang)["dropped"][reason] += n
         elif kind == "examples":
             entry(lang)["examples"] += rec[2]
@@ -390,7 +392,7 @@ def _publish(fs, src: str, dst: str, size: int | None = None) -> None:
         raise _publish_error(fs, src, "is missing") from None
     if size is not None and staged != size:
         raise _publish_error(fs, src, f"has {staged} bytes where the job wrote {size}")
-    if contract.is_local(fs):
+    if is_local(fs):
         fs.mv(src, dst)
     else:
         fs.cp_file(src, dst)
@@ -414,10 +416,10 @@ def finalize(cfg: PreprocessConfig, staging: str) -> Manifest:
     shard_records = _read_staged_json(fs, stage, "shards.json")
     rejects = _read_staged_json(fs, stage, "rejects.json")
     # Exactly the files the job recorded writing, by name: no listing of staging.
-    published = [(r["path"], r["bytes"]) for r in shard_records] + [(contract.TOKENIZER, None)]
+    published = [(r["path"], r["bytes"]) for r in shard_records] + [(schema.TOKENIZER, None)]
     published += [(rel, None) for rel in rejects]
     # Stale files from an earlier, unfinished run (there is no manifest, or we would not be here).
-    for folder in (*contract.SPLITS, contract.REJECTS):
+    for folder in (*schema.SPLITS, schema.REJECTS):
         if fs.exists(f"{root}/{folder}"):
             fs.rm(f"{root}/{folder}", recursive=True)
     for rel, size in published:
@@ -426,17 +428,17 @@ def finalize(cfg: PreprocessConfig, staging: str) -> Manifest:
         _publish(fs, f"{stage}/{rel}", f"{root}/{rel}", size)
         faults.point("publish")
     splits = {}
-    for split in contract.SPLITS:
+    for split in schema.SPLITS:
         shards = tuple(Shard(r["path"], r["rows"], r["codepoints"], r["sha256"])
                        for r in shard_records if r["split"] == split)
         splits[split] = Split(sum(s.rows for s in shards), sum(s.codepoints for s in shards), shards)
     manifest = Manifest(
-        schema_version=contract.SCHEMA_VERSION,
+        schema_version=schema.SCHEMA_VERSION,
         config=cfg.fingerprint(),
         config_sha256=cfg.sha256(),
         splits=splits,
         languages=languages,
-        tokenizer=FileRef(contract.TOKENIZER, contract.file_sha256(f"{cfg.output.rstrip('/')}/{contract.TOKENIZER}")),
+        tokenizer=FileRef(schema.TOKENIZER, file_sha256(f"{cfg.output.rstrip('/')}/{schema.TOKENIZER}")),
         rejects=tuple(rejects),
     )
     write_manifest(cfg.output, manifest)

@@ -27,7 +27,9 @@ import time
 import fsspec
 import pyarrow.parquet as pq
 
-from pipeline import contract, itemcache
+from contract import schema
+from contract.files import is_local
+from pipeline import itemcache
 
 _SHARD = re.compile(r"part-\d{5}-of-(\d{5})\.parquet$")
 PLAIN_EVERY_S = 30.0  # a timestamped line at most this often (a log is read, not watched)
@@ -116,7 +118,7 @@ class ItemProgress:
         self.clock = clock
         self.fs, root = fsspec.core.url_to_fs(staging)
         self.root = root.rstrip("/")
-        self.local = contract.is_local(self.fs)
+        self.local = is_local(self.fs)
         self.interval_s = 1.0 if self.local else 10.0
         self.sizes = {}  # cache file name -> input bytes of its item
         for item in items:
@@ -160,7 +162,7 @@ class ItemProgress:
                 self.read_bytes += self.sizes[name]
         if len(self.done) == len(self.sizes):  # reading is over: packing, then the shards
             totals, self.shards_done = {}, 0
-            for split in contract.SPLITS:
+            for split in schema.SPLITS:
                 for m in filter(None, map(_SHARD.search, self._names(split))):
                     totals[split] = int(m.group(1))  # the N of part-i-of-N, the same in a split
                     self.shards_done += 1

@@ -7,7 +7,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline import contract
+from contract import schema
+from contract.files import atomic_write
 
 # Fixed writer settings: part of what makes equal rows give byte-identical files.
 PARQUET_OPTIONS = dict(compression="zstd", compression_level=3, row_group_size=1024, write_statistics=False)
@@ -26,15 +27,15 @@ def _list_column(values, field: pa.Field) -> pa.Array:
 
 
 def rows_to_table(rows: list[dict]) -> pa.Table:
-    """Contract rows (dicts of Python / numpy values) to a table with exactly `contract.SCHEMA`."""
+    """Contract rows (dicts of Python / numpy values) to a table with exactly `schema.SCHEMA`."""
     columns = []
-    for field in contract.SCHEMA:
+    for field in schema.SCHEMA:
         values = [r[field.name] for r in rows]
         if pa.types.is_list(field.type):
             columns.append(_list_column(values, field))
         else:
             columns.append(pa.array(values, type=field.type))
-    return pa.Table.from_arrays(columns, schema=contract.SCHEMA)
+    return pa.Table.from_arrays(columns, schema=schema.SCHEMA)
 
 
 def write_table(table: pa.Table, url: str) -> dict:
@@ -44,7 +45,7 @@ def write_table(table: pa.Table, url: str) -> dict:
     data = sink.getvalue().to_pybytes()
     # Whole or not at all: a retried or duplicated bundle (Dataflow runs some twice) rewrites the
     # same bytes under the same name, and a killed one leaves no partial file under it.
-    contract.atomic_write(url, data)
+    atomic_write(url, data)
     cps = table.column("codepoints").combine_chunks()
     return {
         "rows": table.num_rows,

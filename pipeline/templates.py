@@ -7,7 +7,7 @@ of 52,419 square miles", not "an area of." (the holes benchmarks/text_quality.py
 nothing. Its answer is one of:
 - a renderer `f(positional, named) -> str`, called with the parameters already rendered to
   text by pipeline/render.py (links as their text, nested templates by these same rules);
-- a drop reason (contract.CONSTRUCT_DROPS), counted;
+- a drop reason (contract.schema.CONSTRUCT_DROPS), counted;
 - FALLBACK: a name not known here. The walker keeps the template's text only where that is
   safe: one positional parameter and no named one, plain text (no markup), at most
   `FALLBACK_CHARS`, and inside a sentence. Position is judged on the final text

@@ -1,8 +1,8 @@
 """`canine validate DIR`: check an output against the shard contract and its own manifest.
 
 Every problem is reported with where it is (shard path, example_id, column); nothing is fixed.
-The checks are the contract's: the manifest's schema (pipeline/manifest.py), the row rules the
-batch builder applies too (pipeline/rows.py) and two that need the pipeline's own definitions
+The checks are the contract's: the manifest's schema (contract/manifest.py), the row rules the
+batch builder applies too (contract/rows.py) and two that need the pipeline's own definitions
 (whole whitespace spans, the tokenizer's spans); plus what the manifest promises:
 hashes, counts, the per-language accounting identity, train/validation page disjointness, the
 per-language validation split (each language's held-out pages are the ones the job's rule
@@ -17,11 +17,11 @@ import io
 import numpy as np
 import pyarrow.parquet as pq
 
-from pipeline import contract
-from pipeline.manifest import Manifest, config_sha256
+from contract import schema
+from contract.manifest import Manifest, config_sha256
+from contract.rows import RowError, Rows, Violation, violations
 from pipeline.masks import whitespace_spans
 from pipeline.output import OutputExistsError, _fs, read_manifest
-from pipeline.rows import RowError, Rows, Violation, violations
 from pipeline.tokenizer import WordPieceTokenizer
 
 MAX_PROBLEMS = 50  # enough to see a pattern; the count says how many more there were
@@ -40,19 +40,19 @@ class Problems:
 def _check_manifest(m: Manifest, out: Problems) -> None:
     """What the manifest promises of itself (its schema is checked as it is read)."""
     if config_sha256(m.config) != m.config_sha256:
-        out.add(contract.MANIFEST, "config_sha256 does not match config")
+        out.add(schema.MANIFEST, "config_sha256 does not match config")
     for lang, c in m.languages.items():
         if problem := c.accounting_error():
-            out.add(f"{contract.MANIFEST} languages.{lang}", problem)
+            out.add(f"{schema.MANIFEST} languages.{lang}", problem)
     for name, split in m.splits.items():
         for field in ("rows", "codepoints"):
             if getattr(split, field) != sum(getattr(s, field) for s in split.shards):
-                out.add(f"{contract.MANIFEST} splits.{name}", f"{field} differ from the sum over its shards")
+                out.add(f"{schema.MANIFEST} splits.{name}", f"{field} differ from the sum over its shards")
 
 
 def check_rows(rows, seq_len: int, tokenizer: WordPieceTokenizer | None, where: str, out: Problems) -> None:
     """Examples (a pyarrow Table, or a dict of columns) against the contract: the row rules the
-    batch builder applies too (pipeline/rows.py), then two that need the pipeline's own
+    batch builder applies too (contract/rows.py), then two that need the pipeline's own
     definitions: whole whitespace spans, and the tokenizer's subword spans."""
     try:
         r = Rows(rows)
@@ -139,7 +139,7 @@ def check_split(pages_by_split: dict, kept: dict, fraction: float, out: Problems
 def check_files(fs, root: str, manifest: Manifest, out: Problems) -> None:
     """Every file under the output must be one the manifest lists: its shards, tokenizer and
     rejects, plus the manifest itself and a live run's lock. A staging folder is one finding."""
-    expected = {contract.MANIFEST, contract.LOCK, manifest.tokenizer.path, *manifest.rejects,
+    expected = {schema.MANIFEST, schema.LOCK, manifest.tokenizer.path, *manifest.rejects,
                 *(s.path for split in manifest.splits.values() for s in split.shards)}
     stray = {}
     for name in fs.find(root):
@@ -147,10 +147,10 @@ def check_files(fs, root: str, manifest: Manifest, out: Problems) -> None:
         if rel in expected:
             continue
         top = rel.split("/", 1)[0]
-        key = top if top.startswith(contract.STAGING_PREFIX) else rel
+        key = top if top.startswith(schema.STAGING_PREFIX) else rel
         stray[key] = stray.get(key, 0) + 1
     for rel, n in sorted(stray.items()):
-        if rel.startswith(contract.STAGING_PREFIX):
+        if rel.startswith(schema.STAGING_PREFIX):
             out.add(rel, f"staging of an unfinished run ({n} files); a run of that config resumes from it, "
                          "or remove it")
         else:
@@ -175,7 +175,7 @@ def _read_shard(fs, root: str, shard, out: Problems):
         out.add(shard.path, f"unreadable Parquet: {e}")
         return None
     schema_ok = True
-    for field in contract.SCHEMA:
+    for field in schema.SCHEMA:
         got = table.schema.field(field.name).type if field.name in table.schema.names else None
         if got != field.type:
             out.add(shard.path, f"column {field.name}: {got} (contract: {field.type})")
@@ -199,7 +199,7 @@ def validate(output: str) -> tuple[list[str], int, dict]:
         out.add(output, str(e))
         return out.items, out.count, {}
     if manifest is None:
-        out.add(output, f"no {contract.MANIFEST}: not a complete output")
+        out.add(output, f"no {schema.MANIFEST}: not a complete output")
         return out.items, out.count, {}
     _check_manifest(manifest, out)
     fs, root = _fs(output)
@@ -218,7 +218,7 @@ def validate(output: str) -> tuple[list[str], int, dict]:
             table = _read_shard(fs, root, shard, out)
             if table is None:
                 continue
-            check_rows(table, manifest.seq_len or contract.DEFAULT_SEQ_LEN, tokenizer, shard.path, out)
+            check_rows(table, manifest.seq_len or schema.DEFAULT_SEQ_LEN, tokenizer, shard.path, out)
             ids = table["example_id"].to_pylist()
             for i, (example_id, lang, page_ids) in enumerate(zip(ids, table["lang"].to_pylist(),
                                                                   table["page_ids"].to_pylist())):
@@ -236,11 +236,11 @@ def validate(output: str) -> tuple[list[str], int, dict]:
         out.add("splits", f"{len(both)} pages are in both train and validation, e.g. {sorted(both)[0]}")
     for lang, c in manifest.languages.items():
         if c.examples != examples_by_lang.get(lang, 0):
-            out.add(f"{contract.MANIFEST} languages.{lang}",
+            out.add(f"{schema.MANIFEST} languages.{lang}",
                     f"examples {c.examples} but shards hold {examples_by_lang.get(lang, 0)}")
     summary = {"examples": len(seen_ids), "shards": sum(len(split.shards) for split in manifest.splits.values())}
     fraction = manifest.config.get("validation_fraction")
-    if fraction is not None:  # a pipeline output (training/synthetic.py's shards name no fraction)
+    if fraction is not None:  # a pipeline output (pipeline/synthetic.py's shards name no fraction)
         kept = {lang: c.kept for lang, c in manifest.languages.items()}
         summary["validation_pages"] = check_split(pages_by_split, kept, fraction, out)
     return out.items, out.count, summary

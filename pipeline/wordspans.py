@@ -16,7 +16,7 @@ import threading
 import numpy as np
 from tokenizers import Tokenizer
 
-from pipeline import contract
+from contract.splitmix import GOLDEN
 from pipeline.examples import codepoints_to_text, is_special, ranges_to_positions
 
 WORD, _SPLIT, _ISOLATED = 0, 1, 2
@@ -113,7 +113,7 @@ class _KeyTable:
     def _home(self, keys):
         # Fibonacci hashing: the top bits of key * 2^64/phi; a one-character word's hash is
         # just its codepoint + 1, whose own top bits are all zero
-        return ((keys * contract.GOLDEN) >> np.uint64(64 - self.bits)).astype(np.int64)
+        return ((keys * GOLDEN) >> np.uint64(64 - self.bits)).astype(np.int64)
 
     def get(self, keys: np.ndarray) -> np.ndarray:
         out = np.full(len(keys), -1, np.int64)

@@ -1,4 +1,4 @@
-"""Fixtures for pipeline tests: the bundled sample, and every input kind built from it.
+"""Fixtures for pipeline tests: the bundled sample, and every input kind built from it; synthetic shards.
 
 Helpers are handed out as fixtures (pytest's way of sharing code between test files, since
 tests/ is not a package); each returns the plain function below:
@@ -10,6 +10,8 @@ tests/ is not a package); each returns the plain function below:
     make_synthetic_dump(path, n_pages) a dump of n pages (sample pages with fresh ids),
                                        written streaming, .xml / .xml.bz2 / .xml.gz
 Session data:
+    contract_shards a shard directory as `canine preprocess` writes it, from synthetic multilingual
+                    text (pipeline/synthetic.py `write_contract_shards`, which the benchmarks use too)
     sample_xml      {lang: Path} of the bundled dumps
     sample_pages    {lang: [RawPage]} read with pipeline.sources.read_pages
     real_pages      {file name: [RawPage]} of the real Wikipedia excerpts in tests/data/wiki (its README)
@@ -39,6 +41,7 @@ import pytest
 from loopback import stores
 from pipeline.clean import clean_page
 from pipeline.sources import WorkItem, read_pages
+from pipeline.synthetic import write_contract_shards
 
 # Ray Train V2's controller polls its workers every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by
 # default): a run's start and its end each wait for a poll. Every cluster the tests start (in
@@ -206,6 +209,12 @@ _compress_fixture = _as_fixture(compress)
 _write_rows_fixture = _as_fixture(write_rows)
 _pages_as_rows_fixture = _as_fixture(pages_as_rows)
 _make_synthetic_dump_fixture = _as_fixture(make_synthetic_dump)
+
+
+@pytest.fixture(scope="session")
+def contract_shards(tmp_path_factory) -> str:
+    """A contract-valid shard directory (see the module docstring); returns its path."""
+    return write_contract_shards(str(tmp_path_factory.mktemp("shards")))
 
 
 # --- object stores (loopback/stores.py starts the servers) ----------------------------------------

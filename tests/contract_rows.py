@@ -1,11 +1,11 @@
-"""Contract rows written by hand, for the tests of the row rules (pipeline/rows.py) and the batch builder."""
+"""Contract rows written by hand, for the tests of the row rules (contract/rows.py) and the batch builder."""
 
-from pipeline import contract
+from contract import schema
 
 
-def contract_row(example_id, text, char_positions=(), subwords=(), replacements=(), sop=contract.SOP_NO_PAIR):
+def contract_row(example_id, text, char_positions=(), subwords=(), replacements=(), sop=schema.SOP_NO_PAIR):
     """One contract row of `text` as one segment; subwords = (start, length, id, offset, action) tuples."""
-    codepoints = [contract.CLS] + [ord(c) for c in text] + [contract.SEP]
+    codepoints = [schema.CLS] + [ord(c) for c in text] + [schema.SEP]
     sub = list(zip(*subwords)) if subwords else [()] * 5
     return {
         "example_id": example_id, "lang": "en", "page_ids": [1],

@@ -1,4 +1,4 @@
-"""Rows of the shard contract (pipeline/contract.py) -> fixed-shape training arrays.
+"""Rows of the shard contract (contract/schema.py) -> fixed-shape training arrays.
 
     arrays = build_batch_numpy(table, 2048, "char", seed=s)  # numpy in and out (the input pipeline's Ray tasks)
     batch = build_batch(table, 2048, "char", seed=s)          # the same arrays as torch tensors
@@ -13,7 +13,7 @@ Applies the mask plans the pipeline stored (it only decided them) and builds the
 Randomness (identity spans, shuffled order, noise) is a pure function of (seed, crc32(example_id), index):
 the same rows and seed give the same batch in any process, in any row order. No per-character
 Python loop: ragged columns are handled as flat arrays plus offsets. Rows are checked first with
-the contract's row rules (pipeline/rows.py), the ones `canine validate` applies: a broken row is
+the contract's row rules (contract/rows.py), the ones `canine validate` applies: a broken row is
 named (BatchError), never trained on.
 """
 
@@ -22,8 +22,9 @@ import zlib
 
 import numpy as np
 
-from pipeline import contract
-from pipeline.rows import SUBWORD_COLUMNS, RowError, Rows, check
+from contract import schema
+from contract.rows import SUBWORD_COLUMNS, RowError, Rows, check
+from contract.splitmix import GOLDEN, MIX1, MIX2, splitmix64, unit_floats
 from training import noise
 from training.config import OBJECTIVES, CanineConfig
 
@@ -44,17 +45,17 @@ def _pad(values, offsets, width: int, fill=0, dtype=np.int64) -> np.ndarray:
 
 
 def _uniform(seed: int, keys: np.ndarray, index: np.ndarray, stream: int) -> np.ndarray:
-    """Deterministic U[0, 1) per (seed, example key, index, stream): contract.splitmix64 of their mix."""
+    """Deterministic U[0, 1) per (seed, example key, index, stream): splitmix64 of their mix."""
     with np.errstate(over="ignore"):
-        x = (np.uint64(seed & (2**64 - 1)) * contract.GOLDEN + keys.astype(np.uint64) * contract.MIX1
-             + index.astype(np.uint64) * contract.MIX2 + np.uint64(stream))
-        return contract.unit_floats(contract.splitmix64(x))
+        x = (np.uint64(seed & (2**64 - 1)) * GOLDEN + keys.astype(np.uint64) * MIX1
+             + index.astype(np.uint64) * MIX2 + np.uint64(stream))
+        return unit_floats(splitmix64(x))
 
 
 def build_batch_numpy(rows, seq_len: int, objective: str, seed: int = 0, *, noise_rate: float = 0.0,
                       num_hash_buckets: int = _DEFAULT_BUCKETS,
-                      max_char_predictions: int = contract.MAX_CHAR_PREDICTIONS,
-                      max_subword_predictions: int = contract.MAX_SUBWORD_PREDICTIONS,
+                      max_char_predictions: int = schema.MAX_CHAR_PREDICTIONS,
+                      max_subword_predictions: int = schema.MAX_SUBWORD_PREDICTIONS,
                       return_noise: bool = False):
     """Contract rows (pyarrow Table / RecordBatch, or a dict of columns) -> dict of numpy arrays.
 
@@ -102,7 +103,7 @@ def build_batch_numpy(rows, seq_len: int, objective: str, seed: int = 0, *, nois
 
 
 def _positions(r: Rows, name: str):
-    """A list column of positions, checked by pipeline/rows.py: (values, offsets, row of each value)."""
+    """A list column of positions, checked by contract/rows.py: (values, offsets, row of each value)."""
     values, offsets = r.ragged(name)
     return values, offsets, np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
 
@@ -120,7 +121,7 @@ def _char_plan(r, keys, codepoints, offsets, masked, seed, num_buckets, limit):
     first_span_of_row[nonempty] = span_global[pos_offsets[:-1][nonempty]]
     span_in_row = span_global - first_span_of_row[rows]
     identity = _uniform(seed, keys[rows], span_in_row, _STREAM_IDENTITY) < IDENTITY_SPAN_RATE
-    masked[flat[~identity]] = contract.MASK  # the rest of `flat` is predicted but visible
+    masked[flat[~identity]] = schema.MASK  # the rest of `flat` is predicted but visible
 
     weights = _pad(np.ones(len(positions), np.float32), pos_offsets, limit, dtype=np.float32)
     slot = np.broadcast_to(np.arange(limit), weights.shape)
@@ -143,11 +144,11 @@ def _subword_plan(r, offsets, masked, limit):
     within = np.arange(len(span_of_char)) - np.repeat(np.cumsum(span_lengths) - span_lengths, span_lengths)
     flat = offsets[rows[span_of_char]] + starts[span_of_char] + within
     action_of_char = actions[span_of_char]
-    masked[flat[action_of_char == contract.ACTION_MASK]] = contract.MASK
+    masked[flat[action_of_char == schema.ACTION_MASK]] = schema.MASK
 
     replacements, _ = r.ragged("subword_replacements")
     # Row-major flattening keeps the replacements aligned with the RANDOM spans in order.
-    masked[flat[action_of_char == contract.ACTION_RANDOM]] = replacements
+    masked[flat[action_of_char == schema.ACTION_RANDOM]] = replacements
     return {
         "subword_positions": _pad(starts + predict, span_offsets, limit),
         "subword_labels": _pad(ids, span_offsets, limit),

@@ -8,7 +8,7 @@ Facts and figures: docs/canine.md (paper = Clark et al., TACL 2022, arXiv 2103.0
 import dataclasses
 from dataclasses import dataclass
 
-from pipeline import contract
+from contract import schema
 
 # Support up to 16 hash functions (google-research/language canine/modeling.py; docs/canine.md "Hash embedding").
 HASH_PRIMES = (31, 43, 59, 61, 73, 97, 103, 113, 137, 149, 157, 173, 181, 193, 211, 223)
@@ -74,8 +74,8 @@ class CanineConfig:
     attention_backend: str = "auto"
     # --- pretraining heads (paper §3.2, §4.1.3) ---
     num_subword_vocab: int = 0  # CANINE-S output size; set from tokenizer.json's vocabulary
-    max_char_predictions: int = contract.MAX_CHAR_PREDICTIONS  # CANINE-C: 320 per example
-    max_subword_predictions: int = contract.MAX_SUBWORD_PREDICTIONS  # CANINE-S: 80 per example
+    max_char_predictions: int = schema.MAX_CHAR_PREDICTIONS  # CANINE-C: 320 per example
+    max_subword_predictions: int = schema.MAX_SUBWORD_PREDICTIONS  # CANINE-S: 80 per example
     # Weight of the sentence-order loss on the pooled output (ALBERT §4.2), using the shards'
     # `sop_label`. The paper's losses do not need it; without some loss on the pooler it never
     # receives a gradient during pretraining. 0 switches it off.
@@ -151,12 +151,12 @@ PRESETS: dict[str, CanineConfig] = {
     # position table); 2048 buckets keep the CANINE-C softmax small.
     "tiny": CanineConfig(
         hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
-        num_hash_buckets=2048, max_position_embeddings=contract.DEFAULT_SEQ_LEN, local_transformer_stride=32,
+        num_hash_buckets=2048, max_position_embeddings=schema.DEFAULT_SEQ_LEN, local_transformer_stride=32,
     ),
     # The benchmark's "small config" and CPU smoke pretraining at the paper's n.
     "small": CanineConfig(
         hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024,
-        max_position_embeddings=contract.DEFAULT_SEQ_LEN,
+        max_position_embeddings=schema.DEFAULT_SEQ_LEN,
     ),
     "base": CanineConfig(),  # CANINE-base: 12 x 768, 132M parameters with B = 16384
 }

@@ -35,7 +35,8 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from pipeline import contract
+from contract import schema
+from contract.files import redact
 from training.batch import build_batch
 from training.heads import CaninePretrainingModel
 from training.train import config as config_mod
@@ -75,7 +76,7 @@ def load_run(run: str):
     weights = rundir.join(run, rundir.CONSOLIDATED)
     fs, path = fsspec.core.url_to_fs(weights)
     if not fs.exists(path):
-        raise FileNotFoundError(f"{contract.redact(run)} has no consolidated weights ({contract.redact(weights)}): "
+        raise FileNotFoundError(f"{redact(run)} has no consolidated weights ({redact(weights)}): "
                                 "they are written after the run's last step")
     load_consolidated(pretrained, weights)
     return cfg, manifest, pretrained.eval(), initial
@@ -144,13 +145,13 @@ def snippets(rows: pa.Table, chars: int, per_row: int, seed: int) -> tuple[np.nd
     out, langs = [], []
     for cps, lang in zip(rows["codepoints"].to_pylist(), rows["lang"].to_pylist()):
         cps = np.asarray(cps, dtype=np.int64)
-        special = (cps == contract.PAD) | ((cps >= contract.ALIASED_RANGE[0]) & (cps <= contract.ALIASED_RANGE[1]))
+        special = (cps == schema.PAD) | ((cps >= schema.ALIASED_RANGE[0]) & (cps <= schema.ALIASED_RANGE[1]))
         # Runs of text between specials, cut into whole windows; a few of them, at random.
         bounds = np.flatnonzero(np.diff(np.concatenate([[1], special.astype(np.int8), [1]])))
         windows = [s for a, b in zip(bounds[::2], bounds[1::2]) for s in range(a, b - chars + 1, chars)]
         for s in rng.permutation(len(windows))[:per_row]:
             start = windows[s]
-            out.append(np.concatenate([[contract.CLS], cps[start : start + chars], [contract.SEP]]))
+            out.append(np.concatenate([[schema.CLS], cps[start : start + chars], [schema.SEP]]))
             langs.append(lang)
     return (np.stack(out) if out else np.zeros((0, chars + 2), np.int64)), langs
 
@@ -205,7 +206,7 @@ def linear_probe(train_x, train_y, test_x, test_y, classes: int, l2: float = 1e-
 
 def _output_languages(data_url: str) -> list[str]:
     """The languages the output holds examples of (its manifest; the trainer's copy omits them)."""
-    from pipeline.manifest import read_manifest
+    from contract.manifest import read_manifest
 
     return sorted(lang for lang, c in read_manifest(data_url).languages.items() if c.examples)
 

@@ -21,7 +21,8 @@ import pickle
 import fsspec
 import yaml
 
-from pipeline import contract
+from contract import schema
+from contract.files import redact
 from training import rundir
 
 
@@ -41,18 +42,18 @@ def missing_extra() -> str | None:
 
 def _manifest(data_path: str):
     """(manifest.Manifest, sha256 of its file, why it is missing) of the shards a run trained on."""
-    from pipeline.manifest import Manifest, ManifestError
+    from contract.manifest import Manifest, ManifestError
 
     if not data_path:
         return None, None, "the config names no data.path"
     try:
-        raw = rundir.read(rundir.join(data_path, contract.MANIFEST))
+        raw = rundir.read(rundir.join(data_path, schema.MANIFEST))
     except OSError as e:
         return None, None, f"unreadable here ({type(e).__name__})"
     if raw is None:
-        return None, None, f"{contract.MANIFEST} not found"
+        return None, None, f"{schema.MANIFEST} not found"
     try:
-        return Manifest.from_dict(json.loads(raw), contract.MANIFEST), hashlib.sha256(raw).hexdigest(), ""
+        return Manifest.from_dict(json.loads(raw), schema.MANIFEST), hashlib.sha256(raw).hexdigest(), ""
     except (ValueError, ManifestError) as e:  # JSONDecodeError is a ValueError
         return None, None, f"unreadable ({e})"
 
@@ -90,11 +91,11 @@ def model_card(cfg, encoder_config, records: list[dict], manifest, manifest_sha:
              "## Data", ""]
     if manifest:
         splits = ", ".join(f"{k} {v.rows} examples" for k, v in manifest.splits.items())
-        lines += [f"- shards: `{contract.redact(cfg.data.path)}` ({splits})",
-                  f"- manifest: `{contract.MANIFEST}` sha256 `{manifest_sha}`, config sha256 `{manifest.config_sha256}`",
+        lines += [f"- shards: `{redact(cfg.data.path)}` ({splits})",
+                  f"- manifest: `{schema.MANIFEST}` sha256 `{manifest_sha}`, config sha256 `{manifest.config_sha256}`",
                   f"- languages: {' '.join(langs)}"]
     else:
-        lines.append(f"- shards: `{contract.redact(cfg.data.path)}` (manifest: {manifest_missing})")
+        lines.append(f"- shards: `{redact(cfg.data.path)}` (manifest: {manifest_missing})")
     lines += ["", "## Training", ""]
     if records:
         summary = rundir.summarize(records)
@@ -112,7 +113,7 @@ def model_card(cfg, encoder_config, records: list[dict], manifest, manifest_sha:
         lines += [f"| {r['step']} | {r['eval_loss']:.4f} | {r['eval_accuracy']:.4f} |" for r in evals]
     else:
         lines.append("No evaluation was recorded.")
-    config_text = contract.redact(config_mod.to_yaml(cfg)).strip()
+    config_text = redact(config_mod.to_yaml(cfg)).strip()
     lines += ["", "## Run configuration", "", "```yaml", config_text, "```", ""]
     return "\n".join(lines)
 
@@ -135,11 +136,11 @@ def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | No
     target = to or rundir.join(run, rundir.HF)
     target_fs, target_path = fsspec.core.url_to_fs(target)
     if target_fs.isfile(target_path):
-        raise ExportError(f"{contract.redact(target)}: a file, and an export is a directory; choose another --to, "
+        raise ExportError(f"{redact(target)}: a file, and an export is a directory; choose another --to, "
                           "or remove the file")
     fs, path = fsspec.core.url_to_fs(consolidated)
     if not fs.exists(path):
-        raise ExportError(f"{contract.redact(run)} has no consolidated weights ({contract.redact(consolidated)}): "
+        raise ExportError(f"{redact(run)} has no consolidated weights ({redact(consolidated)}): "
                           "they are written after the run's last step; finish the run first (canine pretrain with "
                           "the same --output resumes it from its last checkpoint), then export")
     model = CaninePretrainingModel(config_mod.model_config(cfg), cfg.train.objective)
@@ -149,7 +150,7 @@ def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | No
     # an UnpicklingError); a shape mismatch is a ValueError that names the tensors, passed as it is.
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as e:
         first = str(e).strip().splitlines()[0].split(". ")[0][:160] if str(e).strip() else "no detail"
-        raise ExportError(f"{contract.redact(consolidated)}: unreadable consolidated weights ({type(e).__name__}: "
+        raise ExportError(f"{redact(consolidated)}: unreadable consolidated weights ({type(e).__name__}: "
                           f"{first}); a damaged, partly copied or foreign file: copy it again, or finish the run "
                           "again from its last checkpoint") from e
     records = rundir.read_metrics(run)

@@ -12,7 +12,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from pipeline import contract
+from contract import schema
 from training import flops
 from training.config import OBJECTIVES, CanineConfig
 from training.kernels import Linear, linear, linear_cross_entropy
@@ -85,10 +85,10 @@ class CharHead(nn.Module):
         B, P = gold_steps.shape
         steps = torch.arange(P, device=y_steps.device)
         if self.reveal == "shifted":
-            previous = torch.cat([gold_steps.new_full((B, 1), contract.BOS), gold_steps[:, :-1]], dim=1)  # (B, P)
+            previous = torch.cat([gold_steps.new_full((B, 1), schema.BOS), gold_steps[:, :-1]], dim=1)  # (B, P)
             x = self.project(torch.cat([y_steps, embed(previous).to(y_steps.dtype)], dim=-1))  # (B, P, d)
             return self.layer(x, key_absent=(steps[None, :] > steps[:, None]).unsqueeze(0))  # the future is absent
-        nothing = embed(gold_steps.new_full((1, 1), contract.BOS)).to(y_steps.dtype).expand(B, P, -1)
+        nothing = embed(gold_steps.new_full((1, 1), schema.BOS)).to(y_steps.dtype).expand(B, P, -1)
         queries = self.project(torch.cat([y_steps, nothing], dim=-1))  # (B, P, d)
         content = self.project(torch.cat([y_steps, embed(gold_steps).to(y_steps.dtype)], dim=-1))  # (B, P, d)
         # Keys 0..P-1: the query rows (step t sees only its own); P..2P-1: content of steps s < t.
@@ -152,7 +152,7 @@ class CaninePretrainingModel(nn.Module):
         if self.sop is None or "sop_labels" not in batch:
             return PretrainingOutput(loss, correct, count, loss.detach(), logits=logits)
         labels = batch["sop_labels"]  # (B,), SOP_NO_PAIR (-1) where the example has one segment
-        sop_loss, sop_correct, sop_count = self.sop(out.pooled_output, labels.clamp(min=0), labels != contract.SOP_NO_PAIR)
+        sop_loss, sop_correct, sop_count = self.sop(out.pooled_output, labels.clamp(min=0), labels != schema.SOP_NO_PAIR)
         return PretrainingOutput(loss + self.config.sop_loss_weight * sop_loss, correct, count, loss.detach(),
                                  sop_loss.detach(), sop_correct, sop_count, logits)
 

@@ -178,7 +178,7 @@ def _progress_bars_off():
 
 
 def _write_marker(directory: str) -> None:
-    from pipeline.contract import file_sha256
+    from contract.files import file_sha256
 
     names = sorted(os.listdir(directory))
     record = {"files": {n: file_sha256(os.path.join(directory, n)) for n in names if n != EXPORT_MARKER}}
@@ -198,7 +198,7 @@ def publish(write, url: str) -> None:
     earlier export (it is replaced whole)."""
     import fsspec
 
-    from pipeline.contract import is_local
+    from contract.files import is_local
 
     fs, path = fsspec.core.url_to_fs(url)
     path = path.rstrip("/")

@@ -43,7 +43,7 @@ from typing import Callable
 
 import numpy as np
 
-from pipeline import contract
+from contract import schema
 
 KINDS = ("insert", "delete", "swap", "substitute")
 INSERT, DELETE, SWAP, SUBSTITUTE = range(len(KINDS))
@@ -51,10 +51,10 @@ STREAM_SITE, STREAM_KIND, STREAM_SOURCE = 3, 4, 5  # training/batch.py draws str
 
 # Not word characters: whitespace (every str.isspace codepoint is <= U+3000) and specials (PAD,
 # U+E000..U+E0FF). The table's last slot stands for every codepoint above the special range.
-_SPECIAL_LO, _SPECIAL_HI = contract.ALIASED_RANGE
+_SPECIAL_LO, _SPECIAL_HI = schema.ALIASED_RANGE
 _NOT_WORD = np.zeros(_SPECIAL_HI + 2, dtype=bool)
 _NOT_WORD[[c for c in range(0x3001) if chr(c).isspace()]] = True
-_NOT_WORD[contract.PAD] = True
+_NOT_WORD[schema.PAD] = True
 _NOT_WORD[_SPECIAL_LO : _SPECIAL_HI + 1] = True
 
 

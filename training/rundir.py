@@ -12,7 +12,7 @@ any fsspec URL; and the one summary of its metrics.jsonl, which summary.json, `c
     OUTPUT/hf/                    HF: the Hugging Face export (training/export.py)
     OUTPUT/curves.png             CURVES: `canine report`'s loss and accuracy curves
 
-It imports no torch: `canine report` reads runs without it. `join` is pipeline.contract's, one join
+It imports no torch: `canine report` reads runs without it. `join` is contract/files.py's, one join
 for every URL.
 """
 
@@ -23,7 +23,7 @@ import statistics
 import fsspec
 import yaml
 
-from pipeline.contract import join, redact
+from contract.files import join, redact
 
 logger = logging.getLogger(__name__)
 

@@ -46,7 +46,7 @@ COPY . /opt/canine
 # Not editable: the job's code is what was built into the image. infra/ stays in /opt/canine for
 # the scheduled job's script and the DeepSpeed configs.
 RUN pip install '/opt/canine[train,hf]' \
- && python -c "import jobs.cli, training, pipeline.contract, ray, deepspeed, s3fs, gcsfs, transformers; print('canine', ray.__version__, deepspeed.__version__)"
+ && python -c "import jobs.cli, training, contract.schema, ray, deepspeed, s3fs, gcsfs, transformers; print('canine', ray.__version__, deepspeed.__version__)"
 
 # The CLI is the entry point; KubeRay overrides the command with `ray start ...` for cluster pods.
 CMD ["canine", "--help"]

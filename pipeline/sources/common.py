@@ -7,7 +7,7 @@ message whatever the input kind; pipeline/clean.py uses lone_surrogate on cleane
 import re
 from dataclasses import dataclass
 
-from pipeline import contract
+from contract.files import redact
 
 SURROGATE_RE = re.compile("[\ud800-\udfff]")
 # Language codes name files (rejects/<lang>.jsonl): letters, digits and inner - or _ only
@@ -17,7 +17,7 @@ LANG_RE = re.compile(r"(?=.{1,35}$)[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*")
 
 class InputError(Exception):
     """Bad or missing input; the message names the file and the position (with any credentials
-    in its URL masked: contract.redact)."""
+    in its URL masked: redact)."""
 
     # The name the package exports it under, as before the split into modules: a worker's
     # exception reaches the launcher as traceback text, which pipeline/output.py matches by
@@ -25,7 +25,7 @@ class InputError(Exception):
     __module__ = "pipeline.sources"
 
     def __init__(self, message: str):
-        super().__init__(contract.redact(message))
+        super().__init__(redact(message))
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from contract import schema
 from jobs import cli, errors
-from pipeline import contract
 
 SAMPLE = Path(__file__).resolve().parents[2] / "pipeline" / "sample"
 XML = SAMPLE / "kowiki-20261101-pages-articles.xml"
@@ -84,7 +84,7 @@ def _raise(error):
 
 
 def _locked(t, stack, _mp):
-    from pipeline.lock import OutputLock
+    from contract.lock import OutputLock
 
     stack.enter_context(OutputLock(str(t / "out"), command="another canine preprocess"))
     return [XML, "--output", t / "out", *FAST], str(t / "out")
@@ -92,7 +92,7 @@ def _locked(t, stack, _mp):
 
 def _legacy_output(t, _stack, _mp):
     (t / "out").mkdir()
-    (t / "out" / contract.LEGACY_MANIFEST).write_text("{}")
+    (t / "out" / schema.LEGACY_MANIFEST).write_text("{}")
     return [XML, "--output", t / "out", *FAST], str(t / "out")
 
 
@@ -163,7 +163,7 @@ def test_preprocess_errors(setup, phrase, tmp_path, capsys, monkeypatch):
     assert code == 2
     says(line, obj, phrase)
     assert json.loads(stdout) == {"error": line}  # --json: stdout is still one JSON document
-    assert not (tmp_path / "out" / contract.MANIFEST).exists()
+    assert not (tmp_path / "out" / schema.MANIFEST).exists()
     if "no such file or object" in phrase or "permission denied" in phrase:
         _traceback_of(line)  # a path the user did not name may be a bug: its traceback is kept
     else:
@@ -187,7 +187,7 @@ def test_a_bare_path_keeps_its_credentials_masked(tmp_path, capsys, monkeypatch)
 
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory) -> str:
-    from training.synthetic import write_contract_shards
+    from pipeline.synthetic import write_contract_shards
 
     return write_contract_shards(str(tmp_path_factory.mktemp("shards")), train_rows=(64,), validation_rows=16)
 

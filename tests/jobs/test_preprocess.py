@@ -7,9 +7,9 @@ import pytest
 
 from pathlib import Path
 
+from contract import schema
+from contract.lock import OutputLock
 from jobs import cli
-from pipeline import contract
-from pipeline.lock import OutputLock
 
 SAMPLE = Path(__file__).resolve().parents[2] / "pipeline" / "sample"
 FAST = ["--seq-len", "512", "--vocab-size", "600"]
@@ -22,7 +22,7 @@ def test_dump_on_a_mirror_is_keyed_by_language_and_date_and_reruns_are_no_ops(tm
     args = ["preprocess", "--dump", "ko:20261101", "--mirror", str(mirror), "--output", str(tmp_path / "out"), *FAST]
     assert cli.main(args) == 0
     out = tmp_path / "out" / "ko" / "20261101"
-    assert (out / contract.MANIFEST).exists() and (out / "train").is_dir()
+    assert (out / schema.MANIFEST).exists() and (out / "train").is_dir()
     capsys.readouterr()
     t = time.perf_counter()
     assert cli.main(args) == 0
@@ -45,7 +45,7 @@ def test_second_run_on_a_locked_output_refuses(tmp_path, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert "another canine preprocess" in err
-    assert not (out / contract.MANIFEST).exists()
+    assert not (out / schema.MANIFEST).exists()
 
 
 def run_cli(args, capsys):
@@ -90,7 +90,7 @@ def test_touched_input_is_unchanged_and_a_changed_one_is_named(tmp_path, capsys)
 @pytest.mark.slow  # the Beam job end to end
 def test_staging_left_by_another_config_is_removed_when_the_run_publishes(tmp_path, capsys, caplog):
     out = tmp_path / "out"
-    old = out / f"{contract.STAGING_PREFIX}0123456789abcdef" / "items"
+    old = out / f"{schema.STAGING_PREFIX}0123456789abcdef" / "items"
     old.mkdir(parents=True)
     (old / "0a1b.parquet").write_bytes(b"cleaned pages of a killed run of another config")
     code, _, err = run_cli([str(SAMPLE / "kowiki-20261101-pages-articles.xml"), "--output", str(out), *FAST], capsys)

@@ -6,8 +6,8 @@ import os
 import yaml
 
 from jobs import cli, report
+from pipeline.synthetic import WORDS, write_contract_shards
 from training import rundir
-from training.synthetic import WORDS, write_contract_shards
 
 
 def write_run(tmp_path):

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
+from contract import schema
 from jobs import cli
-from pipeline import contract
 
 pytestmark = pytest.mark.slow
 
@@ -49,7 +49,7 @@ def test_smoke_writes_shards_run_curve_and_export_and_prints_only_its_own_lines(
     for pattern, line in zip(PRETRAIN, rest):
         assert re.fullmatch(pattern, line), (pattern, line)
 
-    assert (tmp_path / "shards" / contract.MANIFEST).exists()
+    assert (tmp_path / "shards" / schema.MANIFEST).exists()
     run = tmp_path / "train"
     assert (run / "curves.png").read_bytes()[:4] == b"\x89PNG"
     assert (run / "hf" / "config.json").exists() and (run / "hf" / "README.md").exists()

@@ -13,8 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from contract import schema
 from jobs import cli
-from pipeline import contract, itemcache
+from pipeline import itemcache
 from pipeline.clean import clean_page
 from pipeline.sources import InputError, WorkItem, plan_work_items, read_pages
 
@@ -257,9 +258,9 @@ def test_cli_publishes_row_rejects_with_their_titles(tmp_path, capsys):
     out = tmp_path / "out"
     code, err = run_cli(capsys, path, "--output", out)
     assert code == 0, err
-    manifest = json.loads((out / contract.MANIFEST).read_text())
+    manifest = json.loads((out / schema.MANIFEST).read_text())
     assert manifest["languages"]["sw"]["parse_errors"] == 2 and manifest["languages"]["sw"]["kept"] == len(good)
-    rejects = [json.loads(line) for line in (out / contract.REJECTS / "sw.jsonl").read_text(encoding="utf-8").splitlines()]
+    rejects = [json.loads(line) for line in (out / schema.REJECTS / "sw.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [(r["title"], r["reason"]) for r in rejects] == [
         ("", "parse error: invalid JSON at line 30, column 2: Expecting property name enclosed in double quotes"),
         ("S\\ud800", "parse error: title has a lone surrogate U+D800 at character 1"),

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from pipeline import contract
+from contract import schema
 from pipeline.clean import clean_page, escape_aliased, redirect_target, wikitext_to_text
 from pipeline.config import PreprocessConfig
 from pipeline.sources import RawPage
@@ -84,7 +84,7 @@ def test_a_heading_inside_a_broken_construct_is_still_a_heading():
     assert wikitext_to_text("{|\n| cell\n== A ==\ntext") == "A\ntext"  # the unclosed table ends at the heading
 
 
-# --- what is dropped, counted per reason (contract.CONSTRUCT_DROPS) -------------------------
+# --- what is dropped, counted per reason (schema.CONSTRUCT_DROPS) -------------------------
 PAGE = """{{Infobox settlement|name=X|pop=5}}
 '''X''' is a town<ref>{{cite web|url=u}}</ref> of {{convert|5|km2|sqmi}}.{{citation needed}}
 [[File:X.jpg|thumb|A caption with [[a link]]]]
@@ -115,7 +115,7 @@ def test_drops_are_counted_per_reason():
     assert result.text == "X is a town of 5 square kilometres.\nPlaces\nThe old town is small.\nHistory\nOld times."
     assert result.dropped == {"infoboxes": 1, "references": 1, "templates": 1, "images": 1, "tables": 3,
                               "galleries": 1, "empty_sections": 1, "end_matter": 1}
-    assert set(result.dropped) <= set(contract.CONSTRUCT_DROPS)
+    assert set(result.dropped) <= set(schema.CONSTRUCT_DROPS)
 
 
 def test_keep_tables_linearizes_cells_a_row_a_line():
@@ -153,9 +153,9 @@ def test_kept_text_is_nfc(raw, nfc):
 def test_escape_matches_the_contract_rule_over_the_bmp_specials():
     text = "".join(map(chr, range(0, 0xE200)))
     escaped, count = escape_aliased(text)
-    assert count == sum(contract.is_aliased(cp) for cp in range(0, 0xE200)) == 257
-    assert [i for i, ch in enumerate(escaped) if text[i] != ch] == [cp for cp in range(0, 0xE200) if contract.is_aliased(cp)]
-    assert set(escaped[0xE000:0xE100]) == {chr(contract.REPLACEMENT_CHARACTER)}
+    assert count == sum(schema.is_aliased(cp) for cp in range(0, 0xE200)) == 257
+    assert [i for i, ch in enumerate(escaped) if text[i] != ch] == [cp for cp in range(0, 0xE200) if schema.is_aliased(cp)]
+    assert set(escaped[0xE000:0xE100]) == {chr(schema.REPLACEMENT_CHARACTER)}
 
 
 def test_clean_page_counts_replaced_characters():
@@ -206,10 +206,10 @@ def test_clean_page_never_raises_on_garbage():
     for _ in range(300):
         text = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 60)))
         result = clean_page(page(text))
-        assert result.outcome in contract.PAGE_OUTCOMES
+        assert result.outcome in schema.PAGE_OUTCOMES
         outcomes[result.outcome] += 1
     deep = clean_page(page("[[a|" * 5000 + "]]" * 5000))  # nesting deeper than any real page
-    assert deep.outcome in contract.PAGE_OUTCOMES
+    assert deep.outcome in schema.PAGE_OUTCOMES
     assert outcomes["kept"] > 0
 
 

@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-from pipeline import contract, faults, output
+from contract import schema
+from pipeline import faults, output
 from pipeline.config import PreprocessConfig
 
 pytestmark = pytest.mark.slow
@@ -79,11 +80,11 @@ def test_kill_at_every_stage_then_rerun_gives_the_same_shards(dumps, tmp_path):
         proc = start(multistream, out, fault)
         wait_killed(proc)
         killed.append(proc)
-        staging = [n for n in os.listdir(out) if n.startswith(contract.STAGING_PREFIX)]
+        staging = [n for n in os.listdir(out) if n.startswith(schema.STAGING_PREFIX)]
         assert len(staging) == 1, (fault, os.listdir(out))
         items = os.listdir(out / staging[0] / "items")
         assert len([n for n in items if n.endswith(".parquet")]) >= 2, fault
-        assert (out / contract.MANIFEST).exists() == (fault == "published"), fault
+        assert (out / schema.MANIFEST).exists() == (fault == "published"), fault
     final = start(multistream, out)
     stdout, stderr = final.communicate(timeout=600)
     assert final.returncode == 0, stderr[-3000:]
@@ -92,7 +93,7 @@ def test_kill_at_every_stage_then_rerun_gives_the_same_shards(dumps, tmp_path):
         proc.wait()
     manifest = json.loads(stdout)
     assert shards_of(manifest) == shards_of(baseline)
-    assert sorted(os.listdir(out)) == sorted([contract.MANIFEST, contract.REJECTS, contract.TOKENIZER, *contract.SPLITS])
+    assert sorted(os.listdir(out)) == sorted([schema.MANIFEST, schema.REJECTS, schema.TOKENIZER, *schema.SPLITS])
     from pipeline.validate import validate
 
     assert validate(str(out))[1] == 0
@@ -109,4 +110,4 @@ def test_kill_while_reading_then_rerun_reuses_finished_items(dumps, tmp_path):
     assert rerun.returncode == 0, stderr[-3000:]
     run = json.loads(stdout)["run"]
     assert run["items_reused"] >= 3 and run["items_parsed"] + run["items_reused"] == run["work_items"]
-    assert shards_of(json.loads((out / contract.MANIFEST).read_text())) == shards_of(baseline)
+    assert shards_of(json.loads((out / schema.MANIFEST).read_text())) == shards_of(baseline)

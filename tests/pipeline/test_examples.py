@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from pipeline import contract
+from contract import schema
 from pipeline.examples import (
     DOC_SEPARATOR,
     _sop_splits,
@@ -83,7 +83,7 @@ def segments_in_order(ex: PackedExample) -> list[np.ndarray]:
     segs = [cps[1 : np.flatnonzero(seg == 0)[-1]]]
     if (seg == 1).any():
         segs.append(cps[np.flatnonzero(seg == 1)[0] : -1])
-    return segs[::-1] if ex.sop_label == contract.SOP_SWAPPED else segs
+    return segs[::-1] if ex.sop_label == schema.SOP_SWAPPED else segs
 
 
 def assert_every_character_once(pages, examples):
@@ -112,16 +112,16 @@ def assert_every_character_once(pages, examples):
 def check_layout(ex: PackedExample, seq_len: int, sentence_order: bool):
     cps, seg = ex.codepoints, ex.segment_ids
     assert cps.dtype == np.int32 and seg.dtype == np.int8 and len(cps) == len(seg) <= seq_len
-    specials = np.flatnonzero((cps == contract.CLS) | (cps == contract.SEP))
-    if ex.sop_label == contract.SOP_NO_PAIR:
+    specials = np.flatnonzero((cps == schema.CLS) | (cps == schema.SEP))
+    if ex.sop_label == schema.SOP_NO_PAIR:
         assert not sentence_order or len(cps) == 3  # with SOP only a 1-character chunk is unpaired
         assert specials.tolist() == [0, len(cps) - 1] and (seg == 0).all()
     else:
-        assert sentence_order and ex.sop_label in (contract.SOP_IN_ORDER, contract.SOP_SWAPPED)
+        assert sentence_order and ex.sop_label in (schema.SOP_IN_ORDER, schema.SOP_SWAPPED)
         sep = specials[1]
         assert specials.tolist() == [0, sep, len(cps) - 1] and 1 < sep < len(cps) - 2
         assert (seg[: sep + 1] == 0).all() and (seg[sep + 1 :] == 1).all()
-    assert cps[0] == contract.CLS and cps[-1] == contract.SEP
+    assert cps[0] == schema.CLS and cps[-1] == schema.SEP
 
 
 # --- codepoints ---------------------------------------------------------------------------
@@ -165,8 +165,8 @@ def test_packing_keeps_every_character_once_in_order(sentence_order):
 
 def test_fill_is_at_least_90_percent_on_realistic_page_lengths():
     pages = synthetic_pages(256, seed=2)  # one pack group (PreprocessConfig.pack_groups = 256)
-    examples = pack_pages(pages, contract.DEFAULT_SEQ_LEN)
-    fill = sum(len(ex.codepoints) for ex in examples) / (len(examples) * contract.DEFAULT_SEQ_LEN)
+    examples = pack_pages(pages, schema.DEFAULT_SEQ_LEN)
+    fill = sum(len(ex.codepoints) for ex in examples) / (len(examples) * schema.DEFAULT_SEQ_LEN)
     assert fill >= 0.9, fill
     assert_every_character_once(pages, examples)
 
@@ -195,8 +195,8 @@ def test_sentence_order_is_seeded_and_balanced():
     assert labels.tolist() == [ex.sop_label for ex in b]
     assert all(np.array_equal(x.codepoints, y.codepoints) for x, y in zip(a, b))
     assert labels.tolist() != [ex.sop_label for ex in c]
-    assert abs((labels == contract.SOP_SWAPPED).mean() - 0.5) < 0.1, (labels == 1).mean()
-    assert (pack_pages(pages, 256, seed=11)[0].sop_label) == contract.SOP_NO_PAIR
+    assert abs((labels == schema.SOP_SWAPPED).mean() - 0.5) < 0.1, (labels == 1).mean()
+    assert (pack_pages(pages, 256, seed=11)[0].sop_label) == schema.SOP_NO_PAIR
 
 
 def test_sop_split_prefers_whitespace_near_the_middle():

@@ -10,7 +10,8 @@ import fsspec
 import numpy as np
 import pytest
 
-from pipeline import contract, job, output, sources
+from contract import schema
+from pipeline import job, output, sources
 from pipeline.config import PreprocessConfig
 from pipeline.shards import read_table
 from pipeline.validate import check_row, validate
@@ -79,7 +80,7 @@ def test_output_root_reads_as_exactly_the_manifests_rows(sample_run):
     table = ds.dataset(str(out), format="parquet").to_table(columns=["example_id"])
     assert table.num_rows == total
     assert len(set(table.column("example_id").to_pylist())) == total
-    assert sorted(os.listdir(out)) == sorted([contract.MANIFEST, contract.REJECTS, contract.TOKENIZER, *contract.SPLITS])
+    assert sorted(os.listdir(out)) == sorted([schema.MANIFEST, schema.REJECTS, schema.TOKENIZER, *schema.SPLITS])
 
 
 def test_pandas_reads_exactly_the_manifests_rows(sample_run):
@@ -121,14 +122,14 @@ def test_accounting_identity_and_drop_reasons(sample_run):
     out, manifest = sample_run
     langs = manifest.languages
     for lang, c in langs.items():
-        assert c.pages_read == sum(getattr(c, k) for k in contract.PAGE_OUTCOMES) and not c.accounting_error(), lang
-    total = {k: sum(getattr(c, k) for c in langs.values()) for k in contract.LANGUAGE_KEYS}
+        assert c.pages_read == sum(getattr(c, k) for k in schema.PAGE_OUTCOMES) and not c.accounting_error(), lang
+    total = {k: sum(getattr(c, k) for c in langs.values()) for k in schema.LANGUAGE_KEYS}
     assert total["redirects"] > 0 and total["non_article"] > 0 and total["parse_errors"] > 0
     assert total["replaced_characters"] >= 1  # the sample's U+E003 was escaped
     # what cleaning dropped from kept pages, per reason: every sample language has infoboxes, tables
     # and See also / External links sections in its own words
     for lang, c in langs.items():
-        assert set(c.dropped) == set(contract.CONSTRUCT_DROPS), lang
+        assert set(c.dropped) == set(schema.CONSTRUCT_DROPS), lang
         assert min(c.dropped[r] for r in ("tables", "images", "references", "end_matter")) > 0, (lang, c.dropped)
     rejects = [json.loads(l) for f in manifest.rejects for l in (out / f).read_text().splitlines()]
     assert len([r for r in rejects if r["outcome"] == "parse_errors"]) == total["parse_errors"]
@@ -141,7 +142,7 @@ def test_text_round_trips_through_codepoints(sample_run):
     row = table.slice(0, 1).to_pylist()[0]
     cps = np.array(row["codepoints"])
     text = "".join(map(chr, cps[1:-1]))
-    assert contract.MASK not in cps and "[[" not in text and "{{" not in text
+    assert schema.MASK not in cps and "[[" not in text and "{{" not in text
     assert np.array_equal(np.array([ord(c) for c in text]), cps[1:-1])
 
 
@@ -151,17 +152,17 @@ def test_two_workers_give_byte_identical_shards(sample_run, tmp_path):
     assert shard_hashes(other) == shard_hashes(manifest)
     assert other.languages == manifest.languages
     assert other.tokenizer.sha256 == manifest.tokenizer.sha256
-    assert (tmp_path / "two" / contract.MANIFEST).read_bytes() == (out / contract.MANIFEST).read_bytes()
+    assert (tmp_path / "two" / schema.MANIFEST).read_bytes() == (out / schema.MANIFEST).read_bytes()
 
 
 def test_rerun_is_a_no_op_and_another_config_is_refused(sample_run):
     out, manifest = sample_run
-    before = (out / contract.MANIFEST).stat().st_mtime_ns
+    before = (out / schema.MANIFEST).stat().st_mtime_ns
     again = output.run(small_config(out), workers=1)
-    assert again.up_to_date and again.manifest == manifest and (out / contract.MANIFEST).stat().st_mtime_ns == before
+    assert again.up_to_date and again.manifest == manifest and (out / schema.MANIFEST).stat().st_mtime_ns == before
     with pytest.raises(output.OutputExistsError, match="different config"):
         output.run(small_config(out, seed=4), workers=1)
-    assert (out / contract.MANIFEST).stat().st_mtime_ns == before
+    assert (out / schema.MANIFEST).stat().st_mtime_ns == before
 
 
 def test_missing_input_fails_before_any_work(tmp_path):
@@ -178,7 +179,7 @@ def test_truncated_bz2_fails_naming_the_file_and_leaves_no_manifest(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(Exception, match="enwiki-20261101-pages-articles.xml.bz2"):
         output.run(small_config(out, inputs=(str(bad),)))
-    assert not (out / contract.MANIFEST).exists()
+    assert not (out / schema.MANIFEST).exists()
 
 
 def test_memory_filesystem_urls(tmp_path):
@@ -212,7 +213,7 @@ def test_validator_rejects_partial_span_masks_and_bad_replacements(sample_run):
     longest = int(np.argmax(ends - starts))
     bad = dict(row, char_mask_positions=[int(starts[longest])])
     assert any("whole spans" in p for p in problems(bad))
-    bad = dict(row, codepoints=[contract.CLS, contract.MASK, contract.SEP], segment_ids=[0, 0, 0],
+    bad = dict(row, codepoints=[schema.CLS, schema.MASK, schema.SEP], segment_ids=[0, 0, 0],
                char_mask_positions=[], subword_starts=[], subword_lengths=[], subword_ids=[],
                subword_predict_offsets=[], subword_actions=[], subword_replacements=[])
     assert any("special" in p for p in problems(bad))

@@ -13,7 +13,8 @@ from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline import contract, itemcache, job
+from contract import schema
+from pipeline import itemcache, job
 from pipeline.config import PreprocessConfig
 from pipeline.examples import codepoints_to_text, example_id, pack_pages
 from pipeline.hashing import stable_int
@@ -60,7 +61,7 @@ def test_clean_pages_gives_every_page_one_outcome_and_keeps_rejects():
 
 def test_clean_pages_counts_what_kept_pages_lost_and_follows_the_config():
     pages = [raw(1, "Text.{{Infobox x}}\n{|\n| a\n|}\n== See also ==\n* [[Y]]"), raw(2, "{{Infobox only}}"), raw(3, "Plain.")]
-    lost = tuple(int(r in ("infoboxes", "tables", "end_matter")) for r in contract.CONSTRUCT_DROPS)
+    lost = tuple(int(r in ("infoboxes", "tables", "end_matter")) for r in schema.CONSTRUCT_DROPS)
     with TestPipeline(options=_opts()) as p:
         out = p | beam.Create(pages) | job.CleanPages()
         assert_that(out.dropped, equal_to([job.Dropped("en", lost)]), label="Dropped")  # kept pages only
@@ -230,15 +231,15 @@ def test_pack_examples_packs_each_language_and_split_apart_in_page_id_order():
     def readable(packed):
         ex = packed.example
         text = codepoints_to_text(ex.codepoints)
-        assert text[0] == chr(contract.CLS) and text[-1] == chr(contract.SEP) and not ex.segment_ids.any()
+        assert text[0] == chr(schema.CLS) and text[-1] == chr(schema.SEP) and not ex.segment_ids.any()
         return packed.split, packed.lang, tuple(ex.page_ids), text[1:-1], ex.part, ex.sop_label
 
     with TestPipeline(options=_opts()) as p:
         packed = p | beam.Create(split_pages) | job.PackExamples(PreprocessConfig(seq_len=64))
         assert_that(packed | beam.Map(readable), equal_to([
-            ("train", "en", (1, 3), "alpha beta\ngamma delta", 0, contract.SOP_NO_PAIR),
-            ("validation", "en", (2,), "held out", 0, contract.SOP_NO_PAIR),
-            ("train", "de", (1,), "eins zwei", 0, contract.SOP_NO_PAIR),
+            ("train", "en", (1, 3), "alpha beta\ngamma delta", 0, schema.SOP_NO_PAIR),
+            ("validation", "en", (2,), "held out", 0, schema.SOP_NO_PAIR),
+            ("train", "de", (1,), "eins zwei", 0, schema.SOP_NO_PAIR),
         ]))
 
 
@@ -279,8 +280,8 @@ def test_write_rejects_writes_one_sorted_file_per_language(tmp_path):
                reject("en", -1, "a:2")]
     with TestPipeline(options=_opts()) as p:
         assert_that(p | beam.Create(rejects) | job.WriteRejects(str(tmp_path)),
-                    equal_to([f"{contract.REJECTS}/de.jsonl", f"{contract.REJECTS}/en.jsonl"]))
-    folder = tmp_path / contract.REJECTS
+                    equal_to([f"{schema.REJECTS}/de.jsonl", f"{schema.REJECTS}/en.jsonl"]))
+    folder = tmp_path / schema.REJECTS
     assert sorted(f.name for f in folder.iterdir()) == ["de.jsonl", "en.jsonl"]
     en = [json.loads(line) for line in (folder / "en.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [(r["page_id"], r["source"]) for r in en] == [(-1, "a:2"), (-1, "a:5"), (2, "a:1"), (7, "a:9")]
@@ -288,7 +289,7 @@ def test_write_rejects_writes_one_sorted_file_per_language(tmp_path):
 
 
 def test_collect_stats_writes_every_count_as_one_sorted_json_file(tmp_path):
-    n = len(contract.CONSTRUCT_DROPS)
+    n = len(schema.CONSTRUCT_DROPS)
     with TestPipeline(options=_opts()) as p:
         inputs = job.StatsInputs(
             outcomes=p | "Outcomes" >> beam.Create([job.Outcome("en", "kept"), job.Outcome("en", "kept"),

@@ -8,7 +8,8 @@ import pytest
 from test_examples import synthetic_pages
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from pipeline import contract, masks
+from contract import schema
+from pipeline import masks
 from pipeline.examples import codepoints_to_text, mask_rng, pack_pages, text_to_codepoints
 from pipeline.masks import (
     MaskPlanConfig,
@@ -41,7 +42,7 @@ def examples(sentence_order=True):
 
 def segment_ranges(cps):
     """[start, end) of each text segment between specials."""
-    special = np.flatnonzero((cps == contract.CLS) | (cps == contract.SEP))
+    special = np.flatnonzero((cps == schema.CLS) | (cps == schema.SEP))
     return list(zip(special[:-1] + 1, special[1:]))
 
 
@@ -83,17 +84,17 @@ def test_char_plan_masks_whole_spans_inside_the_sequence():
         rng = mask_rng(0, "xx", ex.page_ids[0], ex.part, 0)
         starts, ends, n = choose_char_spans(cps, rng)
         pos = char_mask_plan(cps, mask_rng(0, "xx", ex.page_ids[0], ex.part, 0))
-        assert pos.dtype == np.int32 and np.all(np.diff(pos) > 0) and len(pos) <= contract.MAX_CHAR_PREDICTIONS
+        assert pos.dtype == np.int32 and np.all(np.diff(pos) > 0) and len(pos) <= schema.MAX_CHAR_PREDICTIONS
         assert pos.min() > 0 and pos.max() < len(cps) - 1
-        assert not np.isin(cps[pos], [contract.CLS, contract.SEP]).any()
+        assert not np.isin(cps[pos], [schema.CLS, schema.SEP]).any()
         # whole spans: the positions are exactly the union of some whitespace spans
         all_starts, all_ends = whitespace_spans(cps)
         span_of = np.searchsorted(all_ends, pos, side="right")
         assert np.all(all_starts[span_of] <= pos)
         hit = np.unique(span_of)
         assert len(pos) == int((all_ends[hit] - all_starts[hit]).sum()) and len(hit) == len(starts)
-        if int((ends - starts).sum()) + 40 < contract.MAX_CHAR_PREDICTIONS:  # budget not binding: exactly 15%
-            assert len(starts) == target_count(n, contract.MASK_RATE)
+        if int((ends - starts).sum()) + 40 < schema.MAX_CHAR_PREDICTIONS:  # budget not binding: exactly 15%
+            assert len(starts) == target_count(n, schema.MASK_RATE)
         chosen += len(starts)
         total += n
     assert abs(chosen / total - 0.15) < 0.01, chosen / total
@@ -101,7 +102,7 @@ def test_char_plan_masks_whole_spans_inside_the_sequence():
 
 def test_char_plan_budget_skips_long_spans():
     words = ["x" * 150, "ab", "y" * 100, "cd", "z" * 90] * 4
-    cps = np.concatenate([[contract.CLS], text_to_codepoints(" ".join(words)), [contract.SEP]]).astype(np.int32)
+    cps = np.concatenate([[schema.CLS], text_to_codepoints(" ".join(words)), [schema.SEP]]).astype(np.int32)
     for copy in range(20):
         starts, ends, n = choose_char_spans(cps, np.random.default_rng(copy), rate=0.5)
         assert n == 20 and int((ends - starts).sum()) <= 320
@@ -115,7 +116,7 @@ def test_subword_plan_is_consistent_with_retokenizing_each_segment():
         row = plan_example(ex, "xx", 0, 5, tok)
         starts, lengths, ids = row["subword_starts"], row["subword_lengths"], row["subword_ids"]
         offsets, actions = row["subword_predict_offsets"], row["subword_actions"]
-        assert np.all(np.diff(starts) > 0) and 0 < len(starts) <= contract.MAX_SUBWORD_PREDICTIONS
+        assert np.all(np.diff(starts) > 0) and 0 < len(starts) <= schema.MAX_SUBWORD_PREDICTIONS
         assert np.all((offsets >= 0) & (offsets < lengths))
         for seg_start, seg_end in segment_ranges(ex.codepoints):
             inside = (starts >= seg_start) & (starts < seg_end)
@@ -125,7 +126,7 @@ def test_subword_plan_is_consistent_with_retokenizing_each_segment():
             for s, n, i in zip(starts[inside] - seg_start, lengths[inside], ids[inside]):
                 assert (int(s), int(n), int(i)) in ref_set
         # replacements: one same-length run per ACTION_RANDOM span, different from the original
-        rand = actions == contract.ACTION_RANDOM
+        rand = actions == schema.ACTION_RANDOM
         assert len(row["subword_replacements"]) == int(lengths[rand].sum())
         at = 0
         for s, n in zip(starts[rand], lengths[rand]):
@@ -140,22 +141,22 @@ def test_subword_rate_cap_and_action_proportions():
         starts, _, _ = tok.spans_of_codepoints(ex.codepoints)
         plan = subword_plan(ex.codepoints, ex.segment_ids, tok, mask_rng(3, "xx", ex.page_ids[0], ex.part, 0))
         k = len(plan["subword_starts"])
-        assert k == min(contract.MAX_SUBWORD_PREDICTIONS, target_count(len(starts), contract.MASK_RATE))
+        assert k == min(schema.MAX_SUBWORD_PREDICTIONS, target_count(len(starts), schema.MASK_RATE))
         chosen += k
         total += len(starts)
         actions.append(plan["subword_actions"])
     actions = np.concatenate(actions)
     share = np.bincount(actions, minlength=3) / len(actions)
     assert len(actions) > 3000 and abs(chosen / total - 0.15) < 0.01
-    assert abs(share[contract.ACTION_MASK] - 0.8) < 0.03 and abs(share[contract.ACTION_RANDOM] - 0.1) < 0.02, share
-    assert abs(share[contract.ACTION_KEEP] - 0.1) < 0.02, share
+    assert abs(share[schema.ACTION_MASK] - 0.8) < 0.03 and abs(share[schema.ACTION_RANDOM] - 0.1) < 0.02, share
+    assert abs(share[schema.ACTION_KEEP] - 0.1) < 0.02, share
 
 
 def test_cap_of_80_subwords_on_a_long_example():
     tok = tokenizer()
     ex = pack_pages([(1, " ".join(t for _, t in pages()[:20]))], 4096)[0]
     plan = subword_plan(ex.codepoints, ex.segment_ids, tok, np.random.default_rng(0))
-    assert len(plan["subword_starts"]) == contract.MAX_SUBWORD_PREDICTIONS
+    assert len(plan["subword_starts"]) == schema.MAX_SUBWORD_PREDICTIONS
 
 
 def test_random_action_without_a_same_length_subword_falls_back_to_mask():
@@ -171,7 +172,7 @@ def test_random_action_without_a_same_length_subword_falls_back_to_mask():
     text = codepoints_to_text(ex.codepoints)
     chosen = [text[s : s + n] for s, n in zip(row["subword_starts"], row["subword_lengths"])]
     assert chosen == ["ab", "xyz", "cd", "xyz", "q", "ab"]
-    expected = [contract.ACTION_RANDOM if n == 2 else contract.ACTION_MASK for n in map(len, chosen)]
+    expected = [schema.ACTION_RANDOM if n == 2 else schema.ACTION_MASK for n in map(len, chosen)]
     assert row["subword_actions"].tolist() == expected
     swapped = codepoints_to_text(row["subword_replacements"])
     assert swapped == "".join({"ab": "cd", "cd": "ab"}[c] for c in chosen if len(c) == 2)
@@ -180,8 +181,8 @@ def test_random_action_without_a_same_length_subword_falls_back_to_mask():
 # --- rows -------------------------------------------------------------------------------------
 def test_rows_have_contract_columns_and_dtypes():
     row = plan_example(examples()[0], "xx", 0, 0, tokenizer())
-    assert set(row) == set(contract.COLUMNS)
-    for field in contract.SCHEMA:
+    assert set(row) == set(schema.COLUMNS)
+    for field in schema.SCHEMA:
         if hasattr(field.type, "value_type") and isinstance(row[field.name], np.ndarray):
             assert row[field.name].dtype == field.type.value_type.to_pandas_dtype(), field.name
     assert row["example_id"] == f"xx-{row['page_ids'][0]}-0-0"
@@ -192,7 +193,7 @@ def test_plans_are_deterministic_batch_independent_and_vary_by_copy():
     batch = plan_examples(list(examples()[:25]), "xx", 0, 7, tok)
     for ex, row in zip(examples()[:25], batch):
         alone = plan_example(ex, "xx", 0, 7, tok)
-        assert all(np.array_equal(np.asarray(row[c]), np.asarray(alone[c])) for c in contract.COLUMNS)
+        assert all(np.array_equal(np.asarray(row[c]), np.asarray(alone[c])) for c in schema.COLUMNS)
     other_copy = plan_examples(list(examples()[:25]), "xx", 1, 7, tok)
     differ = [not np.array_equal(a["char_mask_positions"], b["char_mask_positions"]) for a, b in zip(batch, other_copy)]
     assert sum(differ) >= 23
@@ -208,7 +209,7 @@ def test_batches_over_the_size_cap_are_split_without_changing_rows(monkeypatch):
     monkeypatch.setattr(masks, "_BATCH_CODEPOINTS", 1500)  # about three examples of 512
     split = plan_examples(group, "xx", 0, 4, tokenizer())
     for a, b in zip(whole, split, strict=True):
-        assert all(np.array_equal(np.asarray(a[c]), np.asarray(b[c])) for c in contract.COLUMNS)
+        assert all(np.array_equal(np.asarray(a[c]), np.asarray(b[c])) for c in schema.COLUMNS)
 
 
 def test_plans_do_not_depend_on_the_word_cache():
@@ -218,7 +219,7 @@ def test_plans_do_not_depend_on_the_word_cache():
     fresh = WordPieceTokenizer.from_str(warm.to_str())
     group = list(examples(False)[:30])
     for a, b in zip(plan_examples(group, "xx", 2, 9, warm), plan_examples(group, "xx", 2, 9, fresh)):
-        assert all(np.array_equal(np.asarray(a[c]), np.asarray(b[c])) for c in contract.COLUMNS)
+        assert all(np.array_equal(np.asarray(a[c]), np.asarray(b[c])) for c in schema.COLUMNS)
 
 
 def test_bad_layout_is_rejected():

@@ -10,7 +10,7 @@ from pathlib import Path
 import mwparserfromhell
 import pytest
 
-from pipeline import contract
+from contract import schema
 from pipeline.clean import clean_page
 from pipeline.sections import strip_quotes
 
@@ -88,7 +88,7 @@ def test_no_tables_end_matter_or_markup_left(cleaned):
                 lines = set(result.text.split("\n"))
                 assert not lines & {"References", "External links", "See also", "Notes", "Further reading"}, page.title
                 assert not re.search(r"\[\[|\]\]|\{\{|\}\}|\{\||\|\}|''|<ref|colspan=|thumb\|", result.text), page.title
-                assert set(result.dropped) <= set(contract.CONSTRUCT_DROPS)
+                assert set(result.dropped) <= set(schema.CONSTRUCT_DROPS)
 
 
 def test_holes_stay_rare(real_pages):

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from contract import schema
 from jobs import cli
-from pipeline import contract
 from pipeline.validate import validate
 
 SAMPLE_XML = __import__("pathlib").Path(__file__).resolve().parents[2] / "pipeline" / "sample" / "kowiki-20261101-pages-articles.xml"
@@ -23,7 +23,7 @@ def test_preprocess_inspect_validate_on_a_store(store, request, capsys):
     fs = store.fs()
     root = out.split("://", 1)[1]
     names = sorted(n.rsplit("/", 1)[-1] for n in fs.ls(root, detail=False))
-    assert names == sorted([contract.MANIFEST, contract.REJECTS, contract.TOKENIZER, *contract.SPLITS])
+    assert names == sorted([schema.MANIFEST, schema.REJECTS, schema.TOKENIZER, *schema.SPLITS])
     assert validate(out)[1] == 0
     assert cli.main(["inspect", out, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["config_sha256"] == manifest["config_sha256"]

@@ -11,8 +11,9 @@ import json
 import fsspec
 import pytest
 
+from contract import schema
 from jobs.preprocess import preprocess
-from pipeline import contract, dask_runner, itemcache, output, progress
+from pipeline import dask_runner, itemcache, output, progress
 from pipeline.sources import WorkItem
 from test_job_e2e import small_config
 
@@ -79,9 +80,9 @@ def test_the_launcher_sees_staging_that_other_processes_write(store, request):
     root = out.split("://", 1)[1]
     fs = fsspec.filesystem(store.protocol)  # the launcher's instance, as output.py's `_fs` gets it
     worker = fsspec.filesystem(store.protocol, skip_instance_cache=True)  # another process's
-    fs.pipe_file(f"{root}/{contract.LOCK}", b"{}")  # the lock creates the root
+    fs.pipe_file(f"{root}/{schema.LOCK}", b"{}")  # the lock creates the root
     assert output._stagings(out) == []  # ... and `run` lists it, before the job
-    staging = f"{root}/{contract.STAGING_PREFIX}0123456789abcdef"
+    staging = f"{root}/{schema.STAGING_PREFIX}0123456789abcdef"
     worker.pipe_file(f"{staging}/stats.json", b"[]")
     assert output._stagings(out) == [staging]
     # The progress watcher lists staging/items while the workers add to it.
@@ -98,14 +99,14 @@ def _staging_with_a_shard(tmp_path, shard_bytes: bytes | None):
     """A staging folder as the job leaves it, with one recorded shard of 10 bytes; the shard
     file holds `shard_bytes` (None: it is missing)."""
     cfg = small_config(tmp_path / "out")
-    stage = tmp_path / "out" / f"{contract.STAGING_PREFIX}{cfg.sha256()[:16]}"
+    stage = tmp_path / "out" / f"{schema.STAGING_PREFIX}{cfg.sha256()[:16]}"
     (stage / "train").mkdir(parents=True)
     shard = "train/part-00000-of-00001.parquet"
     (stage / "stats.json").write_text("[]")
     (stage / "shards.json").write_text(json.dumps([{"split": "train", "path": shard, "rows": 1, "codepoints": 10,
                                                     "sha256": "0" * 64, "bytes": 10}]))
     (stage / "rejects.json").write_text("[]")
-    (stage / contract.TOKENIZER).write_text("{}")
+    (stage / schema.TOKENIZER).write_text("{}")
     if shard_bytes is not None:
         (stage / shard).write_bytes(shard_bytes)
     return cfg, stage, shard
@@ -119,4 +120,4 @@ def test_a_missing_or_short_staged_file_fails_publishing_naming_it(tmp_path, sha
         output.finalize(cfg, str(stage))
     assert str(e.value).startswith(f"file://{stage / shard}, which the job wrote, {problem}: nothing was published")
     assert "Run the same command again" in str(e.value)
-    assert not (tmp_path / "out" / contract.MANIFEST).exists()
+    assert not (tmp_path / "out" / schema.MANIFEST).exists()

@@ -2,7 +2,8 @@
 
 import pytest
 
-from pipeline import contract, templates
+from contract import schema
+from pipeline import templates
 from pipeline.clean import clean_wikitext, wikitext_to_text
 from pipeline.config import PreprocessConfig
 
@@ -90,7 +91,7 @@ def test_quotations_are_prose_on_their_own_lines():
 )
 def test_dropped_templates_have_a_reason(name, lang, reason):
     assert templates.lookup(name, lang) == reason
-    assert reason in contract.CONSTRUCT_DROPS
+    assert reason in schema.CONSTRUCT_DROPS
     dropped = {}
     clean_wikitext("Text {{%s|a=b}} here." % name, lang, PreprocessConfig(), dropped)
     assert dropped == {reason: 1}

@@ -11,7 +11,8 @@ import pytest
 from test_examples import synthetic_pages
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
-from pipeline import contract, tokenizer as tk, wordspans
+from contract import schema
+from pipeline import tokenizer as tk, wordspans
 from pipeline.examples import codepoints_to_text, pack_pages, text_to_codepoints
 from pipeline.tokenizer import WordPieceTokenizer, train_wordpiece
 
@@ -156,7 +157,7 @@ def test_character_classes_from_probes():
     table = classes.of(np.arange(0x40000))  # every block, probed on first sight
     assert classes.done.all()
     assert table[ord("a")] == wordspans.WORD and table[ord("\u0301")] == wordspans.WORD
-    assert table[ord(" ")] == wordspans._SPLIT and table[0x3000] == wordspans._SPLIT and table[contract.SEP] == wordspans._SPLIT
+    assert table[ord(" ")] == wordspans._SPLIT and table[0x3000] == wordspans._SPLIT and table[schema.SEP] == wordspans._SPLIT
     assert table[ord(",")] == wordspans._ISOLATED and table[ord("中")] == wordspans._ISOLATED and table[ord("«")] == wordspans._ISOLATED
     assert (table >= 0).all()
 

@@ -1,10 +1,10 @@
 """`canine validate`'s two row rules of its own (pipeline/validate.py): whole whitespace spans and the
-tokenizer's spans, named like the shared rules (pipeline/rows.py); and its check of the
+tokenizer's spans, named like the shared rules (contract/rows.py); and its check of the
 per-language validation split against the job's rule."""
 
 import pytest
 
-from pipeline import contract
+from contract import schema
 from pipeline.tokenizer import train_wordpiece
 from pipeline.validate import Problems, check_row, check_split
 
@@ -33,7 +33,7 @@ def test_char_positions_must_be_whole_whitespace_spans(positions, problem):
 def test_subword_spans_must_be_the_tokenizers():
     tokenizer = train_wordpiece(["ab cd ef"] * 4, vocab_size=100)
     starts, lengths, ids = tokenizer.spans_of_codepoints(contract_row("r", "ab cd ef")["codepoints"])
-    spans = [(int(s), int(n), int(i), 0, contract.ACTION_MASK) for s, n, i in zip(starts, lengths, ids)]
+    spans = [(int(s), int(n), int(i), 0, schema.ACTION_MASK) for s, n, i in zip(starts, lengths, ids)]
     assert problems(contract_row("ok", "ab cd ef", subwords=spans), tokenizer) == []
     start, length, subword, _, _ = spans[-1]
     other = next(i for i in range(tokenizer.vocab_size) if i not in ids)

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from pipeline import contract
+from contract import schema
 
 # The overrides that make a tiny config what resolve() leaves a CPU run (the engine takes no "auto").
 CPU = {"parallel.device": "cpu", "parallel.precision": "fp32"}
@@ -24,7 +24,7 @@ def padded_inputs(L=133, lengths=(133, 70), seed=0):
     each length, segment 1 from L // 2 on."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(1, 0x3000, (len(lengths), L), generator=g)
-    ids[:, 0] = contract.CLS
+    ids[:, 0] = schema.CLS
     mask = (torch.arange(L)[None] < torch.tensor(lengths)[:, None]).long()
     types = (torch.arange(L)[None] >= L // 2).long().expand(len(lengths), -1)
     return ids * mask, mask, types

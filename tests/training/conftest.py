@@ -1,8 +1,6 @@
-"""Fixtures for the training tests: shard directories (synthetic, and the real pipeline's output
-on the bundled sample), a local Ray cluster, a one-process torch.distributed group.
-
-`contract_shards` writes what `canine preprocess` writes, from synthetic multilingual text
-(training/synthetic.py `write_contract_shards`, which the benchmarks use too).
+"""Fixtures for the training tests: the real pipeline's output on the bundled sample, a local Ray
+cluster, a one-process torch.distributed group. (The synthetic shards, `contract_shards`, are
+tests/conftest.py's: the pipeline's tests check them too.)
 """
 
 import os
@@ -10,16 +8,10 @@ import socket
 
 import pytest
 
-from training.synthetic import SEQ_LEN, write_contract_shards
+from pipeline.synthetic import SEQ_LEN
 
 os.environ.setdefault("DS_ACCELERATOR", "cpu")  # before anything imports deepspeed
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-
-
-@pytest.fixture(scope="session")
-def contract_shards(tmp_path_factory) -> str:
-    """A contract-valid shard directory (see the module docstring); returns its path."""
-    return write_contract_shards(str(tmp_path_factory.mktemp("shards")))
 
 
 @pytest.fixture(scope="session")

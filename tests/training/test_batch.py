@@ -6,18 +6,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import contract
+from contract import schema
+from pipeline.synthetic import synthetic_rows
 from pipeline.validate import Problems, check_rows
 from training.batch import IDENTITY_SPAN_RATE, BatchError, build_batch, build_batch_numpy
-from training.synthetic import synthetic_rows
 
 from contract_rows import columns, contract_row
 
-CLS, SEP, MASK = contract.CLS, contract.SEP, contract.MASK
+CLS, SEP, MASK = schema.CLS, schema.SEP, schema.MASK
 
 
 def _table(*rows):
-    return pa.Table.from_pylist(list(rows), schema=contract.SCHEMA)
+    return pa.Table.from_pylist(list(rows), schema=schema.SCHEMA)
 
 
 def test_char_masks_whole_spans_and_builds_prediction_arrays():
@@ -36,7 +36,7 @@ def test_char_masks_whole_spans_and_builds_prediction_arrays():
     assert ids[0].tolist() == expected
     assert ids[1, :5].tolist() == [CLS, ord("x"), ord("y"), ord("z"), SEP] and not ids[1, 5:].any()
     assert b["attention_mask"].tolist() == [[1] * 11 + [0] * 5, [1] * 5 + [0] * 11]
-    P = contract.MAX_CHAR_PREDICTIONS
+    P = schema.MAX_CHAR_PREDICTIONS
     for key in ("char_positions", "char_targets", "char_gold_ids", "char_order", "char_weights"):
         assert b[key].shape == (2, P), key
     assert b["char_positions"][0, :6].tolist() == [4, 5, 7, 8, 9, 0]
@@ -46,7 +46,7 @@ def test_char_masks_whole_spans_and_builds_prediction_arrays():
     order = b["char_order"][0]
     assert sorted(order.tolist()) == list(range(P))  # a permutation of the slots
     assert sorted(order[:5].tolist()) == [0, 1, 2, 3, 4]  # real slots first, padding after
-    assert b["sop_labels"].tolist() == [contract.SOP_NO_PAIR] * 2
+    assert b["sop_labels"].tolist() == [schema.SOP_NO_PAIR] * 2
 
 
 def test_char_identity_spans_are_whole_spans_at_about_ten_percent():
@@ -86,14 +86,14 @@ def test_char_randomness_is_a_function_of_seed_and_example_id():
 
 def test_subword_actions_mask_replace_keep_and_predict_at_offsets():
     # "hello world": subwords "hel"(1-3) MASK, "lo"(4-5) RANDOM -> "XY", "wor"(7-9) KEEP, "ld"(10-11) RANDOM -> "Q!"
-    subwords = [(1, 3, 11, 2, contract.ACTION_MASK), (4, 2, 12, 0, contract.ACTION_RANDOM),
-                (7, 3, 13, 1, contract.ACTION_KEEP), (10, 2, 14, 1, contract.ACTION_RANDOM)]
+    subwords = [(1, 3, 11, 2, schema.ACTION_MASK), (4, 2, 12, 0, schema.ACTION_RANDOM),
+                (7, 3, 13, 1, schema.ACTION_KEEP), (10, 2, 14, 1, schema.ACTION_RANDOM)]
     table = _table(contract_row("s0", "hello world", subwords=subwords, replacements="XYQ!"), contract_row("s1", "hi"))
     b = build_batch_numpy(table, 20, "subword")
     expected = [CLS, MASK, MASK, MASK, ord("X"), ord("Y"), ord(" "), *map(ord, "wor"), *map(ord, "Q!"), SEP]
     assert b["input_ids"][0].tolist() == expected + [0] * 7
     assert b["input_ids"][1, :4].tolist() == [CLS, ord("h"), ord("i"), SEP]
-    P = contract.MAX_SUBWORD_PREDICTIONS
+    P = schema.MAX_SUBWORD_PREDICTIONS
     assert b["subword_positions"].shape == (2, P)
     assert b["subword_positions"][0, :5].tolist() == [3, 4, 8, 11, 0]
     assert b["subword_labels"][0, :4].tolist() == [11, 12, 13, 14]
@@ -125,7 +125,7 @@ def test_parquet_shards_via_fsspec(contract_shards):
     path = f"{contract_shards}/train/part-00000.parquet"
     with fs.open(path, "rb") as f:
         table = pq.read_table(f)
-    assert table.schema.equals(contract.SCHEMA, check_metadata=False)
+    assert table.schema.equals(schema.SCHEMA, check_metadata=False)
     for objective in ("char", "subword"):
         b = build_batch(table, 256, objective, seed=3, num_hash_buckets=2048)
         assert b["input_ids"].shape == (len(table), 256)
@@ -165,7 +165,7 @@ def test_bad_rows_are_named(change, field, message):
 
 @pytest.mark.parametrize("change, field, message", BAD_ROWS)
 def test_validate_names_a_broken_row_as_the_batch_builder_does(change, field, message):
-    """One set of row rules (pipeline/rows.py): `canine validate` finds what the batch builder
+    """One set of row rules (contract/rows.py): `canine validate` finds what the batch builder
     refuses, in the same words, after the shard's path."""
     rows = columns(contract_row("good", "ab cd ef"), {**contract_row("bad-one", "ab cd ef"), **change})
     with pytest.raises(BatchError) as err:

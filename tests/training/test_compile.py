@@ -13,11 +13,11 @@ bf16 autocast, targeted upsampling on and off, the SOP head on every one.
 import pytest
 import torch
 
+from pipeline.synthetic import synthetic_rows
 from training import compile_check
 from training.batch import build_batch
 from training.config import preset
 from training.heads import CaninePretrainingModel
-from training.synthetic import synthetic_rows
 
 from canine_fixtures import one_thread  # noqa: F401 (autouse fixture)
 

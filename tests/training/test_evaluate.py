@@ -10,8 +10,8 @@ import pyarrow.compute as pc
 import pytest
 import torch
 
+from contract import schema
 from jobs import cli
-from pipeline import contract
 from training import evaluate
 from training.train import config as config_mod
 
@@ -28,12 +28,12 @@ def test_unigram_baseline_by_hand():
 
 
 def test_snippets_are_whole_text_windows_labelled_by_language():
-    cps = [contract.CLS] + [ord(c) for c in "abcdefghij"] + [contract.SEP] + [ord(c) for c in "KLMNO"] + [contract.SEP]
-    rows = pa.table({"codepoints": [cps, [contract.CLS, 65, 66, contract.SEP]], "lang": ["xx", "yy"]})
+    cps = [schema.CLS] + [ord(c) for c in "abcdefghij"] + [schema.SEP] + [ord(c) for c in "KLMNO"] + [schema.SEP]
+    rows = pa.table({"codepoints": [cps, [schema.CLS, 65, 66, schema.SEP]], "lang": ["xx", "yy"]})
     ids, langs = evaluate.snippets(rows, chars=4, per_row=5, seed=0)
     # "abcdefghij" holds two whole windows of 4 (abcd, efgh), "KLMNO" one; the 2-character row none
     assert langs == ["xx"] * 3 and ids.shape == (3, 6)
-    assert (ids[:, 0] == contract.CLS).all() and (ids[:, -1] == contract.SEP).all()
+    assert (ids[:, 0] == schema.CLS).all() and (ids[:, -1] == schema.SEP).all()
     assert sorted("".join(map(chr, r[1:-1])) for r in ids) == ["KLMN", "abcd", "efgh"]
     assert len(evaluate.snippets(rows, chars=4, per_row=1, seed=0)[1]) == 1
 
@@ -110,8 +110,8 @@ def test_each_languages_figures_are_over_its_own_rows_and_the_unread_are_listed(
 def _train_briefly(run: str, data: str, steps: int) -> None:
     """Overwrite the run's weights with those of a short in-process AdamW run on its data."""
     from training.heads import CaninePretrainingModel
-    from training.train.checkpoint import save_consolidated
     from training.rundir import CONSOLIDATED
+    from training.train.checkpoint import save_consolidated
     from training.train.stream import build_seed
 
     cfg, manifest, _, _ = evaluate.load_run(run)

@@ -10,14 +10,14 @@ import pytest
 import torch
 import yaml
 
-from pipeline.manifest import read_manifest
+from contract.manifest import read_manifest
+from training import rundir
 from training.export import ExportError, export_run
 from training.heads import CaninePretrainingModel
 from training.hf import EXPORT_MARKER, to_hf_state_dict
+from training.rundir import CONSOLIDATED
 from training.train import config as config_mod
 from training.train.checkpoint import save_consolidated
-from training import rundir
-from training.rundir import CONSOLIDATED
 
 SEQ_LEN = 256
 

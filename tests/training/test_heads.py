@@ -4,11 +4,11 @@ ALBERT's switches), FLOPs."""
 import pytest
 import torch
 
+from pipeline.synthetic import synthetic_rows
 from training import flops
 from training.batch import build_batch
 from training.config import preset
 from training.heads import CaninePretrainingModel
-from training.synthetic import synthetic_rows
 
 from canine_fixtures import one_thread  # noqa: F401 (autouse fixture)
 from test_model import flop_counter

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from pipeline import contract
+from contract import schema
 from training import flops
 from training.config import PRESETS, CanineConfig, preset
 from training.heads import CaninePretrainingModel
@@ -27,7 +27,7 @@ def test_hash_embedding_matches_hand_computed_buckets():
     want = torch.cat([table[k * 2048 + b] for k, b in enumerate(expected)])
     assert torch.equal(got, want)
     # CLS = 0xE000 = 57344: 57345 = 28 * 2048 + 1, so bucket k is the prime itself.
-    got = model.embeddings.hash_tables(torch.tensor([[contract.CLS]]))[0, 0]
+    got = model.embeddings.hash_tables(torch.tensor([[schema.CLS]]))[0, 0]
     want = torch.cat([table[k * 2048 + p] for k, p in enumerate([31, 43, 59, 61, 73, 97, 103, 113])])
     assert torch.equal(got, want)
 
@@ -75,8 +75,8 @@ def test_shapes_for_lengths_not_multiple_of_rate_and_padding():
 def _grads(config, objective, seed=0):
     torch.manual_seed(seed)
     model = CaninePretrainingModel(config, objective).train()
+    from pipeline.synthetic import synthetic_rows
     from training.batch import build_batch
-    from training.synthetic import synthetic_rows
 
     batch = build_batch(synthetic_rows(3, 150, seed=1, min_length=60), 160, objective,
                         num_hash_buckets=config.num_hash_buckets)
@@ -107,8 +107,8 @@ def test_gradient_reaches_every_parameter_with_and_without_checkpointing(objecti
 
 def test_bf16_autocast_forward_and_backward():
     config = preset("tiny", num_subword_vocab=500)
+    from pipeline.synthetic import synthetic_rows
     from training.batch import build_batch
-    from training.synthetic import synthetic_rows
 
     rows = synthetic_rows(2, 90, seed=3, vocab_size=500, min_length=40)  # padded, lengths not multiples of 4
     for objective in ("char", "subword"):

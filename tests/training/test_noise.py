@@ -5,13 +5,13 @@ import zlib
 import numpy as np
 import pytest
 
-from pipeline import contract
+from contract import schema
+from pipeline.synthetic import synthetic_rows
 from training import noise
 from training.batch import _uniform, build_batch_numpy
-from training.synthetic import synthetic_rows
 from training.train import config, stream
 
-CLS, SEP, MASK = contract.CLS, contract.SEP, contract.MASK
+CLS, SEP, MASK = schema.CLS, schema.SEP, schema.MASK
 CLEAN_KEYS = ("char_targets", "char_gold_ids", "char_order", "char_weights", "subword_labels", "subword_weights",
               "sop_labels")
 
@@ -99,7 +99,7 @@ def test_a_swap_never_pulls_a_subword_span_character():
     # "hello" with the span "lo" (3-4) kept. Seed 21: the one site is 'e' (2), drawn swap; its partner
     # 'l' is the span's, so the swap does nothing and the span keeps its characters and length.
     row = {**_row("keep", "hello"), "subword_starts": [[3]], "subword_lengths": [[2]], "subword_ids": [[7]],
-           "subword_predict_offsets": [[1]], "subword_actions": [[contract.ACTION_KEEP]], "subword_replacements": [[]]}
+           "subword_predict_offsets": [[1]], "subword_actions": [[schema.ACTION_KEEP]], "subword_replacements": [[]]}
     key = np.full(7, zlib.crc32(b"keep"), np.uint64)
     assert np.flatnonzero(_uniform(21, key, np.arange(7), noise.STREAM_SITE) < 0.3).tolist() == [2]
     assert int(_uniform(21, key, np.array([2]), noise.STREAM_KIND)[0] * 4) == noise.SWAP

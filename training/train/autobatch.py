@@ -3,8 +3,8 @@ by every worker before DeepSpeed wraps the model (its config needs the micro bat
 
 Candidates are the divisors of global_batch / workers, largest first: the global batch is kept,
 only the gradient accumulation changes. Each is tried with a forward and backward of a copy of
-the plain model in the run's precision on full-length examples (training/synthetic.py rows built
-by training/batch.py, the input pipeline's batch builder, tiled to the size); an out-of-memory
+the plain model in the run's precision on full-length examples (`probe_rows`, built by
+training/batch.py, the input pipeline's batch builder, tiled to the size); an out-of-memory
 frees the cache and moves on to the next size. The first whose peak, plus the optimizer state
 the probe does not hold, stays under MEMORY_FRACTION of the GPU is taken. Like the loop, the
 probe keeps the weights fp32 and runs the forward under engine.autocast (bf16), the backward
@@ -27,17 +27,19 @@ import dataclasses
 import sys
 from typing import Callable
 
+import numpy as np
 import torch
 
+from contract import schema
 from training.train import failures
 
-CPU_MICRO_BATCH = 32  # schema.py's built-in train.micro_batch
+CPU_MICRO_BATCH = 32  # training/train/schema.py's built-in train.micro_batch
 MEMORY_FRACTION = 0.9  # the rest: allocator fragmentation, NCCL and DeepSpeed bucket buffers
 # What the probe does not hold, per parameter, at most: Adam / LAMB moments 8, and under ZeRO >= 1
 # DeepSpeed's fp32 partition copy 4 and reduced-gradient partition 4, divided over the workers
 # there (the probe holds the fp32 weights and their gradients, as the engine does without ZeRO).
 STATE_BYTES_PER_PARAM = 16
-PROBE_ROWS = 8  # distinct synthetic examples, tiled to each candidate size
+PROBE_ROWS = 8  # distinct made-up examples, tiled to each candidate size
 
 
 def candidates(global_batch: int, workers: int) -> list[int]:
@@ -67,12 +69,41 @@ def largest_fitting(sizes: list[int], peak_bytes: Callable[[int], int], budget: 
     return None
 
 
+def probe_rows(seq_len: int, vocab_size: int, rows: int = PROBE_ROWS) -> dict:
+    """`rows` distinct contract rows (a dict of columns) of exactly `seq_len` codepoints, CLS
+    random letters SEP, each with as many predictions as the contract allows and the text holds.
+    Made from the contract alone, since training/ imports nothing of the pipeline: the batch
+    builder pads every row to the same shapes, and the model's memory depends on those shapes
+    only, not on the letters or on which positions are chosen."""
+    rng = np.random.default_rng(0)
+    chars = np.arange(1, seq_len - 1, 2)[:schema.MAX_CHAR_PREDICTIONS].tolist()  # every other character
+    starts = np.arange(1, seq_len - 2, 3)[:schema.MAX_SUBWORD_PREDICTIONS]  # two-character spans, apart
+    actions = np.resize([schema.ACTION_MASK, schema.ACTION_RANDOM, schema.ACTION_KEEP], len(starts))
+    spans = len(starts)
+
+    def letters(n):
+        return rng.integers(ord("a"), ord("z") + 1, size=n).tolist()
+
+    return {
+        "example_id": [f"probe-{i}" for i in range(rows)],
+        "codepoints": [[schema.CLS, *letters(seq_len - 2), schema.SEP] for _ in range(rows)],
+        "segment_ids": [[0] * seq_len] * rows,
+        "sop_label": [schema.SOP_NO_PAIR] * rows,
+        "char_mask_positions": [chars] * rows,
+        "subword_starts": [starts.tolist()] * rows,
+        "subword_lengths": [[2] * spans] * rows,
+        "subword_ids": [rng.integers(0, vocab_size, size=spans).tolist() for _ in range(rows)],
+        "subword_predict_offsets": [[0] * spans] * rows,
+        "subword_actions": [actions.tolist()] * rows,
+        "subword_replacements": [letters(2 * int((actions == schema.ACTION_RANDOM).sum())) for _ in range(rows)],
+    }
+
+
 def probe_batch(model_cfg, objective: str, seq_len: int, size: int) -> dict:
     """`size` full-length examples (PROBE_ROWS distinct ones, tiled) as the input pipeline builds them."""
     from training.batch import build_batch
-    from training.synthetic import synthetic_rows
 
-    rows = synthetic_rows(PROBE_ROWS, seq_len, vocab_size=model_cfg.num_subword_vocab or 1000, min_length=seq_len)
+    rows = probe_rows(seq_len, model_cfg.num_subword_vocab or 1000)
     batch = build_batch(rows, seq_len, objective, num_hash_buckets=model_cfg.num_hash_buckets)
     reps = -(-size // PROBE_ROWS)
     return {k: v.repeat(reps, *[1] * (v.dim() - 1))[:size] for k, v in batch.items()}
@@ -147,8 +178,8 @@ def resolve(cfg, model, model_cfg, world: int, rank: int, device):
 
 def record(cfg) -> None:
     """Save the chosen micro batch with the run (OUTPUT/config.yaml, which the driver wrote)."""
-    from pipeline import contract
+    from contract.files import atomic_write
     from training import rundir
     from training.train import config as config_mod
 
-    contract.atomic_write(rundir.join(cfg.output, rundir.CONFIG), config_mod.to_yaml(cfg).encode("utf-8"))
+    atomic_write(rundir.join(cfg.output, rundir.CONFIG), config_mod.to_yaml(cfg).encode("utf-8"))

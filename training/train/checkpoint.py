@@ -41,7 +41,7 @@ import fsspec
 import numpy as np
 import torch
 
-from pipeline import contract
+from contract.files import atomic_write
 
 DS_DIR = "deepspeed"
 STATE_FILE = "train_state.json"
@@ -317,7 +317,7 @@ def save_consolidated(state_dict: dict, url: str) -> None:
     """torch.save a tensors-only state dict to any fsspec URL, whole or not at all."""
     buf = io.BytesIO()
     torch.save(state_dict, buf)
-    contract.atomic_write(url, buf.getvalue())
+    atomic_write(url, buf.getvalue())
 
 
 def load_consolidated(model: torch.nn.Module, url: str) -> torch.nn.Module:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from pipeline import options
+from contract import options
 from training.config import CanineConfig, preset
 from training.train.schema import (
     CheckpointConfig, DataConfig, LogConfig, ModelSpec, OptimConfig, ParallelConfig, PretrainConfig, TrainConfig,

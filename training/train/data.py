@@ -27,8 +27,8 @@ Each shard is checked against the manifest's sha256 the first time a process rea
 it streams, once per shard per process), so a corrupt or replaced file stops the run by name
 instead of training on what it holds.
 
-Only the contract's modules are imported from the pipeline (pipeline/contract.py, and
-pipeline/manifest.py, which reads and checks the manifest); files are read through fsspec, so the
+Of the project's other packages only the contract is imported (contract/schema.py, and
+contract/manifest.py, which reads and checks the manifest); files are read through fsspec, so the
 data may be local or on any fsspec filesystem (gs://, s3://, ...).
 """
 
@@ -40,8 +40,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline import contract
-from pipeline import manifest as contract_manifest
+from contract import manifest as contract_manifest
+from contract import schema
+from contract.files import file_sha256, join
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class Shard:
 
 @dataclass(frozen=True)
 class Manifest:
-    """What training needs of the contract's manifest (pipeline/manifest.py), with absolute URLs."""
+    """What training needs of the contract's manifest (contract/manifest.py), with absolute URLs."""
 
     url: str  # the data directory
     splits: dict  # split name -> tuple[Shard, ...]
@@ -70,18 +71,18 @@ class Unit:
 
 
 def read_manifest(data_url: str) -> Manifest:
-    """Load and check `DIR/<contract.MANIFEST>`; errors name the file and the offending field."""
+    """Load and check `DIR/<schema.MANIFEST>`; errors name the file and the offending field."""
     try:
         m = contract_manifest.read_manifest(data_url)
     except FileNotFoundError:
         raise FileNotFoundError(f"{contract_manifest.manifest_url(data_url)}: no manifest; --data must be a "
                                 "directory written by `canine preprocess`") from None
-    splits = {name: tuple(Shard(contract.join(data_url, s.path), s.rows, s.sha256) for s in split.shards)
+    splits = {name: tuple(Shard(join(data_url, s.path), s.rows, s.sha256) for s in split.shards)
               for name, split in m.splits.items()}
     if not sum(s.rows for s in splits["train"]):
         raise ValueError(f"{contract_manifest.manifest_url(data_url)}: the train split has no rows")
     return Manifest(url=data_url, splits=splits, seq_len=m.seq_len, config_sha256=m.config_sha256,
-                    tokenizer_url=contract.join(data_url, m.tokenizer.path))
+                    tokenizer_url=join(data_url, m.tokenizer.path))
 
 
 def vocab_size(tokenizer_url: str) -> int:
@@ -202,7 +203,7 @@ def verify_shard(url: str, sha256: str) -> None:
     reads (every unit, every epoch) cost a set lookup."""
     if (url, sha256) in _verified:
         return
-    actual = contract.file_sha256(url)
+    actual = file_sha256(url)
     if actual != sha256:
         raise ValueError(f"{url}: corrupt shard: its sha256 is {actual}, the manifest records {sha256} "
                          "(a damaged or replaced file; rerun `canine preprocess` or restore it)")
@@ -223,7 +224,7 @@ def _row_group(url: str, sha256: str, group: int) -> pa.Table:
     """Row group `group` of a shard read_unit has verified (sha256: part of the cache key only)."""
     with fsspec.open(url, "rb") as f:
         table = pq.ParquetFile(f).read_row_group(group)
-    missing = set(contract.COLUMNS) - set(table.column_names)
+    missing = set(schema.COLUMNS) - set(table.column_names)
     if missing:
         raise ValueError(f"{url}: columns {sorted(missing)} of the shard contract are missing")
     return table

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import torch
 
-from pipeline import contract
+from contract.files import atomic_write
 from training import rundir
 from training.train import autobatch, checkpoint, config, data, failures, guard, metrics, stream
 from training.train.engine import autocast, global_grad_norm, wrap
@@ -54,7 +54,7 @@ class _Profiler:
             self.prof.stop()
             key = "self_device_time_total" if self.on_gpu else "self_cpu_time_total"
             table = self.prof.key_averages().table(sort_by=key, row_limit=40)
-            contract.atomic_write(self.url, f"steps {self.first + 1}-{self.last}, ops by {key}\n{table}\n".encode())
+            atomic_write(self.url, f"steps {self.first + 1}-{self.last}, ops by {key}\n{table}\n".encode())
             self.prof = None
 
 

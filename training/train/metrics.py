@@ -6,7 +6,7 @@ examples_per_s, chars_per_s, data_wait_fraction, peak_rss_mb, mfu (GPU only), an
 eval_accuracy on evaluation steps. A resumed run first drops the lines after its checkpoint, so the
 file always reads as one uninterrupted run; a last line torn by a crash mid-write is dropped too.
 For a remote OUTPUT the files are written locally and copied up at every checkpoint and at the end
-(object stores cannot append), metrics.jsonl as one whole object (contract.atomic_write).
+(object stores cannot append), metrics.jsonl as one whole object (atomic_write).
 
 The progress lines are printed by the driver (`ProgressPrinter`), not by the workers: a local Ray
 cluster is started without forwarding worker logs, which on a dashboard-less local cluster would
@@ -29,7 +29,7 @@ import threading
 
 import fsspec
 
-from pipeline import contract
+from contract.files import atomic_write, is_local
 from training import rundir
 from training.rundir import METRICS, TENSORBOARD
 
@@ -56,13 +56,13 @@ class MetricsLog:
     def __init__(self, output_url: str, resume_step: int, tensorboard: bool):
         self.fs, self.remote = fsspec.core.url_to_fs(output_url)
         self.url = rundir.join(output_url, METRICS)
-        self.is_local = contract.is_local(self.fs)
+        self.is_local = is_local(self.fs)
         self.dir = self.remote if self.is_local else tempfile.mkdtemp(prefix="canine-metrics-")
         os.makedirs(self.dir, exist_ok=True)
         # Keep only the steps the checkpoint covers: the ones after it will be trained again.
         kept = [r for r in rundir.read_metrics(output_url) if r.get("step", 0) <= resume_step]
         self.path = os.path.join(self.dir, METRICS)
-        contract.atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in kept).encode("utf-8"))
+        atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in kept).encode("utf-8"))
         self.file = open(self.path, "a", encoding="utf-8")
         self.tb = None
         if tensorboard:
@@ -87,7 +87,7 @@ class MetricsLog:
             self.tb.flush()
         if not self.is_local:
             with open(self.path, "rb") as f:
-                contract.atomic_write(self.url, f.read())
+                atomic_write(self.url, f.read())
             if self.tb is not None:  # event files: append-only records, nothing a resume reads
                 tb_remote = rundir.join(self.remote, TENSORBOARD)
                 self.fs.put(os.path.join(self.dir, TENSORBOARD) + "/", tb_remote, recursive=True)

@@ -15,7 +15,7 @@ The data and the output may be local or on an object store (s3://, gs://, any fs
 checkpoints, metrics.jsonl, TensorBoard events, config.yaml, summary.json and the HF export all go
 to the output. The workers reach the store with their own environment's credentials (a local
 cluster started here inherits the driver's); the driver forwards none. One driver writes an
-output at a time: it holds pipeline/lock.py's lock, OUTPUT/.canine.lock, while it runs. Before the
+output at a time: it holds contract/lock.py's lock, OUTPUT/.canine.lock, while it runs. Before the
 trainer starts, the driver checks that the cluster can place the run (resources.py).
 
 Failures: a worker error that a restart cannot fix (an out-of-memory, a bad config or shard, a
@@ -32,7 +32,7 @@ import sys
 
 import fsspec
 
-from pipeline import contract
+from contract.files import atomic_write, is_local, redact
 from training import rundir
 from training.train import autobatch, data, failures, metrics, resources
 from training.train import config as config_mod
@@ -86,11 +86,11 @@ def _connect(cfg) -> bool:
     address = cfg.parallel.ray_address or os.environ.get("RAY_ADDRESS", "")
     if address:
         where = f"--ray-address {address}" if cfg.parallel.ray_address else f"RAY_ADDRESS={address}"
-        _check_reachable(address, contract.redact(where))
+        _check_reachable(address, redact(where))
         try:
             ray.init(address=address, log_to_driver=True)
         except ConnectionError as e:  # something answers, not a Ray head: "Failed to connect to Ray cluster at ..."
-            raise ClusterUnreachable(f"{contract.redact(where)}: {e}; {_CHECK_ADDRESS}") from None
+            raise ClusterUnreachable(f"{redact(where)}: {e}; {_CHECK_ADDRESS}") from None
         return True
     workers = cfg.parallel.workers or 2
     # Training workers reserve their CPUs; leave at least 2 logical CPUs to the input pipeline's read tasks.
@@ -133,13 +133,13 @@ def _save_or_check_config(cfg) -> None:
         if conflicts:
             raise ValueError(f"{url}: this output holds a run with another config; resuming it with these changes "
                              f"would not continue the same run: {'; '.join(conflicts)} (use a new --output)")
-    contract.atomic_write(url, config_mod.to_yaml(cfg).encode("utf-8"))
+    atomic_write(url, config_mod.to_yaml(cfg).encode("utf-8"))
 
 
 def _storage(output: str) -> dict:
     """RunConfig storage arguments for a local directory or any fsspec URL."""
     fs, path = fsspec.core.url_to_fs(output)
-    if contract.is_local(fs):
+    if is_local(fs):
         return {"storage_path": os.path.abspath(path)}
     import pyarrow.fs as pafs
 
@@ -166,10 +166,10 @@ def export(cfg, consolidated_url: str) -> str | None:
     try:
         export_run(cfg.output, to=target, cfg=cfg, consolidated=consolidated_url)
     except ExportError as e:
-        sys.stderr.write(f"canine pretrain: no Hugging Face export: {contract.redact(str(e))}; "
-                         f"then: canine export {contract.redact(cfg.output)}\n")
+        sys.stderr.write(f"canine pretrain: no Hugging Face export: {redact(str(e))}; "
+                         f"then: canine export {redact(cfg.output)}\n")
         return None
-    sys.stderr.write(f"canine pretrain: Hugging Face CanineModel exported to {contract.redact(target)}\n")
+    sys.stderr.write(f"canine pretrain: Hugging Face CanineModel exported to {redact(target)}\n")
     return target
 
 
@@ -224,7 +224,7 @@ def _fit(cfg, progress, before_restart=lambda: None):
 
 def _lock_command(cfg) -> str:
     """The command a lock record names (credentials in URLs masked)."""
-    return contract.redact(shlex.join(["canine", "pretrain", "--data", cfg.data.path, "--output", cfg.output]))
+    return redact(shlex.join(["canine", "pretrain", "--data", cfg.data.path, "--output", cfg.output]))
 
 
 def pretrain(cfg) -> dict:
@@ -232,7 +232,7 @@ def pretrain(cfg) -> dict:
     OUTPUT/summary.json."""
     import ray
 
-    from pipeline.lock import OutputLock
+    from contract.lock import OutputLock
 
     if not cfg.output or not cfg.data.path:
         raise ValueError("pretraining needs output (--output) and data.path (--data)")
@@ -267,7 +267,7 @@ def pretrain(cfg) -> dict:
             if summary["finished"] and rundir.exists(consolidated):
                 summary["consolidated"] = consolidated
                 summary["hf_export"] = export(cfg, consolidated)
-            contract.atomic_write(summary_url, json.dumps(summary, indent=1).encode("utf-8"))
+            atomic_write(summary_url, json.dumps(summary, indent=1).encode("utf-8"))
             return summary
     finally:
         if started:

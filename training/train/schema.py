@@ -1,5 +1,5 @@
 """The pretraining run's configuration: one frozen dataclass per concern, every field with its
-default, its choices and its help (pipeline/options.py `option`).
+default, its choices and its help (contract/options.py `option`).
 
 `PretrainConfig`'s sections are the YAML file's: the presets in training/configs/ hold only what
 differs from these defaults, `--set section.field=value` changes any field, and `canine
@@ -11,8 +11,8 @@ arithmetic of a step beyond float summation order.
 
 from dataclasses import dataclass
 
-from pipeline import contract
-from pipeline.options import option
+from contract import schema
+from contract.options import option
 from training.config import OBJECTIVES
 
 OPTIMIZERS = ("adamw", "lamb")
@@ -30,7 +30,7 @@ class ModelSpec:
 @dataclass(frozen=True)
 class DataConfig:
     path: str = option("", "shard directory or fsspec URL holding the pipeline's manifest (its output)", resumable=True)
-    seq_len: int = option(contract.DEFAULT_SEQ_LEN, "characters per example (paper: n = 2048); 0: the length the "
+    seq_len: int = option(schema.DEFAULT_SEQ_LEN, "characters per example (paper: n = 2048); 0: the length the "
                           "shards were built with (manifest config.seq_len); longer examples are an error")
     # 1024 = the pipeline's Parquet row group, so a unit decodes exactly one group.
     unit_rows: int = option(1024, "rows per shuffle unit: the epoch order is a seeded shuffle of units (and of the "

@@ -66,9 +66,10 @@ def test_the_driver_takes_a_saved_choice_and_keeps_an_explicit_micro_batch():
         run._saved_micro_batch(_auto(cfg), {"train": {"micro_batch": 3}})
 
 
-def test_the_probe_batch_is_full_length_examples_of_the_requested_size():
+@pytest.mark.parametrize("objective", ["char", "subword"])
+def test_the_probe_batch_is_full_length_examples_of_the_requested_size(objective):
     model_cfg = config.model_config(config.load_config("tiny"))
-    batch = autobatch.probe_batch(model_cfg, "char", 256, 20)
+    batch = autobatch.probe_batch(model_cfg, objective, 256, 20)  # rows the batch builder accepts for either
     assert {len(v) for v in batch.values()} == {20}
     assert bool((batch["attention_mask"].sum(1) == 256).all())  # every example as long as the run's
     assert torch.equal(batch["input_ids"][8:16], batch["input_ids"][:8])  # 8 distinct ones, tiled

@@ -204,7 +204,7 @@ def test_the_default_streams_follow_the_global_batch_and_the_data_not_the_worker
         streams(2, train_units=1000, **{"data.streams": 3})
 
 
-# --- one config source (pipeline/options.py) -----------------------------------------------------
+# --- one config source (contract/options.py) -----------------------------------------------------
 
 
 @pytest.mark.parametrize("name", ["tiny", "small", "base"])
@@ -217,7 +217,7 @@ def test_presets_hold_only_what_differs_from_the_defaults(name):
 
 
 def test_every_field_has_help_and_its_choices_are_checked():
-    from pipeline import options
+    from contract import options
     from pipeline.config import PreprocessConfig
 
     for cls in (PreprocessConfig, config.PretrainConfig, *[f.type for f in dataclasses.fields(config.PretrainConfig)

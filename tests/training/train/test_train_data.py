@@ -9,7 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import contract
+from contract import schema
+from contract.files import file_sha256
 from training.batch import build_batch_numpy
 from training.train import config, data, stream
 
@@ -28,13 +29,13 @@ def test_manifest_is_read_with_shard_urls(contract_shards):
     (lambda m: m["splits"]["validation"]["shards"][0].pop("sha256"), r"splits\.validation\.shards\[0\]\.sha256"),
 ])
 def test_bad_manifest_names_file_and_field(contract_shards, tmp_path, edit, message):
-    with open(os.path.join(contract_shards, contract.MANIFEST)) as f:
+    with open(os.path.join(contract_shards, schema.MANIFEST)) as f:
         manifest = json.load(f)
     edit(manifest)
-    (tmp_path / contract.MANIFEST).write_text(json.dumps(manifest))
+    (tmp_path / schema.MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match=message) as info:
         data.read_manifest(str(tmp_path))
-    assert contract.MANIFEST in str(info.value)
+    assert schema.MANIFEST in str(info.value)
     with pytest.raises(FileNotFoundError, match="canine preprocess"):
         data.read_manifest(str(tmp_path / "nowhere"))
 
@@ -174,7 +175,7 @@ def test_missing_contract_column_names_the_file(contract_shards, tmp_path):
     bad = tmp_path / "bad.parquet"
     pq.write_table(pq.read_table(shard.url).drop(["char_mask_positions"]), bad)
     with pytest.raises(ValueError, match=r"bad\.parquet: columns \['char_mask_positions'\]"):
-        data.read_unit(str(bad), contract.file_sha256(str(bad)), 0, 10)
+        data.read_unit(str(bad), file_sha256(str(bad)), 0, 10)
 
 
 def test_a_corrupt_shard_is_named_with_both_hashes(contract_shards, tmp_path):
@@ -186,7 +187,7 @@ def test_a_corrupt_shard_is_named_with_both_hashes(contract_shards, tmp_path):
         byte = f.read(1)
         f.seek(-1, os.SEEK_CUR)
         f.write(bytes([byte[0] ^ 0xFF]))
-    actual = contract.file_sha256(shard.url)
+    actual = file_sha256(shard.url)
     with pytest.raises(ValueError) as info:
         data.read_unit(shard.url, shard.sha256, 0, 10)
     assert str(info.value).startswith(f"{shard.url}: corrupt shard: its sha256 is {actual}, "
@@ -197,8 +198,8 @@ def test_a_shard_is_hashed_once_per_process_not_per_read(contract_shards, tmp_pa
     data_dir = str(tmp_path / "shards")
     shutil.copytree(contract_shards, data_dir)  # URLs this process has not verified yet
     shards = data.read_manifest(data_dir).splits["train"]
-    hashed, real = [], contract.file_sha256
-    monkeypatch.setattr(contract, "file_sha256", lambda url: hashed.append(url) or real(url))
+    hashed, real = [], file_sha256
+    monkeypatch.setattr(data, "file_sha256", lambda url: hashed.append(url) or real(url))
     for start in range(0, 150, 10):  # 15 reads of 2 shards, past the row-group cache of 4
         data.read_segments(data.segments(data.make_units(shards[:2], 10), shards, start, start + 10, 0, 0))
     assert sorted(hashed) == [shards[0].url]

@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from canine_fixtures import CPU
+from pipeline.synthetic import synthetic_rows
+from training import rundir
 from training.batch import build_batch
 from training.heads import CaninePretrainingModel
-from training.synthetic import synthetic_rows
-from training import rundir
 from training.train import config, engine, failures, guard, run
 from training.train.failures import FAULT_ENV, FAULT_KIND_ENV, FAULT_MARKER
 

@@ -9,9 +9,9 @@ import re
 
 import pytest
 
+from contract import schema
+from contract.lock import OutputLock
 from jobs import cli
-from pipeline.lock import OutputLock
-from pipeline import contract
 from training import rundir
 from training.train import checkpoint, config, metrics
 from training.train.run import pretrain
@@ -47,7 +47,7 @@ def _assert_run_on_store(store, url, summary):
         assert name in files, (name, files)
     assert any(f.startswith("tensorboard/events.out.tfevents.") for f in files)
     assert not any(f.startswith(f"ray_train/checkpoint_{checkpoint.tag(2)}") for f in files)  # keep: 1
-    assert contract.LOCK not in files
+    assert schema.LOCK not in files
     assert summary["finished"] and summary["checkpoint"] == f"{url}/{final}"
     assert summary["hf_export"] == f"{url}/hf" and summary["consolidated"] == f"{url}/final/model_fp32.pt"
     with store.fs().open(f"{url}/summary.json", "rt") as f:
@@ -130,7 +130,7 @@ def test_a_second_driver_on_a_locked_output_refuses_and_names_the_holder(s3_stor
     output = s3_store.url()
     with OutputLock(output, command="another canine pretrain --output " + output):
         code = cli.main(["pretrain", "--data", contract_shards, "--output", output, "--max-steps", "2"])
-        assert _files(s3_store, output) == [contract.LOCK]  # nothing written beside the holder's lock
+        assert _files(s3_store, output) == [schema.LOCK]  # nothing written beside the holder's lock
     assert code == 2
     err = capsys.readouterr().err
     assert f"output {output} is locked by another run" in err and "another canine pretrain" in err

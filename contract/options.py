@@ -6,8 +6,8 @@ type-driven parser of settings given as text (a YAML file, `--set KEY=VALUE`, a 
 
 Both configs use it (pipeline/config.py's PreprocessConfig, training/train/schema.py's
 PretrainConfig), and `jobs/flags.py` makes the command-line flags from the same fields, so a
-default, a choice or a help text is written once. Like
-contract.py, a leaf module: it imports nothing of the project, so training may use it.
+default, a choice or a help text is written once. A leaf module: it imports nothing, not even
+the rest of the contract.
 """
 
 import dataclasses

@@ -4,9 +4,9 @@
     m.splits["train"].shards[0].sha256, m.languages["en"].kept, m.seq_len
     write_manifest(directory, m)       # atomically, last of all the output's files
 
-The pipeline writes it (pipeline/output.py), the synthetic shards too (training/synthetic.py);
+The pipeline writes it (pipeline/output.py), the synthetic shards too (pipeline/synthetic.py);
 `canine inspect`, `canine validate`, `canine report` and the trainer (training/train/data.py)
-read it. It imports only the contract, so the training side may use it. The JSON is part of the
+read it. It imports only the rest of the contract and fsspec. The JSON is part of the
 output: `to_json` gives the bytes the pipeline has always written (keys sorted, indent 1,
 UTF-8), so an output stays byte-identical.
 """
@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 import fsspec
 
-from pipeline import contract
+from contract import schema
+from contract.files import atomic_write
 
 
 class ManifestError(ValueError):
@@ -42,7 +43,7 @@ class Split:
 
 @dataclass(frozen=True)
 class Language:
-    """One language's page accounting: pages_read = the sum of contract.PAGE_OUTCOMES."""
+    """One language's page accounting: pages_read = the sum of schema.PAGE_OUTCOMES."""
 
     pages_read: int
     redirects: int
@@ -53,14 +54,14 @@ class Language:
     examples: int  # rows of this language over both splits
     sampling_weight: float  # share^alpha smoothing (PreprocessConfig.alpha), rounded to 6 places
     replaced_characters: int  # input characters that aliased a special codepoint
-    dropped: dict[str, int]  # contract.CONSTRUCT_DROPS reason -> constructs removed from kept pages
+    dropped: dict[str, int]  # schema.CONSTRUCT_DROPS reason -> constructs removed from kept pages
 
     def accounting_error(self) -> str | None:
         """What breaks the identity pages_read = sum of the outcomes, or None."""
-        parts = sum(getattr(self, k) for k in contract.PAGE_OUTCOMES)
+        parts = sum(getattr(self, k) for k in schema.PAGE_OUTCOMES)
         if self.pages_read == parts:
             return None
-        return f"pages_read {self.pages_read} != {' + '.join(contract.PAGE_OUTCOMES)} = {parts}"
+        return f"pages_read {self.pages_read} != {' + '.join(schema.PAGE_OUTCOMES)} = {parts}"
 
 
 @dataclass(frozen=True)
@@ -71,13 +72,13 @@ class FileRef:
 
 @dataclass(frozen=True)
 class Manifest:
-    schema_version: int  # contract.SCHEMA_VERSION
+    schema_version: int  # schema.SCHEMA_VERSION
     config: dict  # the pipeline config's fingerprint (PreprocessConfig.fingerprint(): JSON data)
     config_sha256: str  # config_sha256(config): the data's identity, checked by a resumed training run
-    splits: dict[str, Split]  # contract.SPLITS
+    splits: dict[str, Split]  # schema.SPLITS
     languages: dict[str, Language]  # sorted by code
-    tokenizer: FileRef  # the CANINE-S WordPiece vocabulary (contract.TOKENIZER)
-    rejects: tuple[str, ...]  # rejects files (contract.REJECTS/<lang>.jsonl), relative paths
+    tokenizer: FileRef  # the CANINE-S WordPiece vocabulary (schema.TOKENIZER)
+    rejects: tuple[str, ...]  # rejects files (schema.REJECTS/<lang>.jsonl), relative paths
 
     @property
     def seq_len(self) -> int:
@@ -91,12 +92,12 @@ class Manifest:
         return json.dumps(self.to_dict(), indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")
 
     @classmethod
-    def from_dict(cls, raw, where: str = contract.MANIFEST) -> "Manifest":
+    def from_dict(cls, raw, where: str = schema.MANIFEST) -> "Manifest":
         """Check `raw` (parsed JSON) against the schema; ManifestError names `where` and the field."""
         fields = _Fields(raw, where, "")
         version = fields.get("schema_version", int)
-        if version != contract.SCHEMA_VERSION:
-            raise ManifestError(f"{where}: schema_version {version!r}, this version reads {contract.SCHEMA_VERSION}")
+        if version != schema.SCHEMA_VERSION:
+            raise ManifestError(f"{where}: schema_version {version!r}, this version reads {schema.SCHEMA_VERSION}")
         m = cls(
             schema_version=version,
             config=fields.get("config", dict),
@@ -119,7 +120,7 @@ def config_sha256(config: dict) -> str:
 
 
 def manifest_url(directory: str) -> str:
-    return f"{directory.rstrip('/')}/{contract.MANIFEST}"
+    return f"{directory.rstrip('/')}/{schema.MANIFEST}"
 
 
 def read_manifest(directory: str) -> Manifest:
@@ -140,8 +141,8 @@ def read_manifest(directory: str) -> Manifest:
 
 
 def write_manifest(directory: str, manifest: Manifest) -> None:
-    """Readers see no manifest or a whole one (contract.atomic_write)."""
-    contract.atomic_write(manifest_url(directory), manifest.to_json())
+    """Readers see no manifest or a whole one (atomic_write)."""
+    atomic_write(manifest_url(directory), manifest.to_json())
 
 
 # --- reading, field by field -------------------------------------------------------------------
@@ -185,7 +186,7 @@ class _Fields:
     def no_others(self) -> None:
         extra = sorted(set(self.raw) - self.seen)
         if extra:
-            raise ManifestError(f"{self.where}: {self._name(extra[0])}: not a field of schema {contract.SCHEMA_VERSION}")
+            raise ManifestError(f"{self.where}: {self._name(extra[0])}: not a field of schema {schema.SCHEMA_VERSION}")
 
 
 def _read(cls, fields: _Fields, **nested):
@@ -198,7 +199,7 @@ def _read(cls, fields: _Fields, **nested):
 
 def _splits(fields: _Fields) -> dict[str, Split]:
     out = {}
-    for name in contract.SPLITS:
+    for name in schema.SPLITS:
         # A missing split reads as an empty one, so the error names what a reader needs: its shards.
         fields.seen.add(name)
         split = _Fields(fields.raw.get(name, {}), fields.where, fields._name(name))

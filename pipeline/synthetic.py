@@ -1,7 +1,7 @@
 """Synthetic rows and shard directories in the shard contract's format, for tests, benchmarks and
 smoke runs without real data:
 
-    table = synthetic_rows(8, 300)      # a pyarrow Table of random-letter examples (contract.SCHEMA)
+    table = synthetic_rows(8, 300)      # a pyarrow Table of random-letter examples (schema.SCHEMA)
     write_contract_shards(root)         # what `canine preprocess` writes: manifest, shards, tokenizer
 
 Only the text is made up. It stands in for the pipeline's output, so the rest is the pipeline's
@@ -9,8 +9,8 @@ own steps: examples are `[CLS] A [SEP] [B SEP]`, a WordPiece vocabulary is train
 text (pipeline/tokenizer.py), and every mask plan comes from pipeline/masks.py: 15% of whitespace
 spans (at most 320 characters), 15% of subwords (at most 80) with 80/10/10 actions and
 same-length replacements, drawn from each example's counter-based random numbers. So every code
-path of training/batch.py runs on rows that `canine validate` accepts. (The one place in
-training/ that imports pipeline modules other than the contract's: none of them needs Beam.)
+path of training/batch.py runs on rows that `canine validate` accepts. It makes shards, so it is
+the pipeline's (none of these steps needs Beam); training/ never imports it, only its tests do.
 """
 
 import hashlib
@@ -19,17 +19,19 @@ import os
 import numpy as np
 import pyarrow.parquet as pq
 
-from pipeline import contract, masks, shards
+from contract import schema
+from contract.files import file_sha256
+from contract.manifest import FileRef, Language, Manifest, Shard, Split, config_sha256, write_manifest
+from pipeline import masks, shards
 from pipeline.examples import PackedExample, text_to_codepoints
-from pipeline.manifest import FileRef, Language, Manifest, Shard, Split, config_sha256, write_manifest
 from pipeline.tokenizer import train_wordpiece
 
 
 def _example(page: int, texts: list[str], sop_label: int) -> PackedExample:
     """One page's example: CLS A SEP, or CLS A SEP B SEP with segment ids 0 / 1."""
-    cps, segments = [np.array([contract.CLS], np.int32)], [np.zeros(1, np.int8)]
+    cps, segments = [np.array([schema.CLS], np.int32)], [np.zeros(1, np.int8)]
     for segment, text in enumerate(texts):
-        cps += [text_to_codepoints(text), np.array([contract.SEP], np.int32)]
+        cps += [text_to_codepoints(text), np.array([schema.SEP], np.int32)]
         segments.append(np.full(len(text) + 1, segment, np.int8))
     return PackedExample([page], np.concatenate(cps), np.concatenate(segments), sop_label, 0)
 
@@ -46,8 +48,8 @@ def _rows(examples: list[tuple[str, PackedExample]], seed: int, tokenizer) -> li
 
 def _sop_label(rng, pair: bool) -> int:
     if not pair:
-        return contract.SOP_NO_PAIR
-    return contract.SOP_SWAPPED if rng.random() < 0.5 else contract.SOP_IN_ORDER
+        return schema.SOP_NO_PAIR
+    return schema.SOP_SWAPPED if rng.random() < 0.5 else schema.SOP_IN_ORDER
 
 
 def synthetic_rows(num_rows: int, length: int, seed: int = 0, vocab_size: int = 1000,
@@ -104,7 +106,7 @@ def _page(rng, lang: str, index: int, seq_len: int) -> PackedExample:
     if pair:
         texts.append(_sentence(rng, lang, budget - len(texts[0]) - 1))
     sop = _sop_label(rng, pair)
-    return _example(index, texts[::-1] if sop == contract.SOP_SWAPPED else texts, sop)
+    return _example(index, texts[::-1] if sop == schema.SOP_SWAPPED else texts, sop)
 
 
 def _write_shard(root: str, rel: str, rows: list[dict]) -> Shard:
@@ -117,14 +119,14 @@ def _write_shard(root: str, rel: str, rows: list[dict]) -> Shard:
 
 def write_contract_shards(root: str, seed: int = 0, seq_len: int = SEQ_LEN, train_rows=TRAIN_SHARD_ROWS,
                           validation_rows: int = VALIDATION_ROWS) -> str:
-    """Write what `canine preprocess` writes (pipeline/contract.py) under `root`, from synthetic
+    """Write what `canine preprocess` writes (contract/schema.py) under `root`, from synthetic
     multilingual text (one page per example); returns `root`. The tests' `contract_shards` fixture
     and benchmarks/train_throughput.py use it."""
     os.makedirs(root, exist_ok=True)
     rng = np.random.default_rng(seed)
     langs = sorted(WORDS)
     tokenizer = train_wordpiece([_sentence(rng, lang, 200) for lang in langs for _ in range(50)], vocab_size=300)
-    tokenizer.save(os.path.join(root, contract.TOKENIZER))
+    tokenizer.save(os.path.join(root, schema.TOKENIZER))
     splits, index, examples = {}, 0, dict.fromkeys(langs, 0)
     for split, sizes in (("train", tuple(train_rows)), ("validation", (validation_rows,))):
         os.makedirs(os.path.join(root, split), exist_ok=True)
@@ -137,12 +139,12 @@ def write_contract_shards(root: str, seed: int = 0, seq_len: int = SEQ_LEN, trai
                 examples[lang] += 1
             written.append(_write_shard(root, f"{split}/part-{s:05d}.parquet", _rows(pages, seed, tokenizer)))
         splits[split] = Split(sum(s.rows for s in written), sum(s.codepoints for s in written), tuple(written))
-    config = {"seq_len": seq_len, "seed": seed, "fixture": "training/synthetic.py"}
+    config = {"seq_len": seq_len, "seed": seed, "fixture": "pipeline/synthetic.py"}
     write_manifest(root, Manifest(
-        schema_version=contract.SCHEMA_VERSION, config=config, config_sha256=config_sha256(config), splits=splits,
+        schema_version=schema.SCHEMA_VERSION, config=config, config_sha256=config_sha256(config), splits=splits,
         languages={lang: Language(pages_read=n, redirects=0, non_article=0, parse_errors=0, empty=0, kept=n,
                                   examples=n, sampling_weight=1.0, replaced_characters=0,
-                                  dropped=dict.fromkeys(contract.CONSTRUCT_DROPS, 0)) for lang, n in examples.items()},
-        tokenizer=FileRef(contract.TOKENIZER, contract.file_sha256(os.path.join(root, contract.TOKENIZER))),
+                                  dropped=dict.fromkeys(schema.CONSTRUCT_DROPS, 0)) for lang, n in examples.items()},
+        tokenizer=FileRef(schema.TOKENIZER, file_sha256(os.path.join(root, schema.TOKENIZER))),
         rejects=()))
     return root

@@ -1,13 +1,14 @@
-"""The synthetic rows and shard directories (training/synthetic.py): mask plans by the pipeline's own
+"""The synthetic rows and shard directories (pipeline/synthetic.py): mask plans by the pipeline's own
 rule (pipeline/masks.py), rows and outputs that `canine validate` accepts."""
 
 import numpy as np
 
-from pipeline import contract, masks
+from contract import schema
+from contract.manifest import read_manifest
+from pipeline import masks
 from pipeline.examples import PackedExample
-from pipeline.manifest import read_manifest
+from pipeline.synthetic import synthetic_rows
 from pipeline.validate import Problems, check_rows, validate
-from training.synthetic import synthetic_rows
 
 
 def test_contract_shards_are_a_valid_output(contract_shards):
@@ -25,13 +26,13 @@ def test_synthetic_rows_are_planned_by_the_pipelines_rule():
     assert problems.items == []
     rows = table.to_pylist()
     assert all(200 <= len(r["codepoints"]) <= 300 for r in rows)
-    assert [r["sop_label"] == contract.SOP_NO_PAIR for r in rows] == [True, False] * 3
+    assert [r["sop_label"] == schema.SOP_NO_PAIR for r in rows] == [True, False] * 3
     for r in rows:  # CANINE-C's plan is masks.py's for that example: seed 4, its page, part 0, copy 0
         ex = PackedExample(r["page_ids"], np.array(r["codepoints"], np.int32), np.array(r["segment_ids"], np.int8),
                            r["sop_label"], 0)
         assert masks.plan_example(ex, "xx", 0, 4, tokenizer=None)["char_mask_positions"].tolist() == r["char_mask_positions"]
     actions = np.concatenate([r["subword_actions"] for r in rows])
-    assert set(actions.tolist()) == {contract.ACTION_MASK, contract.ACTION_RANDOM, contract.ACTION_KEEP}
+    assert set(actions.tolist()) == {schema.ACTION_MASK, schema.ACTION_RANDOM, schema.ACTION_KEEP}
     assert max(max(r["subword_ids"]) for r in rows) < 500
     assert table.equals(synthetic_rows(6, 300, seed=4, vocab_size=500, min_length=200))
     assert not table.equals(synthetic_rows(6, 300, seed=5, vocab_size=500, min_length=200))

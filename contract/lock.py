@@ -40,11 +40,12 @@ import uuid
 
 import fsspec
 
-from pipeline import contract
+from contract import schema
+from contract.files import atomic_write, is_local
 
 logger = logging.getLogger(__name__)
 
-LOCK_NAME = contract.LOCK
+LOCK_NAME = schema.LOCK
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +126,7 @@ class OutputLock:
 
     def _create(self, data: bytes) -> None:
         """Create the lock file with `data`, or raise FileExistsError; never leaves it empty."""
-        if contract.is_local(self._fs):
+        if is_local(self._fs):
             tmp = f"{self._path}.{self._owner}.tmp"
             with open(tmp, "wb") as f:
                 f.write(data)
@@ -308,7 +309,7 @@ def _replace_if_unchanged(fs, path: str, data: bytes, version: str | None) -> bo
             return False
         fs.invalidate_cache(path)
         return True
-    contract.atomic_write(fs.unstrip_protocol(path), data)
+    atomic_write(fs.unstrip_protocol(path), data)
     return True
 
 

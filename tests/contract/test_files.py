@@ -1,4 +1,5 @@
-"""contract.atomic_write: a crash leaves the old content or the new, never part; no temp file stays."""
+"""contract/files.py: atomic_write (a crash leaves the old content or the new, never part; no temp file
+stays) and redact (credentials in URLs masked, nothing else)."""
 
 import os
 import uuid
@@ -6,13 +7,13 @@ import uuid
 import fsspec
 import pytest
 
-from pipeline import contract
+from contract.files import atomic_write, is_local, redact
 
 
 def test_local_write_replaces_whole_and_keeps_the_umask_mode(tmp_path):
     path = tmp_path / "run" / "summary.json"
-    contract.atomic_write(str(path), b"old")
-    contract.atomic_write(str(path), b"new")
+    atomic_write(str(path), b"old")
+    atomic_write(str(path), b"new")
     assert path.read_bytes() == b"new" and os.listdir(path.parent) == ["summary.json"]
     umask = os.umask(0)
     os.umask(umask)
@@ -21,7 +22,7 @@ def test_local_write_replaces_whole_and_keeps_the_umask_mode(tmp_path):
 
 def test_a_crash_before_the_rename_leaves_the_old_file(tmp_path, monkeypatch):
     path = tmp_path / "config.yaml"
-    contract.atomic_write(str(path), b"old")
+    atomic_write(str(path), b"old")
 
     def crash(src, dst):
         assert open(src, "rb").read() == b"new"  # written in full beside it, then renamed
@@ -29,7 +30,7 @@ def test_a_crash_before_the_rename_leaves_the_old_file(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(KeyboardInterrupt):
-        contract.atomic_write(str(path), b"new")
+        atomic_write(str(path), b"new")
     assert path.read_bytes() == b"old" and os.listdir(tmp_path) == ["config.yaml"]
 
 
@@ -38,5 +39,14 @@ def test_a_remote_write_is_one_whole_object(monkeypatch):
     fs, path = fsspec.core.url_to_fs(url)
     calls, real = [], type(fs).pipe_file
     monkeypatch.setattr(type(fs), "pipe_file", lambda self, p, data, **kw: calls.append(p) or real(self, p, data, **kw))
-    contract.atomic_write(url, b"{}\n")
-    assert not contract.is_local(fs) and calls == [path] and fs.cat_file(path) == b"{}\n"
+    atomic_write(url, b"{}\n")
+    assert not is_local(fs) and calls == [path] and fs.cat_file(path) == b"{}\n"
+
+
+def test_redact_masks_credentials_in_urls_only():
+    text = ("https://alice:pw1@h.example/x.xml?X-Amz-Signature=sig1&X-Amz-Date=20261101&X-Amz-Credential=AKIA/x "
+            "gs://b/o?x=1&sig=sig2 s3://bucket/plain/path")
+    masked = redact(text)
+    for secret in ("alice", "pw1", "sig1", "AKIA", "sig2"):
+        assert secret not in masked
+    assert "X-Amz-Date=20261101" in masked and "s3://bucket/plain/path" in masked and "gs://b/o?x=1" in masked

@@ -1,10 +1,10 @@
-"""pipeline/options.py: config fields that carry their help, and the one parser of settings given as text."""
+"""contract/options.py: config fields that carry their help, and the one parser of settings given as text."""
 
 import dataclasses
 
 import pytest
 
-from pipeline import options
+from contract import options
 
 
 @dataclasses.dataclass(frozen=True)

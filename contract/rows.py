@@ -10,7 +10,7 @@ so each rule is a few array operations over a whole batch, not a loop over its r
 need the pipeline's own definitions and only validate checks them: char_mask_positions cover
 whole whitespace spans (pipeline/masks.py), and subword spans are the tokenizer's.
 
-Imports only the contract, so the training side may use it.
+Imports only the rest of the contract, numpy and pyarrow.
 """
 
 from dataclasses import dataclass
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from pipeline import contract
+from contract import schema
 
 SUBWORD_COLUMNS = ("subword_starts", "subword_lengths", "subword_ids", "subword_predict_offsets", "subword_actions")
-_ACTIONS = (contract.ACTION_MASK, contract.ACTION_RANDOM, contract.ACTION_KEEP)
+_ACTIONS = (schema.ACTION_MASK, schema.ACTION_RANDOM, schema.ACTION_KEEP)
 _OUTSIDE = "position outside the example (must be in 1..length-1; 0 is CLS)"
 
 
@@ -103,8 +103,8 @@ def check(rows: Rows, seq_len: int, **kw) -> None:
 
 
 def violations(rows: Rows, seq_len: int, *, char: bool = True, subword: bool = True,
-               max_char_predictions: int = contract.MAX_CHAR_PREDICTIONS,
-               max_subword_predictions: int = contract.MAX_SUBWORD_PREDICTIONS, vocab_size: int | None = None,
+               max_char_predictions: int = schema.MAX_CHAR_PREDICTIONS,
+               max_subword_predictions: int = schema.MAX_SUBWORD_PREDICTIONS, vocab_size: int | None = None,
                more=()):
     """Every rule each row breaks (a Violation, in rule order), over the layout columns and the
     CANINE-C (`char`) and CANINE-S (`subword`) plans. A row that breaks a shape rule (lengths and
@@ -188,10 +188,10 @@ def _layout(k: Columns, sop_labels):
     """CLS A SEP [B SEP]: no other special codepoint, segment ids 0 up to the first SEP and 1 after
     it, a sentence-order label that fits."""
     cps, starts, ends = k.cps, k.offsets[:-1], k.offsets[1:]
-    sep = cps == contract.SEP
+    sep = cps == schema.SEP
     allowed = sep.copy()
-    allowed[starts] = cps[starts] == contract.CLS
-    stray = np.bincount(k.row_of(np.flatnonzero(contract.is_aliased(cps) & ~allowed)), minlength=len(starts)) > 0
+    allowed[starts] = cps[starts] == schema.CLS
+    stray = np.bincount(k.row_of(np.flatnonzero(schema.is_aliased(cps) & ~allowed)), minlength=len(starts)) > 0
     yield from k.bad_rows(stray | ~allowed[starts] | ~sep[ends - 1], "codepoints",
                           "codepoints must be CLS text SEP [text SEP] with no other special or aliased codepoint")
     at = np.flatnonzero(sep)
@@ -211,8 +211,8 @@ def _layout(k: Columns, sop_labels):
     if sop_labels:
         label = np.asarray(sop_labels, dtype=np.int64)[k.rows_of]
         pair = seps == 2
-        wrong = ~np.isin(label, (contract.SOP_IN_ORDER, contract.SOP_SWAPPED, contract.SOP_NO_PAIR))
-        wrong |= (label == contract.SOP_NO_PAIR) == pair
+        wrong = ~np.isin(label, (schema.SOP_IN_ORDER, schema.SOP_SWAPPED, schema.SOP_NO_PAIR))
+        wrong |= (label == schema.SOP_NO_PAIR) == pair
         yield from k.bad_rows(wrong, "sop_label",
                               lambda r: f"sop_label {label[r]} does not fit {'a pair' if pair[r] else 'one segment'}")
 
@@ -223,7 +223,7 @@ def _char(k: Columns):
     pos, offsets, row, inside = k.positions(name)
     yield from k.bad_items(~inside, offsets, name, _OUTSIDE)
     yield from k.bad_items(_not_after(pos, offsets, pos), offsets, name, "positions not strictly increasing")
-    special = contract.is_aliased(k.cps[np.where(inside, k.offsets[row] + pos, 0)]) & inside
+    special = schema.is_aliased(k.cps[np.where(inside, k.offsets[row] + pos, 0)]) & inside
     yield from k.bad_items(special, offsets, name, "position on a special codepoint")
 
 
@@ -244,7 +244,7 @@ def _subword(k: Columns, vocab_size: int | None):
     yield from k.bad_items(unknown, offsets, "subword_ids", f"id outside the vocabulary ({vocab_size or '?'} subwords)")
     _, rep_offsets = k.ragged("subword_replacements")
     got = np.diff(rep_offsets)
-    want = np.bincount(row, weights=np.where(actions == contract.ACTION_RANDOM, lengths, 0),
+    want = np.bincount(row, weights=np.where(actions == schema.ACTION_RANDOM, lengths, 0),
                        minlength=len(got)).astype(np.int64)
     yield from k.bad_rows(got != want, "subword_replacements",
                           lambda r: f"total length {got[r]} differs from the summed lengths of its ACTION_RANDOM "

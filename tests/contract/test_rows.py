@@ -1,17 +1,17 @@
-"""The contract's row rules (pipeline/rows.py): each broken row named once, at its row, field and index,
+"""The contract's row rules (contract/rows.py): each broken row named once, at its row, field and index,
 among good ones; shape errors keep a row out of the rules on values."""
 
 import pyarrow as pa
 import pytest
 
-from pipeline import contract
-from pipeline.rows import RowError, Rows, check, violations
+from contract import schema
+from contract.rows import RowError, Rows, check, violations
 
 from contract_rows import columns, contract_row
 
-CLS, SEP, MASK = contract.CLS, contract.SEP, contract.MASK
+CLS, SEP, MASK = schema.CLS, schema.SEP, schema.MASK
 a, b, c, d, e, f, sp = map(ord, "abcdef ")
-GOOD = contract_row("good", "ab cd ef", char_positions=[4, 5], subwords=[(1, 2, 7, 0, contract.ACTION_MASK)])
+GOOD = contract_row("good", "ab cd ef", char_positions=[4, 5], subwords=[(1, 2, 7, 0, schema.ACTION_MASK)])
 PAIR = [CLS, a, b, SEP, c, d, sp, e, f, SEP]  # two segments
 
 
@@ -24,9 +24,9 @@ PAIR = [CLS, a, b, SEP, c, d, sp, e, f, SEP]  # two segments
     ({"codepoints": [CLS, a, b, SEP, c, d, SEP, e, f, SEP], "segment_ids": [0] * 4 + [1] * 6}, "codepoints", None,
      "3 SEPs (expected 1 or 2)"),
     ({"segment_ids": [0, 0, 0, 1] + [0] * 6}, "segment_ids", 3, "0 up to the first SEP and 1 after it"),
-    ({"codepoints": PAIR, "sop_label": contract.SOP_IN_ORDER}, "segment_ids", 4, "0 up to the first SEP and 1 after"),
+    ({"codepoints": PAIR, "sop_label": schema.SOP_IN_ORDER}, "segment_ids", 4, "0 up to the first SEP and 1 after"),
     ({"codepoints": PAIR, "segment_ids": [0] * 4 + [1] * 6}, "sop_label", None, "sop_label -1 does not fit a pair"),
-    ({"sop_label": contract.SOP_SWAPPED}, "sop_label", None, "sop_label 1 does not fit one segment"),
+    ({"sop_label": schema.SOP_SWAPPED}, "sop_label", None, "sop_label 1 does not fit one segment"),
     ({"char_mask_positions": [0]}, "char_mask_positions", 0, "outside the example"),
     ({"char_mask_positions": [5, 4]}, "char_mask_positions", 1, "not strictly increasing"),
     ({"char_mask_positions": [9]}, "char_mask_positions", 0, "on a special codepoint"),
@@ -49,7 +49,7 @@ def test_each_broken_row_is_named_once_among_good_ones(change, field, index, pro
 
 def test_good_rows_pass_in_every_container():
     table = pa.Table.from_pylist([GOOD, {**GOOD, "codepoints": PAIR, "segment_ids": [0] * 4 + [1] * 6,
-                                          "sop_label": contract.SOP_SWAPPED}], schema=contract.SCHEMA)
+                                          "sop_label": schema.SOP_SWAPPED}], schema=schema.SCHEMA)
     for rows in (table, table.to_batches()[0], table.to_pydict()):
         assert list(violations(Rows(rows), 32, vocab_size=8)) == []
     assert [v.field for v in violations(Rows(table), 32, vocab_size=7)] == ["subword_ids"] * 2  # id 7 of 7
@@ -72,7 +72,7 @@ def test_shape_errors_keep_a_row_from_the_value_rules_and_more_rules_see_clean_r
 def test_missing_and_null_columns_are_named():
     with pytest.raises(RowError, match="lack contract column"):
         Rows({"example_id": ["x"], "codepoints": [[CLS, SEP]]})
-    table = pa.Table.from_pylist([GOOD], schema=contract.SCHEMA)
+    table = pa.Table.from_pylist([GOOD], schema=schema.SCHEMA)
     nulls = table.set_column(table.schema.get_field_index("char_mask_positions"), "char_mask_positions",
                              pa.array([None], pa.list_(pa.int32())))
     with pytest.raises(RowError, match="'char_mask_positions': null list at row 0"):

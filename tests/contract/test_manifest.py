@@ -1,14 +1,15 @@
-"""The manifest's record (pipeline/manifest.py): round trip, the exact bytes, errors naming file and field."""
+"""The manifest's record (contract/manifest.py): round trip, the exact bytes, errors naming file and field."""
 
 import dataclasses
 import json
 
 import pytest
 
-from pipeline import contract, output
-from pipeline.config import PreprocessConfig
-from pipeline.manifest import (FileRef, Language, Manifest, ManifestError, Shard, Split, config_sha256, read_manifest,
+from contract import schema
+from contract.manifest import (FileRef, Language, Manifest, ManifestError, Shard, Split, config_sha256, read_manifest,
                                write_manifest)
+from pipeline import output
+from pipeline.config import PreprocessConfig
 
 
 def small_manifest() -> Manifest:
@@ -16,16 +17,16 @@ def small_manifest() -> Manifest:
     shard = Shard("train/part-00000-of-00001.parquet", rows=3, codepoints=1200, sha256="a" * 64)
     empty = Split(rows=0, codepoints=0, shards=())
     de = Language(pages_read=5, redirects=1, non_article=0, parse_errors=1, empty=0, kept=3, examples=3,
-                  sampling_weight=1.0, replaced_characters=2, dropped=dict.fromkeys(contract.CONSTRUCT_DROPS, 0))
-    return Manifest(schema_version=contract.SCHEMA_VERSION, config=config, config_sha256=config_sha256(config),
+                  sampling_weight=1.0, replaced_characters=2, dropped=dict.fromkeys(schema.CONSTRUCT_DROPS, 0))
+    return Manifest(schema_version=schema.SCHEMA_VERSION, config=config, config_sha256=config_sha256(config),
                     splits={"train": Split(3, 1200, (shard,)), "validation": empty}, languages={"de": de},
-                    tokenizer=FileRef(contract.TOKENIZER, "b" * 64), rejects=(f"{contract.REJECTS}/de.jsonl",))
+                    tokenizer=FileRef(schema.TOKENIZER, "b" * 64), rejects=(f"{schema.REJECTS}/de.jsonl",))
 
 
 def test_round_trip_keeps_the_record_and_the_bytes(tmp_path):
     m = small_manifest()
     write_manifest(str(tmp_path), m)
-    data = (tmp_path / contract.MANIFEST).read_bytes()
+    data = (tmp_path / schema.MANIFEST).read_bytes()
     # The pipeline's format, which shards published before this record existed also have.
     assert data == json.dumps(m.to_dict(), indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")
     assert "Überblick".encode() in data
@@ -38,7 +39,7 @@ def test_round_trip_keeps_the_record_and_the_bytes(tmp_path):
 
 
 def test_language_fields_are_the_contracts_keys():
-    assert tuple(f.name for f in dataclasses.fields(Language)) == contract.LANGUAGE_KEYS + ("dropped",)
+    assert tuple(f.name for f in dataclasses.fields(Language)) == schema.LANGUAGE_KEYS + ("dropped",)
 
 
 def test_config_sha256_is_the_pipeline_configs_own():
@@ -67,22 +68,22 @@ def _broken(edit):
     (lambda m: m.update(run={}), "run: not a field of schema 2"),
 ])
 def test_a_broken_manifest_names_the_file_and_the_field(tmp_path, edit, message):
-    (tmp_path / contract.MANIFEST).write_text(json.dumps(_broken(edit)))
+    (tmp_path / schema.MANIFEST).write_text(json.dumps(_broken(edit)))
     with pytest.raises(ManifestError, match=message) as info:
         read_manifest(str(tmp_path))
-    assert str(info.value).startswith(f"{tmp_path}/{contract.MANIFEST}: ")
+    assert str(info.value).startswith(f"{tmp_path}/{schema.MANIFEST}: ")
 
 
 def test_missing_and_unreadable_manifests(tmp_path):
     with pytest.raises(FileNotFoundError, match="no manifest"):
         read_manifest(str(tmp_path))
     assert output.read_manifest(str(tmp_path)) is None  # the pipeline: nothing published yet
-    (tmp_path / contract.MANIFEST).write_text("{")
+    (tmp_path / schema.MANIFEST).write_text("{")
     with pytest.raises(ManifestError, match="not valid JSON"):
         read_manifest(str(tmp_path))
     legacy = tmp_path / "old"
     legacy.mkdir()
-    (legacy / contract.LEGACY_MANIFEST).write_text("{}")
+    (legacy / schema.LEGACY_MANIFEST).write_text("{}")
     with pytest.raises(output.OutputExistsError, match="schema 1"):
         output.read_manifest(str(legacy))
 

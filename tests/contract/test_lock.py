@@ -13,11 +13,11 @@ import uuid
 
 import pytest
 
-from pipeline.lock import LockConfig, LockHeld, LockLost, OutputLock, _dead_on_this_host, _process_start, read_lock
+from contract.lock import LockConfig, LockHeld, LockLost, OutputLock, _dead_on_this_host, _process_start, read_lock
 
 HOLDER = """
 import sys
-from pipeline.lock import OutputLock
+from contract.lock import OutputLock
 lock = OutputLock(sys.argv[1], command="canine preprocess --dump en:20261101").acquire()
 print("held", flush=True)
 sys.stdin.read()  # hold until the test closes stdin or kills us
@@ -140,7 +140,7 @@ def test_config_rejects_heartbeat_slower_than_ttl():
 
 def test_lock_of_a_dead_process_on_this_host_is_stale_at_once(tmp_path):
     out = tmp_path / "out"
-    code = (f"from pipeline.lock import OutputLock; l = OutputLock({str(out)!r}, command='doomed'); l.acquire(); "
+    code = (f"from contract.lock import OutputLock; l = OutputLock({str(out)!r}, command='doomed'); l.acquire(); "
             "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
     subprocess.run([sys.executable, "-c", code], cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
     assert (out / ".canine.lock").exists()
@@ -200,7 +200,7 @@ def test_s3_create_and_heartbeat_are_conditional(s3_store):
     """On S3 the create is If-None-Match: * and the heartbeat If-Match: <ETag>, both enforced by
     the server (moto's, a real protocol server): a racing creator gets FileExistsError, and a
     holder whose lock changed after it read it cannot write its heartbeat over the change."""
-    from pipeline.lock import _replace_if_unchanged, _version
+    from contract.lock import _replace_if_unchanged, _version
 
     lock = OutputLock(s3_store.url() + "/out").acquire()
     try:
