@@ -1,8 +1,8 @@
 """Parameters and training FLOPs of ALBERT's two switches (Lan et al. 2020, §3.1) on CANINE.
 
-    python benchmarks/albert_counts.py            # base and small presets, seconds, no training
+    python benchmarks/albert_counts.py            # base and small sizes, seconds, no training
 
-For each preset: the default model, `share_layers` (one deep layer applied num_hidden_layers
+For each model size: the default model, `share_layers` (one deep layer applied num_hidden_layers
 times), `embedding_size=128` (ALBERT's E: E-wide hash tables, then Linear(E, d)) and both.
 Parameters are counted from the modules (built on the meta device: no memory, no init);
 FLOPs are training (forward + backward) matmul FLOPs of one CANINE-C example at length 2048
@@ -31,18 +31,18 @@ def counts(preset_name: str, overrides: dict) -> tuple[int, int, int]:
     import torch
 
     from training import flops
-    from training.config import preset
+    from training.canine_config import of_size
     from training.heads import CaninePretrainingModel
     from training.model import num_parameters
 
-    config = preset(preset_name, **overrides)
+    config = of_size(preset_name, **overrides)
     with torch.device("meta"):
         model = CaninePretrainingModel(config, "char")
     return num_parameters(model.encoder), num_parameters(model), flops.pretraining_flops(config, "char", SEQ_LEN)
 
 
 def main() -> int:
-    header = f"| preset | variant | encoder params | + CANINE-C head | train GFLOPs / example (n = {SEQ_LEN}) |"
+    header = f"| model size | variant | encoder params | + CANINE-C head | train GFLOPs / example (n = {SEQ_LEN}) |"
     print(header)
     print("|" + "|".join("---" for _ in range(header.count("|") - 1)) + "|")
     for name in ("base", "small"):

@@ -32,7 +32,7 @@ def main() -> int:
 
     from jobs import quiet
     from pipeline import output
-    from pipeline.config import PreprocessConfig
+    from pipeline.preprocess_config import PreprocessConfig
     from training.train.config import load_config
     from training.train.run import pretrain
 

@@ -40,7 +40,7 @@ if not torch.cuda.is_available():
 from pipeline.synthetic import synthetic_rows  # noqa: E402
 from training import compile_check  # noqa: E402
 from training.batch import build_batch  # noqa: E402
-from training.config import preset  # noqa: E402
+from training.canine_config import of_size  # noqa: E402
 from training.heads import CaninePretrainingModel  # noqa: E402
 
 CHECKS = ("compile", "lamb", "learn", "learn-compiled")
@@ -49,7 +49,7 @@ CHECKS = ("compile", "lamb", "learn", "learn-compiled")
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--checks", default=",".join(CHECKS), help=f"comma list of {', '.join(CHECKS)}")
-    p.add_argument("--config", default="base", help="training config (model preset and recipe): base, small, tiny")
+    p.add_argument("--config", default="base", help="training preset (model size and recipe): base, small, tiny")
     p.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="cpu: run the script's code paths only")
     p.add_argument("--precisions", default="bf16", help="comma list of fp32, bf16 for the compile check")
     p.add_argument("--backend", default="inductor", help="torch.compile backend of the compile check")
@@ -73,7 +73,7 @@ def _model_config(args, objective, dropout=True):
 
     cfg = config.load_config(args.config)
     extra = {} if dropout else {"hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
-    return preset(cfg.model.preset, **{**cfg.model.overrides, **extra},
+    return of_size(cfg.model.size, **{**cfg.model.overrides, **extra},
                   num_subword_vocab=1000 if objective == "subword" else 0)
 
 

@@ -36,7 +36,7 @@ from contract import schema  # noqa: E402
 from pipeline.synthetic import synthetic_rows  # noqa: E402
 from training import kernels  # noqa: E402
 from training.batch import build_batch  # noqa: E402
-from training.config import PRESETS, preset  # noqa: E402
+from training.canine_config import SIZES, of_size  # noqa: E402
 from training.flops import encoder_flops, pretraining_flops  # noqa: E402
 from training.heads import CaninePretrainingModel  # noqa: E402
 from training.model import num_parameters  # noqa: E402
@@ -44,7 +44,7 @@ from training.model import num_parameters  # noqa: E402
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--config", default="small", choices=sorted(PRESETS))
+    p.add_argument("--config", default="small", choices=sorted(SIZES))
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--steps", type=int, default=3, help="timed steps per variant (after --warmup)")
     p.add_argument("--warmup", type=int, default=1)
@@ -100,7 +100,7 @@ def main(argv=None):
     if args.aten_linear:
         kernels.ONEDNN_LINEAR = False
     device = torch.device(args.device)
-    config = preset(args.config, max_position_embeddings=max(args.seq_len, PRESETS[args.config].max_position_embeddings))
+    config = of_size(args.config, max_position_embeddings=max(args.seq_len, SIZES[args.config].max_position_embeddings))
     torch.manual_seed(0)
     rows = synthetic_rows(args.batch, args.seq_len, seed=0)  # full length: every character counts
     batch = {k: v.to(device) for k, v in build_batch(rows, args.seq_len, "char", seed=0,

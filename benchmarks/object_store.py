@@ -33,7 +33,7 @@ import fsspec  # noqa: E402
 from loopback import stores  # noqa: E402
 from preprocess import make_input  # noqa: E402
 from pipeline import job, output  # noqa: E402,F401  (Beam imported before any timing)
-from pipeline.config import PreprocessConfig  # noqa: E402
+from pipeline.preprocess_config import PreprocessConfig  # noqa: E402
 
 
 def preprocess_s(inputs, out: str, workers: int) -> float:

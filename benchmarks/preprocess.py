@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 # a process's one-off imports (~1.2 s for Beam) are not throughput.
 from contract import schema  # noqa: E402,F401
 from pipeline import clean, examples, job, masks, output, sources  # noqa: E402,F401
-from pipeline.config import PreprocessConfig  # noqa: E402
+from pipeline.preprocess_config import PreprocessConfig  # noqa: E402
 from pipeline.tokenizer import WordPieceTokenizer  # noqa: E402
 
 PAGE = re.compile(rb"<page>.*?</page>", re.S)
@@ -141,7 +141,7 @@ def main(argv=None):
         print(f"(a) mwparserfromhell parse + strip_code alone: {rate_a:6.2f} MB/s per core ({t_a:.1f} s)")
 
         t_b = time_job(Path(tmp), args)
-        manifest = output.read_manifest(f"{tmp}/out")
+        manifest = output.published_manifest(f"{tmp}/out")
         rate_b = raw_mb / t_b / args.workers
         rows = sum(s.rows for s in manifest.splits.values())
         cps = sum(s.codepoints for s in manifest.splits.values())

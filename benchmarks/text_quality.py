@@ -59,7 +59,7 @@ sys.path.insert(0, str(ROOT))
 
 from pipeline import sources  # noqa: E402
 from pipeline.clean import clean_page  # noqa: E402
-from pipeline.config import PreprocessConfig  # noqa: E402
+from pipeline.preprocess_config import PreprocessConfig  # noqa: E402
 from pipeline.endmatter import is_end_matter  # noqa: E402
 from pipeline.sections import strip_quotes  # noqa: E402
 

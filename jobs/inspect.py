@@ -40,10 +40,10 @@ def print_manifest(m, as_json: bool = False) -> None:
 
 
 def main(args) -> int:
-    from pipeline.output import OutputExistsError, read_manifest
+    from pipeline.output import OutputExistsError, published_manifest
 
     try:
-        m = read_manifest(args.directory)
+        m = published_manifest(args.directory)
     except (ValueError, OutputExistsError) as e:  # a broken manifest, or schema 1's
         print(f"canine inspect: {redact(str(e))}", file=sys.stderr)
         return 2

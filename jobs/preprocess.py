@@ -6,7 +6,7 @@
     canine preprocess --dump en:latest --dump ko:latest --output gs://bucket/shards   # -> .../en-ko/<date>
     canine preprocess pipeline/sample/*.xml --output out/shards --set seq_len=512 --set keep_tables=true
 
-Flags and `--set` keys are PreprocessConfig's fields (pipeline/config.py), defaults and help included.
+Flags and `--set` keys are PreprocessConfig's fields (pipeline/preprocess_config.py), defaults and help included.
 `preprocess()` is the one entry of every run: dump resolution, the output lock, the Beam job.
 """
 
@@ -17,7 +17,7 @@ import sys
 from contract import options, schema
 from contract.files import redact
 from jobs import flags
-from pipeline.config import PreprocessConfig
+from pipeline.preprocess_config import PreprocessConfig
 
 
 # PreprocessConfig fields with a flag of their own (--seq-len for seq_len); help, type, default from the field.

@@ -56,7 +56,7 @@ def main(args) -> int:
     from contract import options
     from jobs import errors, report
     from jobs.preprocess import preprocess
-    from pipeline.config import PreprocessConfig
+    from pipeline.preprocess_config import PreprocessConfig
     from training import evaluate, rundir
     from training.train.config import load_config
     from training.train.run import pretrain

@@ -49,7 +49,7 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from contract.schema import ALIASED_RANGE, REPLACEMENT_CHARACTER
-from pipeline.config import PreprocessConfig
+from pipeline.preprocess_config import PreprocessConfig
 from pipeline.endmatter import is_end_matter
 from pipeline.render import CELL, DROP_TAGS, TAG_REASONS, render
 from pipeline.sections import split_sections, split_tables, strip_quotes

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from contract import schema
 from contract.files import atomic_write, redact
 from pipeline import clean, sources
-from pipeline.config import PreprocessConfig
+from pipeline.preprocess_config import PreprocessConfig
 from pipeline.hashing import stable_int
 
 _BATCH = 512  # rows per Parquet row group while streaming an item to its cache file

@@ -37,7 +37,7 @@ from apache_beam.metrics import Metrics
 from contract import schema
 from contract.files import atomic_write
 from pipeline import examples, faults, itemcache, masks, shards
-from pipeline.config import PreprocessConfig
+from pipeline.preprocess_config import PreprocessConfig
 from pipeline.elements import (
     Page, Outcome, Replaced, Dropped, Reject, SplitPage, TokenizerPage, SplitLang, PackGroup, Packed, Size,
     Sizing, Sampled, ShardKey, ShardFile, Stat,

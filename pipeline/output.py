@@ -30,7 +30,7 @@ from contract.files import file_sha256, is_local
 from contract.manifest import FileRef, Language, Manifest, Shard, Split, write_manifest
 from contract.manifest import read_manifest as _read_manifest
 from pipeline import faults, runners, sources
-from pipeline.config import PreprocessConfig
+from pipeline.preprocess_config import PreprocessConfig
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def _fs(url):
     return fs, path.rstrip("/")
 
 
-def read_manifest(output: str) -> Manifest | None:
+def published_manifest(output: str) -> Manifest | None:
     """The manifest at `output`, None if there is none yet; OutputExistsError for schema 1's."""
     fs, root = _fs(output)
     if not fs.exists(f"{root}/{schema.MANIFEST}"):
@@ -182,7 +182,7 @@ def prepare(cfg: PreprocessConfig) -> Plan:
 def existing_output(cfg: PreprocessConfig) -> Manifest | None:
     """The manifest already at cfg.output if it was made by this very config, None if there is
     none; OutputExistsError naming what changed if it was made by another."""
-    existing = read_manifest(cfg.output)
+    existing = published_manifest(cfg.output)
     if existing is not None and existing.config_sha256 != cfg.sha256():
         raise OutputExistsError(
             f"{cfg.output} already holds a complete output made with a different config "

@@ -21,7 +21,7 @@ from contract import schema
 from contract.manifest import Manifest, config_sha256
 from contract.rows import RowError, Rows, Violation, violations
 from pipeline.masks import whitespace_spans
-from pipeline.output import OutputExistsError, _fs, read_manifest
+from pipeline.output import OutputExistsError, _fs, published_manifest
 from pipeline.tokenizer import WordPieceTokenizer
 
 MAX_PROBLEMS = 50  # enough to see a pattern; the count says how many more there were
@@ -194,7 +194,7 @@ def validate(output: str) -> tuple[list[str], int, dict]:
     """Returns (first problems, number of problems, summary). An empty list means valid."""
     out = Problems()
     try:
-        manifest = read_manifest(output)
+        manifest = published_manifest(output)
     except (OutputExistsError, ValueError) as e:  # an output of an older schema, a manifest that breaks its own
         out.add(output, str(e))
         return out.items, out.count, {}

@@ -26,7 +26,7 @@ from contract import schema
 from contract.rows import SUBWORD_COLUMNS, RowError, Rows, check
 from contract.splitmix import GOLDEN, MIX1, MIX2, splitmix64, unit_floats
 from training import noise
-from training.config import OBJECTIVES, CanineConfig
+from training.canine_config import OBJECTIVES, CanineConfig
 
 IDENTITY_SPAN_RATE = 0.1  # CANINE-C spans left unmasked but still predicted (paper Figure 2)
 _DEFAULT_BUCKETS = CanineConfig.num_hash_buckets

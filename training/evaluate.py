@@ -39,8 +39,8 @@ from contract import schema
 from contract.files import redact
 from training.batch import build_batch
 from training.heads import CaninePretrainingModel
-from training.train import config as config_mod
-from training.train import data as plan
+from training.train import config
+from training.train import data
 from training.train.checkpoint import load_consolidated
 from training.train.stream import build_seed
 
@@ -53,7 +53,7 @@ def read_rows(shards, limit: int) -> pa.Table:
             break
         n = min(left, shard.rows)
         if n:
-            tables.append(plan.read_unit(shard.url, shard.sha256, 0, n))
+            tables.append(data.read_unit(shard.url, shard.sha256, 0, n))
             left -= n
     if not tables:
         raise ValueError("the split has no rows")
@@ -66,10 +66,10 @@ def load_run(run: str):
     from training.train.loop import seed_all
 
     cfg = rundir.read_config(run)
-    manifest = plan.read_manifest(cfg.data.path)
-    model_cfg = config_mod.model_config(cfg)
+    manifest = data.open_dataset(cfg.data.path)
+    model_cfg = config.model_config(cfg)
     if cfg.train.objective == "subword" and not model_cfg.num_subword_vocab:
-        model_cfg = config_mod.model_config(cfg, plan.vocab_size(manifest.tokenizer_url))
+        model_cfg = config.model_config(cfg, data.vocab_size(manifest.tokenizer_url))
     seed_all(cfg.train.seed)  # as loop.train_loop_per_worker: the run's own starting point
     initial = CaninePretrainingModel(model_cfg, cfg.train.objective).eval()
     pretrained = CaninePretrainingModel(model_cfg, cfg.train.objective)

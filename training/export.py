@@ -61,7 +61,7 @@ def _manifest(data_path: str):
 def model_card(cfg, encoder_config, records: list[dict], manifest, manifest_sha: str | None,
                manifest_missing: str = "") -> str:
     """README.md of an export: what was trained, on what, for how long, and how well."""
-    from training.train import config as config_mod
+    from training.train import config
 
     objective = {"char": "CANINE-C (autoregressive character loss)", "subword": "CANINE-S (subword loss)"}
     langs = sorted(manifest.languages) if manifest else []
@@ -70,7 +70,7 @@ def model_card(cfg, encoder_config, records: list[dict], manifest, manifest_sha:
     if langs:
         front["language"] = langs
     lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", "",
-             f"# CANINE encoder ({cfg.model.preset} preset), pretrained with canine-pretrain", "",
+             f"# CANINE encoder ({cfg.model.size} size), pretrained with canine-pretrain", "",
              f"A `CanineModel` (Clark et al., TACL 2022) pretrained with the {objective[cfg.train.objective]} "
              "objective. Only the encoder is here: the pretraining head is dropped, as the paper does "
              "(§3.2). It reads Unicode codepoints, so the tokenizer has no vocabulary.", "",
@@ -113,7 +113,7 @@ def model_card(cfg, encoder_config, records: list[dict], manifest, manifest_sha:
         lines += [f"| {r['step']} | {r['eval_loss']:.4f} | {r['eval_accuracy']:.4f} |" for r in evals]
     else:
         lines.append("No evaluation was recorded.")
-    config_text = redact(config_mod.to_yaml(cfg)).strip()
+    config_text = redact(config.to_yaml(cfg)).strip()
     lines += ["", "## Run configuration", "", "```yaml", config_text, "```", ""]
     return "\n".join(lines)
 
@@ -128,7 +128,7 @@ def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | No
         raise ExportError(why)
     from training.heads import CaninePretrainingModel
     from training.hf import export_hf
-    from training.train import config as config_mod
+    from training.train import config
     from training.train.checkpoint import load_consolidated
     if cfg is None:
         cfg = rundir.read_config(run)
@@ -143,7 +143,7 @@ def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | No
         raise ExportError(f"{redact(run)} has no consolidated weights ({redact(consolidated)}): "
                           "they are written after the run's last step; finish the run first (canine pretrain with "
                           "the same --output resumes it from its last checkpoint), then export")
-    model = CaninePretrainingModel(config_mod.model_config(cfg), cfg.train.objective)
+    model = CaninePretrainingModel(config.model_config(cfg), cfg.train.objective)
     try:
         load_consolidated(model, consolidated)
     # torch.load of a cut, damaged or foreign file (weights_only refuses anything but tensors with

@@ -7,7 +7,7 @@ Attention is counted over the keys a query may see (blocks of 128 in the local l
 elsewhere, all 2P rows (P with "shifted") in CANINE-C's head layer, i.e. what the kernels compute).
 """
 
-from training.config import CanineConfig
+from training.canine_config import CanineConfig
 
 
 def _layer(config: CanineConfig, queries: int, keys: int, keys_per_query: int) -> int:

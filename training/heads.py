@@ -14,7 +14,7 @@ from torch import nn
 
 from contract import schema
 from training import flops
-from training.config import OBJECTIVES, CanineConfig
+from training.canine_config import OBJECTIVES, CanineConfig
 from training.kernels import Linear, linear, linear_cross_entropy
 from training.model import CanineModel, TransformerLayer, activation, init_weights
 

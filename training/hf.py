@@ -14,7 +14,7 @@ import tempfile
 
 import torch
 
-from training.config import CanineConfig
+from training.canine_config import CanineConfig
 from training.model import CanineModel
 
 # Config fields that mean the same in transformers.CanineConfig and ours (same names on purpose).

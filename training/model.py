@@ -22,7 +22,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from training import flops
-from training.config import HASH_PRIMES, CanineConfig
+from training.canine_config import HASH_PRIMES, CanineConfig
 from training.kernels import Dropout, Linear, attention, linear
 
 # n-gram ids: a rolling polynomial hash of the codepoints, kept below 2**31 so that

@@ -9,7 +9,7 @@ from contract import schema
 from contract.manifest import (FileRef, Language, Manifest, ManifestError, Shard, Split, config_sha256, read_manifest,
                                write_manifest)
 from pipeline import output
-from pipeline.config import PreprocessConfig
+from pipeline.preprocess_config import PreprocessConfig
 
 
 def small_manifest() -> Manifest:
@@ -77,7 +77,7 @@ def test_a_broken_manifest_names_the_file_and_the_field(tmp_path, edit, message)
 def test_missing_and_unreadable_manifests(tmp_path):
     with pytest.raises(FileNotFoundError, match="no manifest"):
         read_manifest(str(tmp_path))
-    assert output.read_manifest(str(tmp_path)) is None  # the pipeline: nothing published yet
+    assert output.published_manifest(str(tmp_path)) is None  # the pipeline: nothing published yet
     (tmp_path / schema.MANIFEST).write_text("{")
     with pytest.raises(ManifestError, match="not valid JSON"):
         read_manifest(str(tmp_path))
@@ -85,7 +85,7 @@ def test_missing_and_unreadable_manifests(tmp_path):
     legacy.mkdir()
     (legacy / schema.LEGACY_MANIFEST).write_text("{}")
     with pytest.raises(output.OutputExistsError, match="schema 1"):
-        output.read_manifest(str(legacy))
+        output.published_manifest(str(legacy))
 
 
 def test_run_result_reads_as_the_printed_json():

@@ -281,7 +281,7 @@ def test_rayjob_entrypoint_resolves_with_dry_run():
 def test_every_shipped_config_resolves_with_dry_run(name, capsys):
     assert cli.main(["pretrain", "--config", name, "--dry-run"]) == 0
     resolved = yaml.safe_load(capsys.readouterr().out)
-    assert resolved["model"]["preset"] and resolved["train"]["global_batch"] >= 1
+    assert resolved["model"]["size"] and resolved["train"]["global_batch"] >= 1
 
 
 # --- DeepSpeed ---------------------------------------------------------------------------------------
@@ -396,14 +396,14 @@ def _script(env):
 @pytest.mark.slow  # the Beam job end to end
 def test_schedule_script_preprocesses_the_languages_in_one_run(tmp_path, make_multistream):
     """The scheduled job for real: latest pinned from the mirror's feeds, one DirectRunner run."""
-    from pipeline.output import read_manifest
+    from pipeline.output import published_manifest
 
     _mirror(make_multistream, tmp_path / "mirror", ["en", "ko"])
     r = _script({"CANINE": f"{sys.executable} -m jobs.cli", "CANINE_LANGUAGES": "ko en",
                  "CANINE_MIRROR": str(tmp_path / "mirror"), "CANINE_OUTPUT": str(tmp_path / "shards"),
                  "CANINE_PREPROCESS_ARGS": "--vocab-size 200 --seq-len 256"})
     assert r.returncode == 0, r.stderr[-3000:]
-    manifest = read_manifest(str(tmp_path / "shards" / "en-ko" / "20261101"))
+    manifest = published_manifest(str(tmp_path / "shards" / "en-ko" / "20261101"))
     assert manifest is not None and set(manifest.languages) == {"en", "ko"}
     assert "done ko:latest en:latest" in r.stderr
     again = _script({"CANINE": f"{sys.executable} -m jobs.cli", "CANINE_LANGUAGES": "en ko",

@@ -73,7 +73,7 @@ def test_help_lists_every_command(capsys):
 
 
 def test_credentials_in_an_input_url_reach_no_message_log_or_manifest(tmp_path, capsys, caplog):
-    from pipeline.config import PreprocessConfig
+    from pipeline.preprocess_config import PreprocessConfig
 
     url = "https://bob:hunter2@127.0.0.1:9/dumps/enwiki-20261101-pages-articles.xml?X-Amz-Signature=deadbeef"
     fingerprint = json.dumps(PreprocessConfig(inputs=(url,), input_fingerprints=((url, 1, "etag:x"),)).fingerprint())

@@ -205,7 +205,7 @@ def _corrupt_shard(t, shards, mp):
     from training.train import config, data, failures, run as run_mod
 
     copy = shutil.copytree(shards, t / "shards")
-    shard = data.read_manifest(str(copy)).splits["train"][0]
+    shard = data.open_dataset(str(copy)).splits["train"][0]
     Path(shard.url).write_bytes(Path(shard.url).read_bytes() + b"damage")
     try:
         data.verify_shard(shard.url, shard.sha256)

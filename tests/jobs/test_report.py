@@ -69,7 +69,7 @@ def test_summary_json_report_and_model_card_print_the_same_figures(tmp_path):
     """One summary of metrics.jsonl (rundir.summarize): the driver's summary.json, canine report
     and the model card print the same numbers, to the digit (they once used three statistics)."""
     from training.export import model_card
-    from training.train import config as config_mod
+    from training.train import config
     from training.train.run import summarize as run_summary
 
     records = write_run(tmp_path)
@@ -77,11 +77,11 @@ def test_summary_json_report_and_model_card_print_the_same_figures(tmp_path):
         r.update(examples_per_s=1.0 + (i * 7919 % 23) / 3, chars_per_s=1000.0 + (i * 104729 % 31) * 17.3,
                  peak_rss_mb=500.0 + i)
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    cfg = config_mod.load_config("tiny", {"output": str(tmp_path), "data.path": str(tmp_path / "shards"),
+    cfg = config.load_config("tiny", {"output": str(tmp_path), "data.path": str(tmp_path / "shards"),
                                           "train.max_steps": 20})
     saved = run_summary(cfg, records)
     shown = report.summarize(str(tmp_path))
-    card = model_card(cfg, config_mod.model_config(cfg), records, None, None, "not here")
+    card = model_card(cfg, config.model_config(cfg), records, None, None, "not here")
     for key in ("loss_start", "loss_end", "final_loss", "eval_loss", "eval_accuracy", "examples_per_s", "chars_per_s"):
         assert saved[key] == shown[key], key
     assert saved["steps"] == 20 and saved["finished"] and saved["peak_rss_mb_per_worker"] == 519.0

@@ -15,7 +15,7 @@ STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
 # stdout: the stages and the summary, in this order, one line each (blank lines between stages)
 STDOUT = [r"\[1/3\] preprocessing the bundled sample .*", r"    \d+ train / \d+ validation examples from .*",
           r"\[2/3\] pretraining tiny CANINE-C .*", r"\[3/3\] summary", r"run  +.*", r"data  +.*", r"loss  +.*",
-          r"validation  +loss .*", r"throughput  +.* characters/s.*", r"curve  +.*/curves\.png",
+          r"validation  +step \d+: loss .*", r"throughput  +.* characters/s.*", r"curve  +.*/curves\.png",
           # canine evaluate's comparison (training/evaluate.py format_evaluation)
           r"held-out  +\d+ validation examples, \d+ masked characters \(CANINE-C\)", r" +accuracy +loss",
           *(rf"  {name} +0\.\d{{3}} +\d+\.\d{{3}}" for name in ("pretrained", "initial", "unigram")),

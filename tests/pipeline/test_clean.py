@@ -8,7 +8,7 @@ import pytest
 
 from contract import schema
 from pipeline.clean import clean_page, escape_aliased, redirect_target, wikitext_to_text
-from pipeline.config import PreprocessConfig
+from pipeline.preprocess_config import PreprocessConfig
 from pipeline.sources import RawPage
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from contract import schema
 from pipeline import faults, output
-from pipeline.config import PreprocessConfig
+from pipeline.preprocess_config import PreprocessConfig
 
 pytestmark = pytest.mark.slow
 

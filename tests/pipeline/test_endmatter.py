@@ -3,7 +3,7 @@
 import pytest
 
 from pipeline.clean import clean_wikitext
-from pipeline.config import PreprocessConfig
+from pipeline.preprocess_config import PreprocessConfig
 from pipeline.endmatter import END_MATTER, is_end_matter
 
 # References, Notes, Bibliography, Further reading, External links, See also, as each wiki titles them.

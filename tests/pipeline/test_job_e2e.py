@@ -12,7 +12,7 @@ import pytest
 
 from contract import schema
 from pipeline import job, output, sources
-from pipeline.config import PreprocessConfig
+from pipeline.preprocess_config import PreprocessConfig
 from pipeline.shards import read_table
 from pipeline.validate import check_row, validate
 

@@ -15,7 +15,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from contract import schema
 from pipeline import itemcache, job
-from pipeline.config import PreprocessConfig
+from pipeline.preprocess_config import PreprocessConfig
 from pipeline.examples import codepoints_to_text, example_id, pack_pages
 from pipeline.hashing import stable_int
 from pipeline.sources import RawPage, plan_work_items

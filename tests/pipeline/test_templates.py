@@ -5,7 +5,7 @@ import pytest
 from contract import schema
 from pipeline import templates
 from pipeline.clean import clean_wikitext, wikitext_to_text
-from pipeline.config import PreprocessConfig
+from pipeline.preprocess_config import PreprocessConfig
 
 RENDERED = {
     # conversions and numbers

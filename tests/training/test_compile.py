@@ -16,7 +16,7 @@ import torch
 from pipeline.synthetic import synthetic_rows
 from training import compile_check
 from training.batch import build_batch
-from training.config import preset
+from training.canine_config import of_size
 from training.heads import CaninePretrainingModel
 
 from canine_fixtures import one_thread  # noqa: F401 (autouse fixture)
@@ -36,7 +36,7 @@ COMBINATIONS = [
 
 
 def _model(objective, reveal, targeted):
-    config = preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, char_reveal=reveal,
+    config = of_size("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, char_reveal=reveal,
                     targeted_upsampling=targeted, sop_loss_weight=1.0,
                     num_subword_vocab=500 if objective == "subword" else 0)
     torch.manual_seed(0)

@@ -13,7 +13,7 @@ import torch
 from contract import schema
 from jobs import cli
 from training import evaluate
-from training.train import config as config_mod
+from training.train import config
 
 from test_export import write_run
 
@@ -115,7 +115,7 @@ def _train_briefly(run: str, data: str, steps: int) -> None:
     from training.train.stream import build_seed
 
     cfg, manifest, _, _ = evaluate.load_run(run)
-    model = CaninePretrainingModel(config_mod.model_config(cfg), "char")
+    model = CaninePretrainingModel(config.model_config(cfg), "char")
     torch.manual_seed(0)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
     rows = evaluate.read_rows(manifest.splits["train"], 400)

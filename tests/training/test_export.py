@@ -16,7 +16,7 @@ from training.export import ExportError, export_run
 from training.heads import CaninePretrainingModel
 from training.hf import EXPORT_MARKER, to_hf_state_dict
 from training.rundir import CONSOLIDATED
-from training.train import config as config_mod
+from training.train import config
 from training.train.checkpoint import save_consolidated
 
 SEQ_LEN = 256
@@ -24,18 +24,18 @@ SEQ_LEN = 256
 
 def write_run(root: str, data: str) -> CaninePretrainingModel:
     """What a finished `canine pretrain` leaves that an export reads, for the tiny model."""
-    cfg = config_mod.load_config("tiny", {"output": root, "data.path": data, "data.seq_len": SEQ_LEN,
+    cfg = config.load_config("tiny", {"output": root, "data.path": data, "data.seq_len": SEQ_LEN,
                                           "train.max_steps": 4, "parallel.workers": 2, "parallel.device": "cpu",
                                           "parallel.precision": "fp32"})
     fs, path = fsspec.core.url_to_fs(root)
     fs.makedirs(path, exist_ok=True)
-    fs.pipe_file(f"{path}/config.yaml", config_mod.to_yaml(cfg).encode())
+    fs.pipe_file(f"{path}/config.yaml", config.to_yaml(cfg).encode())
     records = [{"step": s, "loss": 8.0 - s, "accuracy": 0.01 * s} for s in range(1, 5)]
     records[1].update(eval_loss=6.5, eval_accuracy=0.02)
     records[3].update(eval_loss=5.25, eval_accuracy=0.0625)
     fs.pipe_file(f"{path}/metrics.jsonl", "".join(json.dumps(r) + "\n" for r in records).encode())
     torch.manual_seed(0)
-    model = CaninePretrainingModel(config_mod.model_config(cfg), "char")
+    model = CaninePretrainingModel(config.model_config(cfg), "char")
     save_consolidated(model.state_dict(), f"{root.rstrip('/')}/{CONSOLIDATED}")
     return model
 
@@ -70,7 +70,7 @@ def test_a_run_exports_with_tokenizer_and_model_card(tmp_path, shards, monkeypat
     card = (tmp_path / "run" / "hf" / "README.md").read_text()
     data = read_manifest(shards)
     for expected in ("library_name: transformers", "- en", f"config sha256 `{data.config_sha256}`",
-                     "steps: 4 of 4", "| 2 | 6.5000 | 0.0200 |", "| 4 | 5.2500 | 0.0625 |", "preset: tiny",
+                     "steps: 4 of 4", "| 2 | 6.5000 | 0.0200 |", "| 4 | 5.2500 | 0.0625 |", "size: tiny",
                      f"{SEQ_LEN} characters", f"train {data.splits['train'].rows} examples"):
         assert expected in card, expected
     marker = json.loads((tmp_path / "run" / "hf" / EXPORT_MARKER).read_text())
@@ -113,7 +113,7 @@ def test_pretraining_says_where_it_exported_or_why_not(tmp_path, shards, monkeyp
 
     run = str(tmp_path / "run")
     write_run(run, shards)
-    cfg = config_mod.from_dict(yaml.safe_load((tmp_path / "run" / "config.yaml").read_text()))
+    cfg = config.from_dict(yaml.safe_load((tmp_path / "run" / "config.yaml").read_text()))
     monkeypatch.setitem(sys.modules, "transformers", None)  # as without the [hf] extra
     assert run_mod.export(cfg, f"{run}/{CONSOLIDATED}") is None
     err = capsys.readouterr().err

@@ -7,7 +7,7 @@ import torch
 from pipeline.synthetic import synthetic_rows
 from training import flops
 from training.batch import build_batch
-from training.config import preset
+from training.canine_config import of_size
 from training.heads import CaninePretrainingModel
 
 from canine_fixtures import one_thread  # noqa: F401 (autouse fixture)
@@ -21,7 +21,7 @@ def _batch(objective, config, seed=0, rows=3, length=200):
 
 @pytest.mark.parametrize("reveal", ["two_stream", "shifted"])
 def test_char_head_is_left_to_right_over_the_shuffled_order(reveal):
-    config = preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, char_reveal=reveal)
+    config = of_size("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, char_reveal=reveal)
     model = CaninePretrainingModel(config, "char").eval()
     batch = _batch("char", config)
     with torch.no_grad():
@@ -46,7 +46,7 @@ def test_char_head_binds_each_revealed_character_to_its_position(reveal):
     swap re-pairs characters with other positions and step t's prediction moves."""
     # Weights of std 0.2, so that a re-pairing shows far above rounding (at 0.02 it moves the
     # logits of a fresh model by ~1e-5).
-    config = preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, char_reveal=reveal,
+    config = of_size("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, char_reveal=reveal,
                     initializer_range=0.2)
     torch.manual_seed(0)
     model = CaninePretrainingModel(config, "char").eval()
@@ -61,7 +61,7 @@ def test_char_head_binds_each_revealed_character_to_its_position(reveal):
     assert later if reveal == "two_stream" else not later
 
 
-# ALBERT's two switches together (§3.1; tiny preset: d = 64, E = 32).
+# ALBERT's two switches together (§3.1; tiny size: d = 64, E = 32).
 ALBERT = {"share_layers": True, "embedding_size": 32}
 
 
@@ -69,7 +69,7 @@ ALBERT = {"share_layers": True, "embedding_size": 32}
                          ids=["char", "subword", "char-albert", "subword-albert"])
 def test_loss_falls_when_overfitting_one_batch(objective, switches):
     torch.manual_seed(0)
-    config = preset("tiny", num_subword_vocab=300, **switches)
+    config = of_size("tiny", num_subword_vocab=300, **switches)
     model = CaninePretrainingModel(config, objective).train()
     batch = _batch(objective, config, rows=2, length=160)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
@@ -87,14 +87,14 @@ def test_loss_falls_when_overfitting_one_batch(objective, switches):
 
 
 def test_sop_can_be_switched_off_and_subword_needs_a_vocabulary():
-    config = preset("tiny", sop_loss_weight=0.0)
+    config = of_size("tiny", sop_loss_weight=0.0)
     model = CaninePretrainingModel(config, "char")
     assert model.sop is None
     out = model(_batch("char", config))
     assert out.sop_loss is None and out.sop_count is None
     torch.testing.assert_close(out.loss.detach(), out.objective_loss)
     with pytest.raises(ValueError, match="num_subword_vocab"):
-        CaninePretrainingModel(preset("tiny"), "subword")
+        CaninePretrainingModel(of_size("tiny"), "subword")
     with pytest.raises(ValueError, match="objective"):
         CaninePretrainingModel(config, "mlm")
 
@@ -102,7 +102,7 @@ def test_sop_can_be_switched_off_and_subword_needs_a_vocabulary():
 @pytest.mark.parametrize("E", [0, 32])
 @pytest.mark.parametrize("share_layers", [False, True])
 def test_pretraining_flops_add_the_head(E, share_layers):
-    config = preset("tiny", num_subword_vocab=300, embedding_size=E, share_layers=share_layers)
+    config = of_size("tiny", num_subword_vocab=300, embedding_size=E, share_layers=share_layers)
     char = CaninePretrainingModel(config.replace(char_reveal="two_stream"), "char").num_flops_per_example(2048)
     shifted = CaninePretrainingModel(config.replace(char_reveal="shifted"), "char").num_flops_per_example(2048)
     subword = CaninePretrainingModel(config, "subword").num_flops_per_example(2048)
@@ -120,7 +120,7 @@ def test_pretraining_flops_add_the_head(E, share_layers):
     assert shifted == encoder_only + head
     assert subword < shifted < char
     # Sharing saves parameters, not FLOPs; the factorized embedding adds its projection E -> d.
-    default = preset("tiny")
+    default = of_size("tiny")
     projection = 3 * 2 * 2048 * E * d
     assert encoder_only == flops.encoder_flops(default, 2048, 320) + projection
 
@@ -128,7 +128,7 @@ def test_pretraining_flops_add_the_head(E, share_layers):
 @pytest.mark.parametrize("switches", [{}, ALBERT], ids=["default", "albert"])
 @pytest.mark.parametrize("reveal", ["two_stream", "shifted"])
 def test_pretraining_flop_formula_matches_torch_flop_counter(reveal, switches):
-    config = preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, char_reveal=reveal, **switches)
+    config = of_size("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, char_reveal=reveal, **switches)
     model = CaninePretrainingModel(config, "char")
     batch = _batch("char", config, rows=1, length=128)
     counter = flop_counter()

@@ -10,7 +10,7 @@ from transformers import CanineConfig as HFConfig
 from transformers import CanineModel as HFModel
 from transformers.models.canine import modeling_canine
 
-from training.config import preset
+from training.canine_config import of_size
 from training.heads import CaninePretrainingModel
 from training.hf import export_hf, hf_config_dict, import_hf, to_hf_state_dict
 from training.model import CanineModel
@@ -62,7 +62,7 @@ def _max_diff(ours: CanineModel, theirs, L, lengths, dtype=torch.float32):
 @pytest.mark.parametrize("act", ["gelu", "gelu_new"])
 def test_tiny_export_loads_in_transformers_and_matches(tmp_path, act):
     torch.manual_seed(0)
-    model = CanineModel(preset("tiny", hidden_act=act))
+    model = CanineModel(of_size("tiny", hidden_act=act))
     export_hf(model, tmp_path)
     assert json.loads((tmp_path / "config.json").read_text())["hidden_act"] == act
     theirs = HFModel.from_pretrained(tmp_path)
@@ -74,7 +74,7 @@ def test_tiny_export_loads_in_transformers_and_matches(tmp_path, act):
 
 
 def test_hf_float64_mask_bug_is_still_there(tmp_path):
-    model = CanineModel(preset("tiny"))
+    model = CanineModel(of_size("tiny"))
     export_hf(model, tmp_path)
     theirs = HFModel.from_pretrained(tmp_path).double().eval()
     ids, mask, types = padded_inputs(40, [40, 20])
@@ -85,7 +85,7 @@ def test_hf_float64_mask_bug_is_still_there(tmp_path):
 
 def test_canine_base_shape_export_matches(tmp_path):
     torch.manual_seed(0)
-    model = CanineModel(preset("base"))
+    model = CanineModel(of_size("base"))
     export_hf(model, tmp_path)
     theirs = HFModel.from_pretrained(tmp_path)
     assert sum(p.numel() for p in theirs.parameters()) == sum(p.numel() for p in model.parameters())
@@ -95,7 +95,7 @@ def test_canine_base_shape_export_matches(tmp_path):
 
 def test_import_is_exact_and_round_trips(tmp_path):
     torch.manual_seed(1)
-    hf_config = HFConfig(**hf_config_dict(preset("tiny", hidden_act="gelu")))
+    hf_config = HFConfig(**hf_config_dict(of_size("tiny", hidden_act="gelu")))
     theirs = HFModel(hf_config)  # HF's own init, saved the HF way
     theirs.save_pretrained(tmp_path / "hf")
     ours = import_hf(tmp_path / "hf", hidden_dropout_prob=0.0)
@@ -113,7 +113,7 @@ def test_import_is_exact_and_round_trips(tmp_path):
 
 
 def test_pretraining_model_exports_its_encoder_only(tmp_path):
-    model = CaninePretrainingModel(preset("tiny", num_subword_vocab=100), "subword")
+    model = CaninePretrainingModel(of_size("tiny", num_subword_vocab=100), "subword")
     export_hf(model, tmp_path)
     theirs = HFModel.from_pretrained(tmp_path)
     assert set(theirs.state_dict()) >= set(to_hf_state_dict(model.encoder))
@@ -122,7 +122,7 @@ def test_pretraining_model_exports_its_encoder_only(tmp_path):
 
 def test_what_cannot_be_exported_is_refused(tmp_path):
     with pytest.raises(ValueError, match="ngram_orders"):
-        export_hf(CanineModel(preset("tiny", ngram_orders=(2,))), tmp_path)
+        export_hf(CanineModel(of_size("tiny", ngram_orders=(2,))), tmp_path)
     with pytest.raises(TypeError, match="CanineModel"):
         export_hf(torch.nn.Linear(2, 2), tmp_path)
     assert not any(tmp_path.iterdir())  # nothing half-written

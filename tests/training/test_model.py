@@ -10,7 +10,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from contract import schema
 from training import flops
-from training.config import PRESETS, CanineConfig, preset
+from training.canine_config import SIZES, CanineConfig, of_size
 from training.heads import CaninePretrainingModel
 from training.hf import to_hf_state_dict
 from training.model import CanineModel, ngram_ids, num_parameters
@@ -19,7 +19,7 @@ from canine_fixtures import one_thread, padded_inputs  # noqa: F401 (autouse fix
 
 
 def test_hash_embedding_matches_hand_computed_buckets():
-    model = CanineModel(preset("tiny"))  # B = 2048 buckets, K = 8 tables of 8 columns
+    model = CanineModel(of_size("tiny"))  # B = 2048 buckets, K = 8 tables of 8 columns
     table = model.embeddings.hash_tables.weight
     # 'a' = 97: ((97 + 1) * p) % 2048 for p = 31, 43, 59, 61, 73, 97, 103, 113, worked by hand.
     expected = [990, 118, 1686, 1882, 1010, 1314, 1902, 834]
@@ -39,7 +39,7 @@ def test_ngram_ids_look_back_and_pad_at_the_start():
     assert bigrams[0, 0] == ngram_ids(torch.tensor([[0, 5]]), 2)[0, 1]
     assert bigrams[0, 2] == ngram_ids(torch.tensor([[9, 6, 7]]), 2)[0, 2]
     assert len(set(bigrams[0].tolist())) == 4
-    model = CanineModel(preset("tiny", ngram_orders=(2, 3)))
+    model = CanineModel(of_size("tiny", ngram_orders=(2, 3)))
     assert len(model.embeddings.ngram_tables) == 2
     out = model(*padded_inputs())
     out.sequence_output.sum().backward()
@@ -48,7 +48,7 @@ def test_ngram_ids_look_back_and_pad_at_the_start():
 
 @pytest.mark.parametrize("length", [131, 128, 37])
 def test_targeted_upsampling_equals_full_at_gathered_positions(length):
-    model = CanineModel(preset("tiny")).eval()
+    model = CanineModel(of_size("tiny")).eval()
     ids, mask, types = padded_inputs(L=length, lengths=(length, length // 2))
     positions = torch.tensor([[0, 5, length - 1, 5, 17], [1, 2, 3, length // 2 - 1, 9]])
     with torch.no_grad():
@@ -60,7 +60,7 @@ def test_targeted_upsampling_equals_full_at_gathered_positions(length):
 
 
 def test_shapes_for_lengths_not_multiple_of_rate_and_padding():
-    model = CanineModel(preset("tiny")).eval()
+    model = CanineModel(of_size("tiny")).eval()
     for L in (4, 5, 33, 130):
         ids, mask, types = padded_inputs(L=L, lengths=(L, max(1, L // 3)))
         out = model(ids, mask, types)
@@ -85,7 +85,7 @@ def _grads(config, objective, seed=0):
     return {n: p.grad for n, p in model.named_parameters()}
 
 
-# ALBERT's switches (§3.1) on the tiny preset (d = 64, K = 8): E = 32 gives tables of 4 columns.
+# ALBERT's switches (§3.1) on the tiny size (d = 64, K = 8): E = 32 gives tables of 4 columns.
 SHARED, FACTORIZED = {"share_layers": True}, {"embedding_size": 32}
 BOTH = {**SHARED, **FACTORIZED}
 
@@ -94,7 +94,7 @@ BOTH = {**SHARED, **FACTORIZED}
                                                  ("subword", BOTH)],
                          ids=["char", "subword", "char-shared", "char-factorized", "subword-both"])
 def test_gradient_reaches_every_parameter_with_and_without_checkpointing(objective, switches):
-    config = preset("tiny", num_subword_vocab=1000, **switches)
+    config = of_size("tiny", num_subword_vocab=1000, **switches)
     plain = _grads(config, objective)
     missing = [n for n, g in plain.items() if g is None or not g.abs().sum() > 0]
     assert not missing, f"parameters without gradient: {missing}"
@@ -106,7 +106,7 @@ def test_gradient_reaches_every_parameter_with_and_without_checkpointing(objecti
 
 
 def test_bf16_autocast_forward_and_backward():
-    config = preset("tiny", num_subword_vocab=500)
+    config = of_size("tiny", num_subword_vocab=500)
     from pipeline.synthetic import synthetic_rows
     from training.batch import build_batch
 
@@ -122,14 +122,14 @@ def test_bf16_autocast_forward_and_backward():
         out.loss.backward()
         assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
     # The bf16 encoder on bf16 weights (no autocast) runs too: masks follow the compute dtype.
-    model = CanineModel(preset("tiny")).to(torch.bfloat16).eval()
+    model = CanineModel(of_size("tiny")).to(torch.bfloat16).eval()
     out = model(*padded_inputs())
     assert out.sequence_output.dtype == torch.bfloat16 and torch.isfinite(out.sequence_output).all()
 
 
 @pytest.mark.parametrize("train", [False, True])
 def test_encoder_compiles_without_graph_breaks(train):
-    model = CanineModel(preset("tiny", gradient_checkpointing=train)).train(train)
+    model = CanineModel(of_size("tiny", gradient_checkpointing=train)).train(train)
     ids, mask, types = padded_inputs(L=70, lengths=(70, 33))
     positions = torch.tensor([[1, 2, 3], [4, 5, 6]])
     explanation = torch._dynamo.explain(model)(ids, mask, types, positions)
@@ -161,7 +161,7 @@ def flop_counter() -> FlopCounterMode:
 
 @pytest.mark.parametrize("switches", [{}, SHARED, FACTORIZED, BOTH], ids=["default", "shared", "factorized", "both"])
 def test_flop_formula_matches_torch_flop_counter(switches):
-    config = preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **switches)
+    config = of_size("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **switches)
     model = CanineModel(config)
     L = 128  # a multiple of the local block: no padded keys in the local layer
     ids = torch.randint(1, 5000, (1, L))
@@ -177,8 +177,8 @@ def test_flop_formula_matches_torch_flop_counter(switches):
 
 def test_shared_layers_are_one_set_of_weights_applied_num_hidden_layers_times():
     torch.manual_seed(0)
-    plain = CanineModel(preset("tiny", num_hidden_layers=3))
-    shared = CanineModel(preset("tiny", num_hidden_layers=3, share_layers=True))
+    plain = CanineModel(of_size("tiny", num_hidden_layers=3))
+    shared = CanineModel(of_size("tiny", num_hidden_layers=3, share_layers=True))
     assert len(plain.layers) == 3 and len(shared.layers) == 1
     layer = num_parameters(plain.layers[0])
     assert num_parameters(shared) == num_parameters(plain) - 2 * layer
@@ -199,7 +199,7 @@ def test_shared_layers_are_one_set_of_weights_applied_num_hidden_layers_times():
 def test_factorized_embedding_counts_and_shapes():
     """ALBERT §3.1: the embeddings are E wide, then Linear(E, d); the rest of the encoder is
     unchanged and CANINE-C's head joins [y (d) ; gold embedding (E)]."""
-    plain, config = CanineModel(preset("tiny")), preset("tiny", embedding_size=32, ngram_orders=(2,))
+    plain, config = CanineModel(of_size("tiny")), of_size("tiny", embedding_size=32, ngram_orders=(2,))
     model = CanineModel(config)
     K, B, E, d = 8, 2048, 32, 64
     tables = 2 * K * B * (E // K)  # unigram and bigram hash tables
@@ -215,21 +215,21 @@ def test_factorized_embedding_counts_and_shapes():
     head = CaninePretrainingModel(config, "char").head.project.dense
     assert head.in_features == d + E
     # E = d is ALBERT's unfactorized case: no projection, the default model.
-    assert CanineModel(preset("tiny", embedding_size=64)).state_dict().keys() == plain.state_dict().keys()
+    assert CanineModel(of_size("tiny", embedding_size=64)).state_dict().keys() == plain.state_dict().keys()
     with pytest.raises(ValueError, match="embedding_size 36 is not a multiple of num_hash_functions 8"):
-        preset("tiny", embedding_size=36)
+        of_size("tiny", embedding_size=36)
     with pytest.raises(ValueError, match="embedding_size must be 0"):
-        preset("tiny", embedding_size=-8)
+        of_size("tiny", embedding_size=-8)
 
 
 @pytest.mark.parametrize("switches", [SHARED, FACTORIZED], ids=["shared", "factorized"])
 def test_albert_switches_are_refused_by_the_hugging_face_export(switches):
     with pytest.raises(ValueError, match="cannot export to Hugging Face: share_layers=.*factorized embedding"):
-        to_hf_state_dict(CanineModel(preset("tiny", **switches)))
+        to_hf_state_dict(CanineModel(of_size("tiny", **switches)))
 
 
 def test_base_preset_matches_canine_base_and_counts_parameters():
-    base = PRESETS["base"]
+    base = SIZES["base"]
     assert (base.hidden_size, base.num_hidden_layers, base.num_attention_heads, base.intermediate_size) == (768, 12, 12, 3072)
     assert (base.num_hash_functions, base.num_hash_buckets, base.local_transformer_stride) == (8, 16384, 128)
     assert (base.downsampling_rate, base.upsampling_kernel_size, base.type_vocab_size) == (4, 4, 16)
@@ -239,7 +239,7 @@ def test_base_preset_matches_canine_base_and_counts_parameters():
         CanineConfig(hidden_act="relu")
     with pytest.raises(ValueError, match="unknown field"):
         CanineConfig.from_dict({"hidden_size": 64, "bogus": 1})
-    assert CanineConfig.from_dict(PRESETS["tiny"].to_dict()) == PRESETS["tiny"]
+    assert CanineConfig.from_dict(SIZES["tiny"].to_dict()) == SIZES["tiny"]
 
 
 def test_model_code_imports_no_trainer_or_export_dependencies():
@@ -254,7 +254,7 @@ def test_original_initialization_is_truncated_normal_with_glorot_uniform_convs()
     normal of std 0.02 cut at +-2 std (std of what remains: 0.02 * 0.8796), the two convs
     Glorot-uniform over their conv fans; "normal" keeps the plain N(0, 0.02)."""
     torch.manual_seed(0)
-    cfg = preset("small")
+    cfg = of_size("small")
     model = CaninePretrainingModel(cfg, "char")
     assert cfg.initializer == "original"
     std = cfg.initializer_range
@@ -271,8 +271,8 @@ def test_original_initialization_is_truncated_normal_with_glorot_uniform_convs()
         assert w.abs().max() <= bound and w.abs().max() > 0.99 * bound, name
         assert w.std().item() == pytest.approx(bound / 3**0.5, rel=0.02), name  # uniform(-b, b) has std b/sqrt(3)
 
-    plain = CaninePretrainingModel(preset("small", initializer="normal"), "char")
+    plain = CaninePretrainingModel(of_size("small", initializer="normal"), "char")
     weights = plain.encoder.layers[0].ffn_in.weight
     assert weights.abs().max() > 3 * std and weights.std().item() == pytest.approx(std, rel=0.02)
     with pytest.raises(ValueError, match="initializer must be one of"):
-        preset("tiny", initializer="xavier")
+        of_size("tiny", initializer="xavier")

@@ -220,8 +220,8 @@ def test_config_field_and_wiring(monkeypatch):
     captured = []
     monkeypatch.setattr(stream, "batches", lambda descriptors, **kw: captured.append(kw["build_kwargs"]) or iter(()))
     manifest = type("M", (), {"splits": {"train": [], "validation": [type("S", (), {"rows": 64})()]}})()
-    monkeypatch.setattr(stream.plan, "make_units", lambda shards, rows: [])
-    monkeypatch.setattr(stream.plan, "segments", lambda *a: [])
+    monkeypatch.setattr(stream.data, "make_units", lambda shards, rows: [])
+    monkeypatch.setattr(stream.data, "segments", lambda *a: [])
     stream.eval_batches(manifest, cfg, 0, 1, 2048, 256)
     assert "noise_rate" not in captured[0]
     assert stream.TrainStream(manifest, cfg, 0, 1, num_hash_buckets=2048, seq_len=256).build_kwargs["noise_rate"] == 0.1

@@ -180,6 +180,6 @@ def record(cfg) -> None:
     """Save the chosen micro batch with the run (OUTPUT/config.yaml, which the driver wrote)."""
     from contract.files import atomic_write
     from training import rundir
-    from training.train import config as config_mod
+    from training.train import config
 
-    atomic_write(rundir.join(cfg.output, rundir.CONFIG), config_mod.to_yaml(cfg).encode("utf-8"))
+    atomic_write(rundir.join(cfg.output, rundir.CONFIG), config.to_yaml(cfg).encode("utf-8"))

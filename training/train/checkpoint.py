@@ -69,7 +69,7 @@ def check_shapes(saved: dict, expected: dict, where: str) -> None:
     if unexpected := sorted(set(saved) - set(expected)):
         problems.append(f"not in the model: {unexpected[:5]}{' ...' if len(unexpected) > 5 else ''}")
     if problems:
-        raise ValueError(f"{where} does not match the model (another model preset or overrides?): "
+        raise ValueError(f"{where} does not match the model (another model size or overrides?): "
                          + "; ".join(problems[:8]) + (f"; and {len(problems) - 8} more" if len(problems) > 8 else ""))
 
 

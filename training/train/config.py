@@ -6,10 +6,11 @@ defaults, choices and help, are in schema.py.
     cfg = resolve(cfg, manifest_seq_len=512, num_subword_vocab=0, cluster_gpus=0)   # the driver, once
 
 The presets (`tiny` for tests and smoke runs, `small`, `base` = the CANINE-base recipe of paper
-§4.1.3) hold only what differs from schema.py's defaults. Model fields given as `model.FIELD`
-go to the preset's overrides, typed by CanineConfig's fields. The YAML and the overrides are
-merged as data and the frozen config is built from them once; the resolved config is saved with
-the run (`OUTPUT/config.yaml`) and a resumption may change only the fields marked resumable.
+§4.1.3) hold only what differs from schema.py's defaults; each names a model size
+(training/canine_config.py SIZES). Model fields given as `model.FIELD` go to model.overrides,
+typed by CanineConfig's fields. The YAML and the overrides are merged as data and the frozen
+config is built from them once; the resolved config is saved with the run (`OUTPUT/config.yaml`)
+and a resumption may change only the fields marked resumable.
 """
 
 import dataclasses
@@ -19,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from contract import options
-from training.config import CanineConfig, preset
+from training.canine_config import CanineConfig, of_size
 from training.train.schema import (
     CheckpointConfig, DataConfig, LogConfig, ModelSpec, OptimConfig, ParallelConfig, PretrainConfig, TrainConfig,
 )
@@ -68,6 +69,8 @@ def from_dict(values: dict, where: str = "config") -> PretrainConfig:
     against the dataclasses and every value typed, errors naming `where.key`."""
     values = dict(values or {})
     model = values.get("model")
+    if isinstance(model, dict) and "preset" in model:
+        raise ValueError(f"{where}: model.preset is now model.size (the model's shape: tiny, small, base)")
     if isinstance(model, dict) and isinstance(model.get("overrides"), dict):
         typed = {k: _model_override(k, v, f"{where}.model.overrides.{k}") for k, v in model["overrides"].items()}
         values["model"] = {**model, "overrides": typed}
@@ -77,7 +80,9 @@ def from_dict(values: dict, where: str = "config") -> PretrainConfig:
 def _set(values: dict, key: str, value, where: str) -> None:
     """Put one dotted-key override into nested dicts, typed by its field."""
     parts = key.split(".")
-    if parts[0] == "model" and len(parts) == 2 and parts[1] not in ("preset", "overrides"):
+    if parts == ["model", "preset"]:
+        raise ValueError(f"{where}: model.preset is now model.size (the model's shape: tiny, small, base)")
+    if parts[0] == "model" and len(parts) == 2 and parts[1] not in ("size", "overrides"):
         parts = ["model", "overrides", parts[1]]
     if parts[:2] == ["model", "overrides"] and len(parts) == 3:
         value = _model_override(parts[2], value, f"{where}.{'.'.join(parts)}")
@@ -130,9 +135,9 @@ def load_config(name_or_file: str = "tiny", overrides: dict | None = None) -> Pr
 
 
 def model_config(cfg: PretrainConfig, num_subword_vocab: int = 0) -> CanineConfig:
-    """The CanineConfig of the run: the preset, its (typed) overrides, the subword vocabulary size."""
+    """The CanineConfig of the run: the model size, its (typed) overrides, the subword vocabulary size."""
     extra = {"num_subword_vocab": num_subword_vocab} if num_subword_vocab else {}
-    return preset(cfg.model.preset, **{**cfg.model.overrides, **extra})
+    return of_size(cfg.model.size, **{**cfg.model.overrides, **extra})
 
 
 def resolve(cfg: PretrainConfig, *, manifest_seq_len: int, num_subword_vocab: int, cluster_gpus: float,
@@ -181,7 +186,7 @@ def _canonical_streams(cfg: PretrainConfig, train_units: int | None) -> int:
     from training.train import data  # pyarrow and fsspec: not for `canine pretrain --dry-run`
 
     if train_units is None:
-        train_units = len(data.make_units(data.read_manifest(cfg.data.path).splits["train"], cfg.data.unit_rows))
+        train_units = len(data.make_units(data.open_dataset(cfg.data.path).splits["train"], cfg.data.unit_rows))
     return data.canonical_streams(cfg.train.global_batch, train_units)
 
 
@@ -245,7 +250,7 @@ def validate(cfg: PretrainConfig) -> None:
         model = model_config(cfg)
         if d.seq_len > model.max_position_embeddings:
             problems.append(f"data.seq_len {d.seq_len} exceeds the model's max_position_embeddings "
-                            f"{model.max_position_embeddings} (preset {cfg.model.preset!r})")
+                            f"{model.max_position_embeddings} (size {cfg.model.size!r})")
     except (KeyError, ValueError, TypeError) as e:
         problems.append(f"model: {e}")
     if problems:
@@ -259,6 +264,9 @@ def saved_run_config(saved: dict, where: str) -> dict:
     # Runs saved before data.streams existed dealt their units to their worker count.
     saved.setdefault("data", {}).setdefault("streams", saved.get("parallel", {}).get("workers"))
     saved["data"].setdefault("noise_rate", 0.0)  # runs saved before it existed trained without noise
+    model = saved.setdefault("model", {})
+    if "preset" in model:  # runs saved when the model's shape was called its preset
+        model.setdefault("size", model.pop("preset"))
     return to_dict(from_dict(saved, where))
 
 

@@ -46,18 +46,18 @@ from contract.files import file_sha256, join
 
 
 @dataclass(frozen=True)
-class Shard:
+class ShardRef:
     url: str  # absolute fsspec URL of the Parquet file
     rows: int  # as recorded in the manifest
     sha256: str  # of the file's bytes, as recorded in the manifest (checked on first read)
 
 
 @dataclass(frozen=True)
-class Manifest:
+class Dataset:
     """What training needs of the contract's manifest (contract/manifest.py), with absolute URLs."""
 
     url: str  # the data directory
-    splits: dict  # split name -> tuple[Shard, ...]
+    splits: dict  # split name -> tuple[ShardRef, ...]
     seq_len: int  # the length the pipeline built examples for (0 if the manifest does not say)
     config_sha256: str  # identity of the data: a resumed run checks it did not change
     tokenizer_url: str  # tokenizer.json (CANINE-S vocabulary)
@@ -70,18 +70,18 @@ class Unit:
     stop: int  # one past the last row
 
 
-def read_manifest(data_url: str) -> Manifest:
+def open_dataset(data_url: str) -> Dataset:
     """Load and check `DIR/<schema.MANIFEST>`; errors name the file and the offending field."""
     try:
         m = contract_manifest.read_manifest(data_url)
     except FileNotFoundError:
         raise FileNotFoundError(f"{contract_manifest.manifest_url(data_url)}: no manifest; --data must be a "
                                 "directory written by `canine preprocess`") from None
-    splits = {name: tuple(Shard(join(data_url, s.path), s.rows, s.sha256) for s in split.shards)
+    splits = {name: tuple(ShardRef(join(data_url, s.path), s.rows, s.sha256) for s in split.shards)
               for name, split in m.splits.items()}
     if not sum(s.rows for s in splits["train"]):
         raise ValueError(f"{contract_manifest.manifest_url(data_url)}: the train split has no rows")
-    return Manifest(url=data_url, splits=splits, seq_len=m.seq_len, config_sha256=m.config_sha256,
+    return Dataset(url=data_url, splits=splits, seq_len=m.seq_len, config_sha256=m.config_sha256,
                     tokenizer_url=join(data_url, m.tokenizer.path))
 
 

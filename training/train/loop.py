@@ -202,7 +202,7 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
 
         torch.cuda.set_device(ray.train.torch.get_device())  # this worker's GPU, before anything allocates
         torch.backends.cuda.matmul.allow_tf32 = True
-    manifest = data.read_manifest(cfg.data.path)
+    manifest = data.open_dataset(cfg.data.path)
     model_cfg = config.model_config(cfg)
     seq_len = cfg.data.seq_len
 

@@ -35,7 +35,7 @@ import fsspec
 from contract.files import atomic_write, is_local, redact
 from training import rundir
 from training.train import autobatch, data, failures, metrics, resources
-from training.train import config as config_mod
+from training.train import config
 from training.train.failures import FAULT_ENV, FAULT_KIND_ENV
 from training.train.loop import train_loop_per_worker
 
@@ -102,12 +102,12 @@ def _connect(cfg) -> bool:
     return True
 
 
-def resolve(cfg, manifest: data.Manifest, cluster_gpus: float, saved: dict | None = None):
+def resolve(cfg, manifest: data.Dataset, cluster_gpus: float, saved: dict | None = None):
     """config.resolve with what the data says: the shards' length, the CANINE-S vocabulary and the
     train split's units (the default data.streams)."""
     vocab = data.vocab_size(manifest.tokenizer_url) if cfg.train.objective == "subword" else 0
     units = len(data.make_units(manifest.splits["train"], cfg.data.unit_rows))
-    cfg = config_mod.resolve(cfg, manifest_seq_len=manifest.seq_len, num_subword_vocab=vocab,
+    cfg = config.resolve(cfg, manifest_seq_len=manifest.seq_len, num_subword_vocab=vocab,
                              cluster_gpus=cluster_gpus, saved=saved, where=manifest.url, train_units=units)
     return _saved_micro_batch(cfg, saved)
 
@@ -119,21 +119,21 @@ def _saved_micro_batch(cfg, saved: dict | None):
     if cfg.train.micro_batch or not chosen:
         return cfg
     cfg = autobatch.with_micro_batch(cfg, int(chosen))
-    config_mod.validate(cfg)  # another worker count on resume must still divide the global batch
+    config.validate(cfg)  # another worker count on resume must still divide the global batch
     return cfg
 
 
 def _save_or_check_config(cfg) -> None:
     """Save the resolved config with the run; a resumption must not change the trajectory."""
     url = rundir.join(cfg.output, rundir.CONFIG)
-    current = config_mod.to_dict(cfg)
+    current = config.to_dict(cfg)
     saved = rundir.read_saved_config(cfg.output)
     if saved is not None:
-        conflicts = config_mod.resume_conflicts(config_mod.saved_run_config(saved, url), current)
+        conflicts = config.resume_conflicts(config.saved_run_config(saved, url), current)
         if conflicts:
             raise ValueError(f"{url}: this output holds a run with another config; resuming it with these changes "
                              f"would not continue the same run: {'; '.join(conflicts)} (use a new --output)")
-    atomic_write(url, config_mod.to_yaml(cfg).encode("utf-8"))
+    atomic_write(url, config.to_yaml(cfg).encode("utf-8"))
 
 
 def _storage(output: str) -> dict:
@@ -236,8 +236,8 @@ def pretrain(cfg) -> dict:
 
     if not cfg.output or not cfg.data.path:
         raise ValueError("pretraining needs output (--output) and data.path (--data)")
-    config_mod.validate(cfg)
-    manifest = data.read_manifest(cfg.data.path)
+    config.validate(cfg)
+    manifest = data.open_dataset(cfg.data.path)
     started = _connect(cfg)
     try:
         cfg = resolve(cfg, manifest, ray.cluster_resources().get("GPU", 0), rundir.read_saved_config(cfg.output))

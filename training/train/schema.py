@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from contract import schema
 from contract.options import option
-from training.config import OBJECTIVES
+from training.canine_config import OBJECTIVES
 
 OPTIMIZERS = ("adamw", "lamb")
 PLACEMENTS = ("PACK", "SPREAD", "STRICT_SPREAD")
@@ -21,10 +21,10 @@ PLACEMENTS = ("PACK", "SPREAD", "STRICT_SPREAD")
 
 @dataclass(frozen=True)
 class ModelSpec:
-    preset: str = option("base", "a CANINE preset of training.config.PRESETS: tiny, small, base")
-    # CanineConfig fields changed from the preset, typed by CanineConfig's fields when loaded
-    # (training/config.py), e.g. {hidden_dropout_prob: 0.0} for exact tests. Not to be mutated.
-    overrides: dict = option(factory=dict, help="CanineConfig fields changed from the preset (--set model.FIELD=...)")
+    size: str = option("base", "the model's shape, one of training.canine_config.SIZES: tiny, small, base")
+    # CanineConfig fields changed from the size, typed by CanineConfig's fields when loaded
+    # (training/canine_config.py), e.g. {hidden_dropout_prob: 0.0} for exact tests. Not to be mutated.
+    overrides: dict = option(factory=dict, help="CanineConfig fields changed from the size (--set model.FIELD=...)")
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import zlib
 
 import numpy as np
 
-from training.train import data as plan
+from training.train import data
 
 
 def _build_chunk(descriptor: str, *, seq_len: int, objective: str, num_hash_buckets: int,
@@ -24,7 +24,7 @@ def _build_chunk(descriptor: str, *, seq_len: int, objective: str, num_hash_buck
     from training.batch import build_batch_numpy
 
     chunk = json.loads(descriptor)
-    return build_batch_numpy(plan.read_segments(chunk["segments"]), seq_len, objective, seed=chunk["build_seed"],
+    return build_batch_numpy(data.read_segments(chunk["segments"]), seq_len, objective, seed=chunk["build_seed"],
                              num_hash_buckets=num_hash_buckets, noise_rate=noise_rate)
 
 
@@ -37,7 +37,7 @@ def build_seed(seed: int, epoch: int | None) -> int:
     return zlib.crc32(json.dumps([seed, "eval" if epoch is None else epoch]).encode())
 
 
-def chunk_descriptors(p: plan.EpochPlan, shards, first: int, rank: int, world: int, steps_per_chunk: int,
+def chunk_descriptors(p: data.EpochPlan, shards, first: int, rank: int, world: int, steps_per_chunk: int,
                       seed: int) -> list[str]:
     """Worker `rank`'s rows of global batches [first, p.steps) of an epoch, in chunks of
     `steps_per_chunk` batches that start at multiples of it (counted from the epoch start, so a
@@ -46,7 +46,7 @@ def chunk_descriptors(p: plan.EpochPlan, shards, first: int, rank: int, world: i
     start = first
     while start < p.steps:
         stop = min(p.steps, (start // steps_per_chunk + 1) * steps_per_chunk)
-        out.append(json.dumps({"segments": plan.rank_segments(p, shards, start, stop, rank, world, seed),
+        out.append(json.dumps({"segments": data.rank_segments(p, shards, start, stop, rank, world, seed),
                                "build_seed": build_seed(seed, p.epoch)}))
         start = stop
     return out
@@ -115,13 +115,13 @@ class TrainStream:
     next unseen batch.
     """
 
-    def __init__(self, manifest: plan.Manifest, cfg, rank: int, world: int, position: dict | None = None,
+    def __init__(self, manifest: data.Dataset, cfg, rank: int, world: int, position: dict | None = None,
                  num_hash_buckets: int = 0, seq_len: int = 0, device: str = "cpu"):
         self.shards = manifest.splits["train"]
         self.cfg, self.rank, self.world = cfg, rank, world
         # As config.resolve sets it (a config built in code may leave it 0): never the worker count.
-        self.streams = cfg.data.streams or plan.canonical_streams(
-            cfg.train.global_batch, len(plan.make_units(self.shards, cfg.data.unit_rows)))
+        self.streams = cfg.data.streams or data.canonical_streams(
+            cfg.train.global_batch, len(data.make_units(self.shards, cfg.data.unit_rows)))
         self.rows_per_step = cfg.train.global_batch // world  # this worker's block of a global batch
         self.position = dict(position or {"epoch": 0, "rows": 0})
         self.build_kwargs = {"seq_len": seq_len, "objective": cfg.train.objective, "num_hash_buckets": num_hash_buckets,
@@ -135,7 +135,7 @@ class TrainStream:
 
     def _start_epoch(self):
         d, t = self.cfg.data, self.cfg.train
-        p = plan.epoch_plan(self.shards, d.unit_rows, t.seed, self.position["epoch"], self.streams, t.global_batch)
+        p = data.epoch_plan(self.shards, d.unit_rows, t.seed, self.position["epoch"], self.streams, t.global_batch)
         step, rest = divmod(self.position["rows"], p.stream_rows)
         if rest:
             raise ValueError(f"data position {self.position} is not at a global batch boundary of {p.stream_rows} "
@@ -173,11 +173,11 @@ class TrainStream:
             self._iter = None
 
 
-def eval_batches(manifest: plan.Manifest, cfg, rank: int, world: int, num_hash_buckets: int, seq_len: int) -> list:
+def eval_batches(manifest: data.Dataset, cfg, rank: int, world: int, num_hash_buckets: int, seq_len: int) -> list:
     """This worker's share of the first `data.eval_examples` validation rows, built once (the
     caller keeps them: validation is re-read never, evaluated every `eval_every` steps)."""
     shards = manifest.splits["validation"]
-    units = plan.make_units(shards, cfg.data.unit_rows)
+    units = data.make_units(shards, cfg.data.unit_rows)
     # Equal shares, so every worker runs the same number of forwards (ZeRO-3 gathers parameters
     # collectively in each one).
     share = min(cfg.data.eval_examples, sum(s.rows for s in shards)) // world
@@ -185,7 +185,7 @@ def eval_batches(manifest: plan.Manifest, cfg, rank: int, world: int, num_hash_b
     if share == 0:
         return []
     # Offsets are relative to this worker's share: chunk the share from its own start.
-    descriptors = [json.dumps({"segments": plan.segments(units, shards, a, min(hi, a + cfg.data.chunk_rows),
+    descriptors = [json.dumps({"segments": data.segments(units, shards, a, min(hi, a + cfg.data.chunk_rows),
                                                           cfg.train.seed, None),
                                "build_seed": build_seed(cfg.train.seed, None)})
                    for a in range(lo, hi, cfg.data.chunk_rows)]

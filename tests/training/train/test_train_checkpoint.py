@@ -11,7 +11,7 @@ import torch
 
 from canine_fixtures import CPU, one_thread  # noqa: F401 (autouse: one torch thread)
 from training.batch import build_batch
-from training.config import PRESETS
+from training.canine_config import SIZES
 from training.heads import CaninePretrainingModel
 from training.train import checkpoint, config, data, engine
 
@@ -30,13 +30,13 @@ def test_shape_mismatch_names_every_tensor():
 
 def test_consolidated_weights_load_with_weights_only_and_check_shapes(tmp_path):
     torch.manual_seed(0)
-    tiny = CaninePretrainingModel(PRESETS["tiny"], "char")
+    tiny = CaninePretrainingModel(SIZES["tiny"], "char")
     url = str(tmp_path / "final" / "model_fp32.pt")
     checkpoint.save_consolidated(tiny.state_dict(), url)
-    again = CaninePretrainingModel(PRESETS["tiny"], "char")
+    again = CaninePretrainingModel(SIZES["tiny"], "char")
     checkpoint.load_consolidated(again, url)
     assert all(torch.equal(a, b) for a, b in zip(tiny.state_dict().values(), again.state_dict().values()))
-    wider = CaninePretrainingModel(PRESETS["tiny"].replace(hidden_size=128), "char")
+    wider = CaninePretrainingModel(SIZES["tiny"].replace(hidden_size=128), "char")
     with pytest.raises(ValueError, match=r"consolidated weights .*model_fp32\.pt does not match the model.*\[128"):
         checkpoint.load_consolidated(wider, url)
 
@@ -86,7 +86,7 @@ def _step(wrapped, batch) -> float:
 
 @pytest.fixture(scope="module")
 def batch(contract_shards):
-    shard = data.read_manifest(contract_shards).splits["train"][0]
+    shard = data.open_dataset(contract_shards).splits["train"][0]
     return build_batch(data.read_unit(shard.url, shard.sha256, 0, 4), 256, "char", seed=0, num_hash_buckets=2048)
 
 

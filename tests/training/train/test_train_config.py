@@ -14,7 +14,7 @@ from training.train import config
 @pytest.mark.parametrize("name", ["tiny", "small", "base"])
 def test_shipped_configs_load_and_validate(name):
     cfg = config.load_config(name)
-    assert cfg.model.preset == name
+    assert cfg.model.size == name
     assert cfg.optim.warmup_fraction == 0.025  # paper §4.1.3
 
 
@@ -30,7 +30,7 @@ def test_overrides_are_typed_and_model_fields_go_to_the_preset():
     assert cfg.optim.lr == 1e-3 and cfg.train.max_steps == 7 and cfg.log.tensorboard is False
     model = config.model_config(cfg)
     assert model.hidden_dropout_prob == 0.0 and model.ngram_orders == (2, 3)
-    assert model.hidden_size == 64  # the rest of the tiny preset is kept
+    assert model.hidden_size == 64  # the rest of the tiny size is kept
 
 
 @pytest.mark.parametrize("key, value, needle", [
@@ -102,7 +102,7 @@ def test_cli_dry_run_prints_the_resolved_config(capsys):
     assert cli.main(["pretrain", "--config", "base", "--dry-run", "--workers", "8", "--set", "optim.lr=0.01"]) == 0
     text = capsys.readouterr().out
     loaded = config.from_dict(__import__("yaml").safe_load(text))
-    assert loaded.optim.lr == 0.01 and loaded.parallel.workers == 8 and loaded.model.preset == "base"
+    assert loaded.optim.lr == 0.01 and loaded.parallel.workers == 8 and loaded.model.size == "base"
 
 
 def test_cli_reports_config_errors(capsys):
@@ -163,7 +163,7 @@ def test_a_resumed_run_keeps_its_workers_device_and_precision_whatever_the_clust
     from training.train import data
     from training.train.run import resolve
 
-    manifest = data.read_manifest(contract_shards)
+    manifest = data.open_dataset(contract_shards)
     tiny = lambda **extra: config.load_config("tiny", {"data.path": contract_shards, **extra})  # noqa: E731
     first = resolve(tiny(**{"parallel.workers": 0}), manifest, cluster_gpus=4)
     assert (first.parallel.workers, first.parallel.device, first.parallel.precision, first.data.streams) == \
@@ -199,7 +199,7 @@ def test_the_default_streams_follow_the_global_batch_and_the_data_not_the_worker
     assert streams(2, **{"data.path": contract_shards, "data.unit_rows": 100}) == 4  # 5 units
     assert streams(4, train_units=1000, **{"data.streams": 2}) == 2
     assert streams(4, train_units=1000, saved={"data": {"streams": 4}}) == 4
-    assert len(data.make_units(data.read_manifest(contract_shards).splits["train"], 64)) == 8
+    assert len(data.make_units(data.open_dataset(contract_shards).splits["train"], 64)) == 8
     with pytest.raises(ValueError, match="data.streams must be >= 0 and divide train.global_batch 16"):
         streams(2, train_units=1000, **{"data.streams": 3})
 
@@ -218,7 +218,7 @@ def test_presets_hold_only_what_differs_from_the_defaults(name):
 
 def test_every_field_has_help_and_its_choices_are_checked():
     from contract import options
-    from pipeline.config import PreprocessConfig
+    from pipeline.preprocess_config import PreprocessConfig
 
     for cls in (PreprocessConfig, config.PretrainConfig, *[f.type for f in dataclasses.fields(config.PretrainConfig)
                                                              if dataclasses.is_dataclass(f.type)]):
@@ -248,13 +248,25 @@ def test_set_takes_lists_on_pretrain(value, capsys):
 
 
 def test_a_run_saved_with_an_older_spelling_resumes_without_conflicts():
-    """config.yaml of runs saved before the typing at load time held '2,3' for ngram_orders and
-    lacked data.streams / noise_rate: today's config of the same run has no conflicts with it."""
+    """config.yaml of runs saved before the typing at load time held '2,3' for ngram_orders,
+    lacked data.streams / noise_rate and called the model's size its preset: today's config of the
+    same run has no conflicts with it."""
     current = config.to_dict(config.load_config("tiny", {"model.ngram_orders": "2,3", "data.streams": 2}))
     old = config.to_dict(config.load_config("tiny", {"data.streams": 2}))
     old["model"]["overrides"] = {"ngram_orders": "2,3"}
+    old["model"]["preset"] = old["model"].pop("size")
     del old["data"]["streams"], old["data"]["noise_rate"]
     assert config.resume_conflicts(config.saved_run_config(old, "config.yaml"), current) == []
+
+
+def test_the_old_name_of_the_model_size_is_refused_with_the_new_one(tmp_path):
+    """model.preset was renamed model.size (a training preset is a YAML recipe, a size a shape)."""
+    with pytest.raises(ValueError, match=r"model\.preset is now model\.size"):
+        config.load_config("tiny", {"model.preset": "small"})
+    path = tmp_path / "mine.yaml"
+    path.write_text("model:\n  preset: small\n")
+    with pytest.raises(ValueError, match=r"mine\.yaml: model\.preset is now model\.size"):
+        config.load_config(str(path))
 
 
 def test_the_config_goes_to_the_workers_resolved_and_the_engine_refuses_auto():
@@ -266,7 +278,7 @@ def test_the_config_goes_to_the_workers_resolved_and_the_engine_refuses_auto():
         config.require_resolved(cfg)
     with pytest.raises(ValueError, match="resolve the config first"):
         engine.deepspeed_config(cfg, world=2)
-    manifest = data.Manifest("mem://d", {"train": ()}, 256, "abc", "mem://d/_tokenizer.json")
+    manifest = data.Dataset("mem://d", {"train": ()}, 256, "abc", "mem://d/_tokenizer.json")
     explicit = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, streams=2))  # no rows to count units of
     resolved = resolve(explicit, manifest, cluster_gpus=0)
     config.require_resolved(resolved)

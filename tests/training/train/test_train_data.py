@@ -16,7 +16,7 @@ from training.train import config, data, stream
 
 
 def test_manifest_is_read_with_shard_urls(contract_shards):
-    m = data.read_manifest(contract_shards)
+    m = data.open_dataset(contract_shards)
     assert m.seq_len == 256 and len(m.splits["train"]) == 3
     assert all(os.path.exists(s.url) for s in m.splits["train"] + m.splits["validation"])
     assert data.vocab_size(m.tokenizer_url) > 50
@@ -34,14 +34,14 @@ def test_bad_manifest_names_file_and_field(contract_shards, tmp_path, edit, mess
     edit(manifest)
     (tmp_path / schema.MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(ValueError, match=message) as info:
-        data.read_manifest(str(tmp_path))
+        data.open_dataset(str(tmp_path))
     assert schema.MANIFEST in str(info.value)
     with pytest.raises(FileNotFoundError, match="canine preprocess"):
-        data.read_manifest(str(tmp_path / "nowhere"))
+        data.open_dataset(str(tmp_path / "nowhere"))
 
 
 def test_deal_is_a_balanced_deterministic_partition(contract_shards):
-    shards = data.read_manifest(contract_shards).splits["train"]
+    shards = data.open_dataset(contract_shards).splits["train"]
     units = data.make_units(shards, 64)
     dealt = data.deal_units(units, 3, seed=0, epoch=0)
     assert sorted(u for r in dealt for u in r) == sorted(units)  # every unit exactly once
@@ -52,7 +52,7 @@ def test_deal_is_a_balanced_deterministic_partition(contract_shards):
 
 
 def test_read_unit_matches_a_plain_read_across_row_groups(contract_shards):
-    shard = data.read_manifest(contract_shards).splits["train"][0]
+    shard = data.open_dataset(contract_shards).splits["train"][0]
     unit = data.read_unit(shard.url, shard.sha256, 50, 140)  # the fixture writes row groups of 64 rows
     assert unit.equals(pq.read_table(shard.url).slice(50, 90))
 
@@ -60,7 +60,7 @@ def test_read_unit_matches_a_plain_read_across_row_groups(contract_shards):
 def test_a_resumed_stream_continues_where_the_plan_left_off(contract_shards):
     """Rows from a resume position equal the tail of the uninterrupted stream, and the workers'
     streams never share an example within an epoch."""
-    shards = data.read_manifest(contract_shards).splits["train"]
+    shards = data.open_dataset(contract_shards).splits["train"]
     plan = data.epoch_plan(shards, 64, seed=3, epoch=1, streams=2, global_batch=16)
     seen = []
     for rank in range(2):
@@ -75,7 +75,7 @@ def test_a_resumed_stream_continues_where_the_plan_left_off(contract_shards):
 def test_the_global_batches_do_not_depend_on_the_worker_count(contract_shards, streams):
     """Elastic determinism: with the streams fixed, any worker count splits the same global
     batches, in the same order, into its workers' blocks."""
-    shards = data.read_manifest(contract_shards).splits["train"]
+    shards = data.open_dataset(contract_shards).splits["train"]
     plan = data.epoch_plan(shards, 64, seed=3, epoch=0, streams=streams, global_batch=16)
     ids = lambda segs: data.read_segments(segs).column("example_id").to_pylist()  # noqa: E731
     one = [ids(data.rank_segments(plan, shards, s, s + 1, 0, 1, 3)) for s in range(plan.steps)]
@@ -116,7 +116,7 @@ def test_fresh_runs_on_any_worker_count_read_the_same_global_batches(contract_sh
     data and the global batch: on 1, 2, 4 and 8 workers the canonical streams (8 for units of 64
     rows, 4 for 100: then 8 workers share streams, 1 and 2 read several) give the same (shard,
     row) pairs, read in chunks of several batches as the input pipeline does (stream.py)."""
-    shards = data.read_manifest(contract_shards).splits["train"]
+    shards = data.open_dataset(contract_shards).splits["train"]
     streams = data.canonical_streams(16, len(data.make_units(shards, unit_rows)))
     assert streams == {64: 8, 100: 4}[unit_rows]
     where = _rows_of(shards)
@@ -142,7 +142,7 @@ def test_a_chunk_reads_each_of_its_units_once(contract_shards, monkeypatch):
     """One worker reading pieces of several streams interleaves units in a chunk (stream after
     stream, batch after batch): each unit is decoded once per chunk, not once per piece, and the
     rows come out in plan order."""
-    shards = data.read_manifest(contract_shards).splits["train"]
+    shards = data.open_dataset(contract_shards).splits["train"]
     p = data.epoch_plan(shards, 64, seed=3, epoch=0, streams=8, global_batch=16)
     segs = data.rank_segments(p, shards, 0, 6, 0, 1, 3)  # 6 batches, 2 rows of each of 8 streams in each
     pieces = [data.read_segments([s]) for s in segs]
@@ -165,13 +165,13 @@ def test_a_chunk_reads_each_of_its_units_once(contract_shards, monkeypatch):
 
 
 def test_too_little_data_for_one_step_is_a_clear_error(contract_shards):
-    shards = data.read_manifest(contract_shards).splits["train"]
+    shards = data.open_dataset(contract_shards).splits["train"]
     with pytest.raises(ValueError, match="cannot give each of 2 data streams 2048 rows"):
         data.epoch_plan(shards, 64, 0, 0, 2, global_batch=4096)
 
 
 def test_missing_contract_column_names_the_file(contract_shards, tmp_path):
-    shard = data.read_manifest(contract_shards).splits["train"][2]
+    shard = data.open_dataset(contract_shards).splits["train"][2]
     bad = tmp_path / "bad.parquet"
     pq.write_table(pq.read_table(shard.url).drop(["char_mask_positions"]), bad)
     with pytest.raises(ValueError, match=r"bad\.parquet: columns \['char_mask_positions'\]"):
@@ -181,7 +181,7 @@ def test_missing_contract_column_names_the_file(contract_shards, tmp_path):
 def test_a_corrupt_shard_is_named_with_both_hashes(contract_shards, tmp_path):
     data_dir = str(tmp_path / "shards")
     shutil.copytree(contract_shards, data_dir)
-    shard = data.read_manifest(data_dir).splits["train"][1]
+    shard = data.open_dataset(data_dir).splits["train"][1]
     with open(shard.url, "r+b") as f:  # one flipped byte in the middle of the file
         f.seek(os.path.getsize(shard.url) // 2)
         byte = f.read(1)
@@ -197,7 +197,7 @@ def test_a_corrupt_shard_is_named_with_both_hashes(contract_shards, tmp_path):
 def test_a_shard_is_hashed_once_per_process_not_per_read(contract_shards, tmp_path, monkeypatch):
     data_dir = str(tmp_path / "shards")
     shutil.copytree(contract_shards, data_dir)  # URLs this process has not verified yet
-    shards = data.read_manifest(data_dir).splits["train"]
+    shards = data.open_dataset(data_dir).splits["train"]
     hashed, real = [], file_sha256
     monkeypatch.setattr(data, "file_sha256", lambda url: hashed.append(url) or real(url))
     for start in range(0, 150, 10):  # 15 reads of 2 shards, past the row-group cache of 4
@@ -215,7 +215,7 @@ def test_the_stream_resumes_exactly_through_ray_tasks(contract_shards, ray_local
     data_dir = str(tmp_path / "shards")
     shutil.copytree(contract_shards, data_dir)
     cfg = config.load_config("tiny", {"data.path": data_dir, "data.chunk_rows": 12})
-    manifest = data.read_manifest(data_dir)
+    manifest = data.open_dataset(data_dir)
     kwargs = dict(num_hash_buckets=2048, seq_len=256)
     full = stream.TrainStream(manifest, cfg, rank=1, world=2, **kwargs)
     assert full.streams == 8  # data.streams 0: the canonical count of 8 units, not the 2 workers

@@ -23,7 +23,7 @@ CLIP = 1e-3  # far below the tiny model's gradient norm (~1-10): every step clip
 @pytest.fixture(scope="module")
 def micro_batches(contract_shards):
     """Four micro batches of 2 examples (two optimizer steps of 2 micro batches each)."""
-    shard = data.read_manifest(contract_shards).splits["train"][0]
+    shard = data.open_dataset(contract_shards).splits["train"][0]
     rows = data.read_unit(shard.url, shard.sha256, 0, 8)
     return [build_batch(rows.slice(2 * i, 2), 256, "char", seed=i, num_hash_buckets=2048) for i in range(4)]
 

@@ -67,7 +67,7 @@ def test_lamb_trust_ratio_per_logical_tensor_and_none_for_biases_by_hand():
 
 
 def test_lamb_groups_split_the_fused_weights_and_exclude_biases_and_norms():
-    from training.config import CanineConfig
+    from training.canine_config import CanineConfig
     from training.model import CanineModel
 
     cfg = CanineConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
@@ -121,7 +121,7 @@ def test_deepspeed_wrap_matches_plain_torch(one_process_group, name, stage):
 
 def _tiny_lamb(precision: str, stage: int = 0):
     """(config, tiny CANINE) with LAMB at `stage` in `precision`, one micro batch of 2 per step."""
-    from training.config import preset
+    from training.canine_config import of_size
     from training.heads import CaninePretrainingModel
 
     cfg = config.load_config("tiny", {**CPU, "optim.name": "lamb", "parallel.zero_stage": stage,
@@ -129,7 +129,7 @@ def _tiny_lamb(precision: str, stage: int = 0):
                                       "train.micro_batch": 2, "train.max_steps": 10, "optim.lr": 0.01,
                                       "optim.grad_clip": 0.5})
     torch.manual_seed(0)
-    return cfg, CaninePretrainingModel(preset("tiny"), "char")
+    return cfg, CaninePretrainingModel(of_size("tiny"), "char")
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
@@ -158,7 +158,7 @@ def test_lamb_under_bf16_autocast_is_the_reference_lamb_on_a_plain_copy(one_proc
     from training.batch import build_batch
     from training.train import data
 
-    shard = data.read_manifest(contract_shards).splits["train"][0]
+    shard = data.open_dataset(contract_shards).splits["train"][0]
     batch = build_batch(data.read_unit(shard.url, shard.sha256, 0, 2), 256, "char", seed=0, num_hash_buckets=2048)
     cfg, model = _tiny_lamb("bf16")
     _, reference = _tiny_lamb("bf16")  # the same seed (a deepcopy would drop the `stacked_parts` marks)

@@ -1,4 +1,5 @@
-"""CANINE model configuration: one dataclass, defaults = CANINE-base, plus named presets.
+"""CANINE model configuration: one dataclass, defaults = CANINE-base, plus named sizes (the
+model's shape; a training preset, training/configs/*.yaml, names one as model.size).
 
 Field names follow `transformers.CanineConfig` wherever Hugging Face has the same field, so
 `training.hf` can copy them across unchanged (the GELU variant in particular, docs/canine.md "GELU").
@@ -146,7 +147,7 @@ class CanineConfig:
         return dataclasses.replace(self, **changes)
 
 
-PRESETS: dict[str, CanineConfig] = {
+SIZES: dict[str, CanineConfig] = {
     # Tests and smoke runs: every code path, seconds on a CPU. Inputs up to the paper's n (the
     # position table); 2048 buckets keep the CANINE-C softmax small.
     "tiny": CanineConfig(
@@ -162,8 +163,8 @@ PRESETS: dict[str, CanineConfig] = {
 }
 
 
-def preset(name: str, **overrides) -> CanineConfig:
-    """A copy of a named preset with some fields changed."""
-    if name not in PRESETS:
-        raise KeyError(f"unknown model preset {name!r}; choose from {sorted(PRESETS)}")
-    return PRESETS[name].replace(**overrides)
+def of_size(name: str, **overrides) -> CanineConfig:
+    """A copy of a named size with some fields changed."""
+    if name not in SIZES:
+        raise KeyError(f"unknown model size {name!r}; choose from {sorted(SIZES)}")
+    return SIZES[name].replace(**overrides)
