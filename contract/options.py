@@ -4,7 +4,7 @@ type-driven parser of settings given as text (a YAML file, `--set KEY=VALUE`, a 
     seq_len: int = option(2048, "codepoints per example")
     objective: str = option("char", "CANINE-C or CANINE-S", choices=("char", "subword"))
 
-Both configs use it (pipeline/config.py's PreprocessConfig, training/train/schema.py's
+Both configs use it (pipeline/preprocess_config.py's PreprocessConfig, training/train/schema.py's
 PretrainConfig), and `jobs/flags.py` makes the command-line flags from the same fields, so a
 default, a choice or a help text is written once. A leaf module: it imports nothing, not even
 the rest of the contract.
