@@ -9,7 +9,6 @@ names the object, and that it still says something once the object is taken out 
 
 import contextlib
 import json
-import os
 import socket
 import stat
 import sys

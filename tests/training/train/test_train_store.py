@@ -13,7 +13,7 @@ from contract import schema
 from contract.lock import OutputLock
 from jobs import cli
 from training import rundir
-from training.train import checkpoint, config, metrics
+from training.train import checkpoint, config
 from training.train.run import pretrain
 
 pytestmark = pytest.mark.slow
