@@ -5,7 +5,7 @@
     python benchmarks/text_quality.py --input 'dumps/*.xml.bz2' --repeat 1 --show holes
 
 Every tool gets the same articles (ns 0, not redirects) and its own best settings for plain
-text: ours is `pipeline.clean.clean_page` (the whole cleaner: NFC and the special-codepoint
+text: ours is `pipeline.wikitext.clean.clean_page` (the whole cleaner: NFC and the special-codepoint
 escape included), once with the defaults and once with `keep_tables` and `keep_end_matter`;
 wikiextractor is `Extractor.clean_text` on the page's XML-escaped text, as its own dump reader
 hands it over, with headings marked (`mark_headers`) so they can be found, without HTML
@@ -16,7 +16,7 @@ benchmarks/preprocess.py times.
 Columns:
 - chars: characters of text out (wikiextractor's "## " heading marks not counted).
 - body sections: headings of the source kept as a line of their own (compared without
-  markup, case, spaces or a trailing "."), of those not in pipeline/endmatter.py's table;
+  markup, case, spaces or a trailing "."), of those not in pipeline/wikitext/endmatter.py's table;
   a section with no text under it (one that only held a table) may be dropped on purpose.
 - end matter: the same for end-matter headings (References, See also, ...): 0 is the goal.
 - residue/100k: markup left in the text per 100,000 characters: `[[ ]] {{ }} {| |}`, `''`,
@@ -58,10 +58,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline import sources  # noqa: E402
-from pipeline.clean import clean_page  # noqa: E402
+from pipeline.wikitext.clean import clean_page  # noqa: E402
 from pipeline.preprocess_config import PreprocessConfig  # noqa: E402
-from pipeline.endmatter import is_end_matter  # noqa: E402
-from pipeline.sections import strip_quotes  # noqa: E402
+from pipeline.wikitext.endmatter import is_end_matter  # noqa: E402
+from pipeline.wikitext.sections import strip_quotes  # noqa: E402
 
 DEFAULT_INPUT = str(ROOT / "tests" / "data" / "wiki" / "*.xml.bz2")
 

@@ -23,7 +23,7 @@ BOS = 0xE002
 MASK = 0xE003
 RESERVED = 0xE004
 # Any input character in this set could be confused with a special codepoint, so the
-# cleaner replaces it with REPLACEMENT_CHARACTER and counts it (pipeline/clean.py).
+# cleaner replaces it with REPLACEMENT_CHARACTER and counts it (pipeline/wikitext/clean.py).
 ALIASED_RANGE = (0xE000, 0xE0FF)  # inclusive, plus U+0000
 REPLACEMENT_CHARACTER = 0xFFFD
 
@@ -66,7 +66,7 @@ LANGUAGE_KEYS = ("pages_read",) + PAGE_OUTCOMES + (
     "sampling_weight",
     "replaced_characters",
 )
-# What kept pages lost in cleaning, per reason (pipeline/clean.py), as each language's
+# What kept pages lost in cleaning, per reason (pipeline/wikitext/clean.py), as each language's
 # `dropped` in the manifest: constructs, not pages, so they are outside the identity above.
 # references: <ref> citations and reference lists; templates: templates dropped without words
 # (infoboxes apart); images: File/Image links with their captions; end_matter and

@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 
 from contract import schema
 from contract.files import atomic_write, redact
-from pipeline import clean, sources
+from pipeline import sources
+from pipeline.wikitext import clean
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.hashing import stable_int
 

@@ -40,11 +40,11 @@ class PreprocessConfig:
     pack_group_codepoints: int = option(16_000_000, "codepoints of pages packed together in one group "
                                         "(per language and split)")
     streams_per_item: int = option(10, "bz2 streams of a multistream dump per work item (about 100 pages a stream)")
-    # Cleaning (pipeline/clean.py): tables and end-matter sections are dropped by default,
+    # Cleaning (pipeline/wikitext/clean.py): tables and end-matter sections are dropped by default,
     # as in mBERT's WikiExtractor text: table cells are fragments, end matter is citations and lists of titles.
     keep_tables: bool = option(False, "keep table cells' text, a row a line, cells joined by ' | ' (default: drop tables)")
     keep_end_matter: bool = option(False, "keep References, See also, External links, ... sections "
-                                   "(pipeline/endmatter.py; default: drop them)")
+                                   "(pipeline/wikitext/endmatter.py; default: drop them)")
     input_fingerprints: tuple = option((), "((url, size, content id), ...) filled in by output.prepare")
 
     def fingerprint(self) -> dict:

@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from loopback import stores
-from pipeline.clean import clean_page
+from pipeline.wikitext.clean import clean_page
 from pipeline.sources import WorkItem, read_pages
 from pipeline.synthetic import write_contract_shards
 

@@ -1,7 +1,7 @@
 """What every reader hands on and every check shares: the work item, the raw page, the input
 error, and the checks of a page's id, its language code and a lone surrogate in its text. XML
 pages and JSON Lines / Parquet rows are checked by the same functions, so one bad value gets one
-message whatever the input kind; pipeline/clean.py uses lone_surrogate on cleaned text too.
+message whatever the input kind; pipeline/wikitext/clean.py uses lone_surrogate on cleaned text too.
 """
 
 import re

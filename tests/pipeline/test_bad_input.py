@@ -16,7 +16,7 @@ import pytest
 from contract import schema
 from jobs import cli
 from pipeline import itemcache
-from pipeline.clean import clean_page
+from pipeline.wikitext.clean import clean_page
 from pipeline.sources import InputError, WorkItem, plan_work_items, read_pages
 
 SAMPLE_XML = Path(__file__).resolve().parents[2] / "pipeline" / "sample" / "enwiki-20261101-pages-articles.xml"

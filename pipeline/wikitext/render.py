@@ -1,4 +1,4 @@
-"""Wikitext -> text by the rules of pipeline/clean.py, over mwparserfromhell's tokens.
+"""Wikitext -> text by the rules of pipeline/wikitext/clean.py, over mwparserfromhell's tokens.
 
 `mwparserfromhell.parse` is two steps: a C tokenizer, then a Python builder that turns the
 tokens into a node tree. On the bundled sample the builder is ~5x the tokenizer's time
@@ -6,13 +6,13 @@ tokens into a node tree. On the bundled sample the builder is ~5x the tokenizer'
 node it builds is then dropped (templates, refs, tables). `TokenRenderer` reads the token
 list directly: it keeps the text of what the rules keep and steps over the rest. Its
 output and its drop counts equal the tree walk's (`TreeRenderer`, the reference,
-tests/pipeline/test_clean.py checks both on every sample page and on the real pages);
+tests/pipeline/wikitext/test_clean.py checks both on every sample page and on the real pages);
 anything it does not model exactly (a link title or tag name that is not plain text, a
 stray token the builder would reject) sends the whole piece to the tree walk instead
 (`render`).
 
 What is rendered is one piece of a page: a heading's title, or the text between the
-headings and tables that pipeline/sections.py found, so headings never reach the walkers
+headings and tables that pipeline/wikitext/sections.py found, so headings never reach the walkers
 (one nested in a tag is rendered on a line of its own).
 """
 
@@ -22,11 +22,11 @@ import unicodedata
 from mwparserfromhell.nodes import ExternalLink, Heading, HTMLEntity, Tag, Template, Text, Wikilink
 from mwparserfromhell.parser import Parser, tokens as tk
 
-from pipeline import templates
-from pipeline.templates import FALLBACK, FALLBACK_CHARS, FALLBACK_CLOSE, FALLBACK_OPEN
+from pipeline.wikitext import templates
+from pipeline.wikitext.templates import FALLBACK, FALLBACK_CHARS, FALLBACK_CLOSE, FALLBACK_OPEN
 
 # Tags whose content is not prose: citations, media, formulas, code, machine-readable data.
-# (Wiki tables are cut out line by line before parsing, pipeline/sections.py; `table` here is
+# (Wiki tables are cut out line by line before parsing, pipeline/wikitext/sections.py; `table` here is
 # an HTML table, or a wiki table inside a template's parameter.)
 DROP_TAGS = frozenset(
     "ref references table gallery imagemap math chem ce hiero score timeline graph mapframe maplink "
@@ -102,8 +102,8 @@ def render(wikitext: str, lang: str = "en", keep_tables: bool = False, drops: di
 
 
 def _fallback_text(text: str) -> str | None:
-    """A template not in pipeline/templates.py keeps its one plain parameter, marked so that
-    pipeline/clean.py can drop it again where it is not inside a sentence."""
+    """A template not in pipeline/wikitext/templates.py keeps its one plain parameter, marked so that
+    pipeline/wikitext/clean.py can drop it again where it is not inside a sentence."""
     text = text.strip()
     return FALLBACK_OPEN + text + FALLBACK_CLOSE if text and len(text) <= FALLBACK_CHARS and "\n" not in text else None
 

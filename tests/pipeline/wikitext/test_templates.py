@@ -1,10 +1,10 @@
-"""pipeline/templates.py: word-carrying templates render as their words; the rest is dropped and counted."""
+"""pipeline/wikitext/templates.py: word-carrying templates render as their words; the rest is dropped and counted."""
 
 import pytest
 
 from contract import schema
-from pipeline import templates
-from pipeline.clean import clean_wikitext, wikitext_to_text
+from pipeline.wikitext import templates
+from pipeline.wikitext.clean import clean_wikitext, wikitext_to_text
 from pipeline.preprocess_config import PreprocessConfig
 
 RENDERED = {

@@ -1,8 +1,8 @@
-"""pipeline/sections.py: bold/italic, headings and tables found line by line, as MediaWiki does."""
+"""pipeline/wikitext/sections.py: bold/italic, headings and tables found line by line, as MediaWiki does."""
 
 import pytest
 
-from pipeline.sections import Section, split_sections, split_tables, strip_quotes
+from pipeline.wikitext.sections import Section, split_sections, split_tables, strip_quotes
 
 
 @pytest.mark.parametrize(

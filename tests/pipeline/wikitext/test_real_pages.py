@@ -11,8 +11,8 @@ import mwparserfromhell
 import pytest
 
 from contract import schema
-from pipeline.clean import clean_page
-from pipeline.sections import strip_quotes
+from pipeline.wikitext.clean import clean_page
+from pipeline.wikitext.sections import strip_quotes
 
 EXCERPT = "enwiki-201605-excerpt.xml.bz2"
 TABLES = "enwiki-201712-tables.xml.bz2"

@@ -1,4 +1,4 @@
-"""Inline templates that carry words of their sentence, rendered as those words (pipeline/clean.py, the templates rule).
+"""Inline templates that carry words of their sentence, rendered as those words (pipeline/wikitext/clean.py, the templates rule).
 
 Templates are dropped (infoboxes, navigation, citations, maintenance tags) except the ones
 below, which put words into running text: "an area of {{convert|52419|sqmi}}" must read "an area
@@ -6,12 +6,12 @@ of 52,419 square miles", not "an area of." (the holes benchmarks/text_quality.py
 `lookup(name, lang)` answers before any parameter is rendered, so a dropped infobox costs
 nothing. Its answer is one of:
 - a renderer `f(positional, named) -> str`, called with the parameters already rendered to
-  text by pipeline/render.py (links as their text, nested templates by these same rules);
+  text by pipeline/wikitext/render.py (links as their text, nested templates by these same rules);
 - a drop reason (contract.schema.CONSTRUCT_DROPS), counted;
 - FALLBACK: a name not known here. The walker keeps the template's text only where that is
   safe: one positional parameter and no named one, plain text (no markup), at most
   `FALLBACK_CHARS`, and inside a sentence. Position is judged on the final text
-  (pipeline/clean.py): kept text marked with FALLBACK_OPEN / FALLBACK_CLOSE that stands on a
+  (pipeline/wikitext/clean.py): kept text marked with FALLBACK_OPEN / FALLBACK_CLOSE that stands on a
   line of its own (a hatnote or navigation template) or right after a clause's punctuation
   (a footnote's place) is dropped after all.
 

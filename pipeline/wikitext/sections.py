@@ -1,4 +1,4 @@
-"""A page's line structure, found before parsing: bold/italic runs, headings, tables (pipeline/clean.py, the rule on broken markup).
+"""A page's line structure, found before parsing: bold/italic runs, headings, tables (pipeline/wikitext/clean.py, the rule on broken markup).
 
 mwparserfromhell parses a page as one tree, so a construct it cannot close takes everything up
 to a false end with it: a `'''` in a table cell that it pairs with one paragraphs later, or a

@@ -1,10 +1,10 @@
-"""pipeline/endmatter.py: end-matter sections of every language the project names are dropped and counted."""
+"""pipeline/wikitext/endmatter.py: end-matter sections of every language the project names are dropped and counted."""
 
 import pytest
 
-from pipeline.clean import clean_wikitext
+from pipeline.wikitext.clean import clean_wikitext
 from pipeline.preprocess_config import PreprocessConfig
-from pipeline.endmatter import END_MATTER, is_end_matter
+from pipeline.wikitext.endmatter import END_MATTER, is_end_matter
 
 # References, Notes, Bibliography, Further reading, External links, See also, as each wiki titles them.
 TITLES = {

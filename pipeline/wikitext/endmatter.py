@@ -1,4 +1,4 @@
-"""End-matter section titles, per language (pipeline/clean.py, the end-matter rule).
+"""End-matter section titles, per language (pipeline/wikitext/clean.py, the end-matter rule).
 
 References, notes, bibliographies, reading lists, external links and "see also" lists are the
 end of most articles: citations and lists of titles, not prose, and the same few headings on

@@ -7,17 +7,17 @@ pretrained on (paper §4.1): WikiExtractor-style text without templates and tabl
   their "X may refer to: ..." lists are real prose in the language, and telling them apart
   needs per-wiki template names that the cleaner would have to guess.
 - Broken markup never takes text with it: bold/italic, headings and tables are found line by
-  line first, as MediaWiki does (pipeline/sections.py), so an unclosed construct ends at its
+  line first, as MediaWiki does (pipeline/wikitext/sections.py), so an unclosed construct ends at its
   line, its table or its section. Every heading is kept, or dropped on purpose and counted.
 - Tables (wiki and HTML), infoboxes, galleries and images with their captions are dropped and
   counted; `PreprocessConfig.keep_tables` keeps the cells' text instead, a row a line, cells
   joined by " | ".
 - End matter (References, Notes, See also, External links, ... in each language,
-  pipeline/endmatter.py) is dropped with its subsections and counted, unless
+  pipeline/wikitext/endmatter.py) is dropped with its subsections and counted, unless
   `PreprocessConfig.keep_end_matter`.
 - Templates are dropped, except those that put words into the sentence: conversions, language,
   transliteration and pronunciation, dates, formatting wrappers, quotations render as their words
-  (pipeline/templates.py); an unknown template inside a sentence keeps its one plain parameter.
+  (pipeline/wikitext/templates.py); an unknown template inside a sentence keeps its one plain parameter.
 - Links keep their display text; File/Image/Category links and interlanguage links
   (`[[fr:Paris]]`) are dropped; `[[:Category:X]]` is an inline link and kept.
 - External links keep their label; bare or unlabeled URLs are dropped.
@@ -37,7 +37,7 @@ Speed: parsing is nearly all the cost. Comments, refs and dropped extension tags
 regex before parsing; dropped tables and end-matter sections, non-articles and redirects are
 never parsed; bold/italic runs are removed before parsing (sections.py), which spares
 mwparserfromhell's tokenizer its costliest backtracking; the text is read off its token list
-rather than its node tree (pipeline/render.py). On the real pages of tests/data/wiki
+rather than its node tree (pipeline/wikitext/render.py). On the real pages of tests/data/wiki
 (benchmarks/text_quality.py, MB of wikitext per CPU second): 7.4, against 0.76 for
 `parse(text).strip_code()` alone and 6.8 for wikiextractor; the previous cleaner
 did 4.1-4.2 where this one did 6.1-6.6 in the same runs, and 7.3-10.6 where this
@@ -50,11 +50,11 @@ from dataclasses import dataclass, field
 
 from contract.schema import ALIASED_RANGE, REPLACEMENT_CHARACTER
 from pipeline.preprocess_config import PreprocessConfig
-from pipeline.endmatter import is_end_matter
-from pipeline.render import CELL, DROP_TAGS, TAG_REASONS, render
-from pipeline.sections import split_sections, split_tables, strip_quotes
+from pipeline.wikitext.endmatter import is_end_matter
+from pipeline.wikitext.render import CELL, DROP_TAGS, TAG_REASONS, render
+from pipeline.wikitext.sections import split_sections, split_tables, strip_quotes
 from pipeline.sources import RawPage, lone_surrogate
-from pipeline.templates import FALLBACK_OPEN
+from pipeline.wikitext.templates import FALLBACK_OPEN
 
 # `#REDIRECT [[Target]]` and the localized keywords of the sample's and other large wikis.
 _REDIRECT_RE = re.compile(
@@ -97,7 +97,7 @@ _SPACES_RE = re.compile(r" [ \t]+|\t[ \t]*")  # runs of spaces and tabs -> one s
 # "the Hokkien {{...}}, which": no space before a , or . that ends a clause (".NET" keeps it)
 _SPACE_BEFORE_RE = re.compile(r"  *(?=[,.](?:\s|$))")
 _LINE_BREAKS_RE = re.compile(r" \n[ \n]*|\n[ \n]+")  # blank lines and spaces around line breaks
-# An unknown template's text (pipeline/templates.py) is kept only inside a sentence: not on a
+# An unknown template's text (pipeline/wikitext/templates.py) is kept only inside a sentence: not on a
 # line of its own (hatnotes, navigation), not right after a clause's punctuation (a footnote).
 _FALLBACK_LINE_RE = re.compile(r"(?m)^[ \t]*(?:\x01[^\x02\n]*\x02[ \t,;.·]*)+$")
 _FALLBACK_AFTER_PUNCT_RE = re.compile(r"(?<=[.,;:!?])\x01[^\x02\n]*\x02")
@@ -127,6 +127,17 @@ class CleanResult:
     replaced: int  # aliased characters replaced by U+FFFD (kept pages only)
     reason: str  # why a page was not kept ("" when kept), written to rejects/
     dropped: dict = field(default_factory=dict)  # {contract.schema.CONSTRUCT_DROPS reason: count} (kept pages only)
+    headings: "Headings | None" = None  # what the end-matter rule saw on a kept page (its stats per language)
+    variants: int = 0  # language-variant constructs `-{...}-` rendered on a kept page (pipeline/wikitext/variants.py)
+
+
+@dataclass
+class Headings:
+    """A page's headings as the end-matter rule met them, for the per-language stats that show
+    what the rule did on a wiki nobody checked (pipeline/wikitext/endmatter.py)."""
+
+    dropped: list = field(default_factory=list)  # rendered titles of the sections dropped as end matter
+    last_kept: str = ""  # the title of the last top-level section kept ("" if the page has none)
 
 
 def clean_page(page: RawPage, cfg: PreprocessConfig = _DEFAULTS) -> CleanResult:
@@ -140,9 +151,9 @@ def clean_page(page: RawPage, cfg: PreprocessConfig = _DEFAULTS) -> CleanResult:
     target = redirect_target(page.text) if wikitext else None
     if page.redirect or target is not None:
         return CleanResult("redirects", None, 0, f"redirect to {target if target else '(unknown)'}")
-    dropped = {}
+    dropped, headings = {}, Headings()
     try:
-        text = clean_wikitext(page.text, page.lang, cfg, dropped) if wikitext else page.text
+        text = clean_wikitext(page.text, page.lang, cfg, dropped, headings) if wikitext else page.text
     except Exception as err:  # mwparserfromhell's ParserError, RecursionError on absurd nesting
         return CleanResult("parse_errors", None, 0, f"parse error: {type(err).__name__}: {err}")
     # Only a character reference makes a surrogate here (XML refuses one), so the scan is skipped
@@ -152,7 +163,7 @@ def clean_page(page: RawPage, cfg: PreprocessConfig = _DEFAULTS) -> CleanResult:
     text, replaced = escape_aliased(unicodedata.normalize("NFC", text))
     if not text.strip():
         return CleanResult("empty", None, 0, "empty after cleaning")
-    return CleanResult("kept", text, replaced, "", dropped)
+    return CleanResult("kept", text, replaced, "", dropped, headings if wikitext else None)
 
 
 def redirect_target(wikitext: str) -> str | None:
@@ -171,10 +182,13 @@ def wikitext_to_text(wikitext: str, lang: str = "en", cfg: PreprocessConfig = _D
     return clean_wikitext(wikitext, lang, cfg, {})
 
 
-def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dict) -> str:
-    """`wikitext_to_text`, adding what it drops to `dropped` ({reason: count})."""
+def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dict, headings: "Headings | None" = None) -> str:
+    """`wikitext_to_text`, adding what it drops to `dropped` ({reason: count}) and, when given,
+    the end-matter headings it dropped and the last top-level heading it kept to `headings`."""
+    headings = Headings() if headings is None else headings
     sections = []  # (level, title, text); level 0 is the lead
     end_matter = 0  # level of the end-matter section being skipped, 0 if none
+    top = 7  # the page's top heading level (the smallest seen)
     for level, title, body in split_sections(strip_quotes(_prestrip(wikitext, dropped))):
         if level:
             if end_matter and level > end_matter:  # a subsection of end matter
@@ -182,11 +196,14 @@ def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dic
                 continue
             end_matter = 0
             title = _render_title(title, lang, dropped)
+            top = min(top, level)
             if not cfg.keep_end_matter and is_end_matter(title, lang):
                 _count(dropped, "end_matter")
+                headings.dropped.append(title)
                 end_matter = level
                 continue
         sections.append((level, title, _render_body(body, lang, cfg.keep_tables, dropped)))
+    headings.last_kept = next((title for level, title, _ in reversed(sections) if level == top), "")
     # One _finish for the whole page: its regex passes cost as much per call as per character.
     texts = _finish(_SECTION_BREAK.join(text for _, _, text in sections), cfg.keep_tables).split("\x04")
     return _join([(level, title, text.strip()) for (level, title, _), text in zip(sections, texts)], dropped)

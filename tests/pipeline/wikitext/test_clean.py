@@ -1,4 +1,4 @@
-"""pipeline/clean.py: each wikitext rule, NFC, the special-codepoint escape, outcomes, the sample."""
+"""pipeline/wikitext/clean.py: each wikitext rule, NFC, the special-codepoint escape, outcomes, the sample."""
 
 import random
 import unicodedata
@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from contract import schema
-from pipeline.clean import clean_page, escape_aliased, redirect_target, wikitext_to_text
+from pipeline.wikitext.clean import clean_page, escape_aliased, redirect_target, wikitext_to_text
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.sources import RawPage
 
@@ -54,7 +54,7 @@ def test_wikitext_rule(name):
     assert wikitext_to_text(wikitext) == expected
 
 
-# --- broken markup ends at its line, table or section (pipeline/sections.py) ----------------
+# --- broken markup ends at its line, table or section (pipeline/wikitext/sections.py) ----------------
 AFTER = "\n== Economy ==\nThe economy grew.\n== Next ==\nMore text."
 BROKEN = {
     "unbalanced bold": "Intro '''bold to the end",
@@ -248,7 +248,7 @@ def test_sample_scripts_survive_cleaning(sample_pages):
         assert in_block > 0.5 * len(text.replace(" ", "")), lang
 
 
-# --- the token walk equals the tree walk (pipeline/render.py) --------------------------------
+# --- the token walk equals the tree walk (pipeline/wikitext/render.py) --------------------------------
 
 TRICKY = [
     "[[File:x.jpg|thumb|{{lang|de|Bild}} caption [[link]]]] after",
@@ -282,7 +282,7 @@ def walks(text, lang="en", keep_tables=False):
     import mwparserfromhell
     from mwparserfromhell.parser import Parser
 
-    from pipeline.render import TokenRenderer, TreeRenderer, _Fallback
+    from pipeline.wikitext.render import TokenRenderer, TreeRenderer, _Fallback
 
     try:
         tree_walk = TreeRenderer(lang, keep_tables)
@@ -298,8 +298,8 @@ def walks(text, lang="en", keep_tables=False):
 
 def page_pieces(wikitext):
     """What the cleaner hands the walkers: heading titles, and the text between headings and tables."""
-    from pipeline.clean import _prestrip
-    from pipeline.sections import split_sections, split_tables, strip_quotes
+    from pipeline.wikitext.clean import _prestrip
+    from pipeline.wikitext.sections import split_sections, split_tables, strip_quotes
 
     for level, title, body in split_sections(strip_quotes(_prestrip(wikitext, {}))):
         if level:
