@@ -2,13 +2,13 @@
 
 One idea per module:
     plan.py         globs -> input files -> work items, sorted; the cheap checks; read_pages by kind
-    mediawiki.py    MediaWiki XML exports: the dump's language, the expat page parser
+    mediawiki.py    MediaWiki XML exports: the dump's language and <siteinfo> names, the expat page parser
     multistream.py  a bz2 multistream dump split by its index into ranges of whole streams
     jsonl.py        JSON Lines corpora, line by line
     parquet.py      Parquet corpora, in Arrow batches
     rows.py         a JSON Lines / Parquet row -> RawPage (markup "plain"), bad rows marked
     compressed.py   a file's bytes, read in blocks and bz2 / gzip-decompressed in bounded pieces
-    common.py       WorkItem, RawPage, InputError and the id / language / surrogate checks
+    common.py       WorkItem, RawPage, SiteInfo, InputError and the id / language / surrogate checks
 
 Inputs:
 - MediaWiki XML exports: `.xml`, `.xml.bz2`, `.xml.gz` (and Wikimedia's split names such as

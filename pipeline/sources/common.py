@@ -1,7 +1,7 @@
-"""What every reader hands on and every check shares: the work item, the raw page, the input
-error, and the checks of a page's id, its language code and a lone surrogate in its text. XML
-pages and JSON Lines / Parquet rows are checked by the same functions, so one bad value gets one
-message whatever the input kind; pipeline/wikitext/clean.py uses lone_surrogate on cleaned text too.
+"""What every reader hands on and every check shares: the work item, the raw page, a dump's site
+info, the input error, and the checks of a page's id, its language code and a lone surrogate in
+its text. XML pages and JSON Lines / Parquet rows are checked by the same functions, so one bad
+value gets one message whatever the input kind; pipeline/wikitext/clean.py uses lone_surrogate on cleaned text too.
 """
 
 import re
@@ -28,6 +28,20 @@ class InputError(Exception):
         super().__init__(redact(message))
 
 
+# The <siteinfo> namespaces a SiteInfo keeps: those pipeline/wikitext/namespaces.py reads
+# (Media, File, Category). Only these, so that a work item that carries one stays small.
+NAMESPACE_KEYS = frozenset({-2, 6, 14})
+
+
+@dataclass(frozen=True)
+class SiteInfo:
+    """What a MediaWiki dump's <siteinfo> says that the cleaner uses: the local names of the
+    namespaces in NAMESPACE_KEYS. Read once per dump when planning (pipeline/sources/mediawiki.py)
+    and carried by each of its work items; the pages of an item share their item's object."""
+
+    namespaces: tuple = ()  # ((key, name), ...) in the dump's order, e.g. ((-2, "Medium"), (6, "Datei"), (14, "Kategorie"))
+
+
 @dataclass(frozen=True)
 class WorkItem:
     path: str  # fsspec URL of one input file
@@ -35,6 +49,7 @@ class WorkItem:
     start: int = 0  # multistream: byte offset of the first bz2 stream of the range
     end: int | None = None  # exclusive byte offset (None = to end of file)
     lang: str | None = None  # known at planning time: the dump's xml:lang, else --lang
+    site: SiteInfo | None = None  # the dump's <siteinfo>, read when planning (a multistream range past byte 0 lacks it)
 
 
 @dataclass
@@ -48,6 +63,7 @@ class RawPage:
     source: str  # "path:line", "path@start:line" or "path#row", for messages and rejects
     error: str | None = None  # malformed page: counted as parse_errors, written to rejects/
     markup: str = "wikitext"  # "wikitext" (dumps) or "plain" (already-cleaned corpora)
+    site: SiteInfo | None = None  # the dump's <siteinfo> (shared by its pages); None: none in the input
 
 
 def as_id(value, field: str) -> tuple[int, str | None]:

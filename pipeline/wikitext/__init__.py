@@ -2,7 +2,9 @@
 
 - clean.py      a page's outcome (kept, redirect, empty, ...) and its text: the rules, in order
 - sections.py   the line structure found before parsing: quotes, headings, tables
+- variants.py   language-variant markup -{...}- as MediaWiki's LanguageConverter shows it (zh, sr, kk, ...)
 - render.py     mwparserfromhell's tokens -> text; File / Category / interlanguage links
+- namespaces.py File and Category names: the dump's own <siteinfo> names and a fallback list
 - templates.py  templates that put words into the sentence, and how each renders
 - endmatter.py  which sections end an article (references, bibliography, links) on any wiki
 

@@ -12,14 +12,22 @@ pretrained on (paper §4.1): WikiExtractor-style text without templates and tabl
 - Tables (wiki and HTML), infoboxes, galleries and images with their captions are dropped and
   counted; `PreprocessConfig.keep_tables` keeps the cells' text instead, a row a line, cells
   joined by " | ".
-- End matter (References, Notes, See also, External links, ... in each language,
-  pipeline/wikitext/endmatter.py) is dropped with its subsections and counted, unless
-  `PreprocessConfig.keep_end_matter`.
+- End matter (References, Notes, See also, External links, ...) is dropped with its subsections
+  and counted, unless `PreprocessConfig.keep_end_matter`: by its title, listed for ten languages
+  or of end-matter words for any, or by its raw body, a list of citations with nearly no prose
+  (pipeline/wikitext/endmatter.py).
 - Templates are dropped, except those that put words into the sentence: conversions, language,
   transliteration and pronunciation, dates, formatting wrappers, quotations render as their words
   (pipeline/wikitext/templates.py); an unknown template inside a sentence keeps its one plain parameter.
-- Links keep their display text; File/Image/Category links and interlanguage links
-  (`[[fr:Paris]]`) are dropped; `[[:Category:X]]` is an inline link and kept.
+- Language-variant markup `-{...}-` (zh, sr, kk, ...) renders as the wiki's own no-conversion view
+  shows it, or as `PreprocessConfig.variants` picks (pipeline/wikitext/variants.py), before
+  parsing; the count is `CleanResult.variants`.
+- Links keep their display text; File/Image/Media/Category links and interlanguage links
+  (`[[fr:Paris]]`) are dropped; `[[:Category:X]]` is an inline link and kept. File and Category
+  are told by the wiki's own namespace names from its dump's <siteinfo> (`[[Soubor:x.jpg]]`,
+  `[[Kategorie:Y]]` on cswiki) added to a hand list of names and aliases (Bild, 图像, ...), which
+  is all an input without <siteinfo> gets; the prefix is compared as MediaWiki does: in any
+  case, `_` = space, NFC (pipeline/wikitext/namespaces.py).
 - External links keep their label; bare or unlabeled URLs are dropped.
 - `<ref>`, `<references/>`, `<gallery>`, `<math>`, code blocks and the like are dropped;
   other tags (`<b>`, `<span>`, `<blockquote>`, ...) keep their text.
@@ -54,7 +62,10 @@ from pipeline.wikitext.endmatter import is_end_matter
 from pipeline.wikitext.render import CELL, DROP_TAGS, TAG_REASONS, render
 from pipeline.wikitext.sections import split_sections, split_tables, strip_quotes
 from pipeline.sources import RawPage, lone_surrogate
+from pipeline.sources.common import SiteInfo
+from pipeline.wikitext import namespaces
 from pipeline.wikitext.templates import FALLBACK_OPEN
+from pipeline.wikitext.variants import check_variants, render as render_variants
 
 # `#REDIRECT [[Target]]` and the localized keywords of the sample's and other large wikis.
 _REDIRECT_RE = re.compile(
@@ -151,9 +162,9 @@ def clean_page(page: RawPage, cfg: PreprocessConfig = _DEFAULTS) -> CleanResult:
     target = redirect_target(page.text) if wikitext else None
     if page.redirect or target is not None:
         return CleanResult("redirects", None, 0, f"redirect to {target if target else '(unknown)'}")
-    dropped, headings = {}, Headings()
+    dropped, headings, stats = {}, Headings(), {}
     try:
-        text = clean_wikitext(page.text, page.lang, cfg, dropped, headings) if wikitext else page.text
+        text = clean_wikitext(page.text, page.lang, cfg, dropped, headings, stats, page.site) if wikitext else page.text
     except Exception as err:  # mwparserfromhell's ParserError, RecursionError on absurd nesting
         return CleanResult("parse_errors", None, 0, f"parse error: {type(err).__name__}: {err}")
     # Only a character reference makes a surrogate here (XML refuses one), so the scan is skipped
@@ -163,7 +174,7 @@ def clean_page(page: RawPage, cfg: PreprocessConfig = _DEFAULTS) -> CleanResult:
     text, replaced = escape_aliased(unicodedata.normalize("NFC", text))
     if not text.strip():
         return CleanResult("empty", None, 0, "empty after cleaning")
-    return CleanResult("kept", text, replaced, "", dropped, headings if wikitext else None)
+    return CleanResult("kept", text, replaced, "", dropped, headings if wikitext else None, stats.get("variants", 0))
 
 
 def redirect_target(wikitext: str) -> str | None:
@@ -182,31 +193,45 @@ def wikitext_to_text(wikitext: str, lang: str = "en", cfg: PreprocessConfig = _D
     return clean_wikitext(wikitext, lang, cfg, {})
 
 
-def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dict, headings: "Headings | None" = None) -> str:
+def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dict, headings: "Headings | None" = None,
+                   stats: dict | None = None, site: SiteInfo | None = None) -> str:
     """`wikitext_to_text`, adding what it drops to `dropped` ({reason: count}) and, when given,
-    the end-matter headings it dropped and the last top-level heading it kept to `headings`."""
+    the end-matter headings it dropped and the last top-level heading it kept to `headings`, and
+    the number of `-{...}-` constructs it rendered to `stats["variants"]`. `site`: the page's dump's
+    <siteinfo> (RawPage.site), whose namespace names tell File and Category links."""
     headings = Headings() if headings is None else headings
+    names = namespaces.of(site)
+    wikitext = _prestrip(wikitext, dropped)
+    if "-{" in wikitext:  # the only cost a page without variant markup pays
+        wikitext, n = render_variants(wikitext, lang, _variant(cfg, lang))
+        if stats is not None:
+            stats["variants"] = n
     sections = []  # (level, title, text); level 0 is the lead
     end_matter = 0  # level of the end-matter section being skipped, 0 if none
     top = 7  # the page's top heading level (the smallest seen)
-    for level, title, body in split_sections(strip_quotes(_prestrip(wikitext, dropped))):
+    for level, title, body in split_sections(strip_quotes(wikitext)):
         if level:
             if end_matter and level > end_matter:  # a subsection of end matter
                 _count(dropped, "end_matter")
                 continue
             end_matter = 0
-            title = _render_title(title, lang, dropped)
+            title = _render_title(title, lang, dropped, names)
             top = min(top, level)
-            if not cfg.keep_end_matter and is_end_matter(title, lang):
+            if not cfg.keep_end_matter and is_end_matter(title, lang, body, tail=bool(headings.dropped)):
                 _count(dropped, "end_matter")
                 headings.dropped.append(title)
                 end_matter = level
                 continue
-        sections.append((level, title, _render_body(body, lang, cfg.keep_tables, dropped)))
+        sections.append((level, title, _render_body(body, lang, cfg.keep_tables, dropped, names)))
     headings.last_kept = next((title for level, title, _ in reversed(sections) if level == top), "")
     # One _finish for the whole page: its regex passes cost as much per call as per character.
     texts = _finish(_SECTION_BREAK.join(text for _, _, text in sections), cfg.keep_tables).split("\x04")
     return _join([(level, title, text.strip()) for (level, title, _), text in zip(sections, texts)], dropped)
+
+
+def _variant(cfg: PreprocessConfig, lang: str) -> str:
+    """The variant `cfg.variants` picks for `lang` ("lang=variant" items), "" for the wiki's own view."""
+    return check_variants(cfg.variants).get(lang, "") if cfg.variants else ""
 
 
 def _prestrip(wikitext: str, dropped: dict) -> str:
@@ -220,23 +245,23 @@ def _prestrip(wikitext: str, dropped: dict) -> str:
     return _DROP_TAG_RE.sub(lambda m: _count(dropped, TAG_REASONS.get(m.group(1).lower(), "")), wikitext)
 
 
-def _render_title(title: str, lang: str, dropped: dict) -> str:
+def _render_title(title: str, lang: str, dropped: dict, names: namespaces.Namespaces) -> str:
     if _MARKUP_RE.search(title) is None:  # most titles are plain words: no parse
         return " ".join(title.split())
-    return _finish(render(title, lang, False, dropped), False).replace("\n", " ")
+    return _finish(render(title, lang, False, dropped, names), False).replace("\n", " ")
 
 
-def _render_body(body: str, lang: str, keep_tables: bool, dropped: dict) -> str:
+def _render_body(body: str, lang: str, keep_tables: bool, dropped: dict, names: namespaces.Namespaces) -> str:
     pieces = split_tables(body)
     if len(pieces) == 1 and not pieces[0][0]:
-        return render(body, lang, keep_tables, dropped)
+        return render(body, lang, keep_tables, dropped, names)
     out = []
     for is_table, wikitext in pieces:
         if is_table and not keep_tables:
             _count(dropped, "tables")
             out.append("\n")  # the text on either side stays apart
         else:
-            out.append(render(wikitext, lang, keep_tables, dropped))
+            out.append(render(wikitext, lang, keep_tables, dropped, names))
     return "".join(out)
 
 

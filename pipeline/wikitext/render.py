@@ -17,12 +17,12 @@ headings and tables that pipeline/wikitext/sections.py found, so headings never 
 """
 
 import re
-import unicodedata
 
 from mwparserfromhell.nodes import ExternalLink, Heading, HTMLEntity, Tag, Template, Text, Wikilink
 from mwparserfromhell.parser import Parser, tokens as tk
 
 from pipeline.wikitext import templates
+from pipeline.wikitext.namespaces import FALLBACK as _NAMES, Namespaces, key as _ns_key
 from pipeline.wikitext.templates import FALLBACK, FALLBACK_CHARS, FALLBACK_CLOSE, FALLBACK_OPEN
 
 # Tags whose content is not prose: citations, media, formulas, code, machine-readable data.
@@ -39,24 +39,8 @@ BREAK_TAGS = frozenset("br p div li dt dd tr blockquote hr ul ol dl center poem 
 CELL = "\x03"  # before each kept table cell's text (XML 1.0 forbids U+0003: no page holds it); see clean.py
 _CELL_TAGS = frozenset({"td", "th"})
 
-# Namespace names of File (6) and Category (14) links, with their aliases, on the larger
-# wikis (Special:NamespaceInfo of each); compared case-folded and NFC.
-_FILE_NAMESPACES = frozenset(
-    unicodedata.normalize("NFC", name).casefold()
-    for name in (
-        "File Image Media "  # en and every wiki's canonical names
-        "Datei Bild Fichier Archivo Imagen Immagine Ficheiro Arquivo Imagem Bestand Afbeelding Plik Grafika Fil "
-        "Dosya Berkas Tập_tin Hình Файл Изображение Зображення 文件 檔案 档案 图像 圖像 ファイル 画像 파일 그림 "
-        "ملف صورة پرونده קובץ תמונה चित्र फ़ाइल ไฟล์"
-    ).split()
-)
-_CATEGORY_NAMESPACES = frozenset(
-    unicodedata.normalize("NFC", name).casefold()
-    for name in (
-        "Category Kategorie Catégorie Categoría Categoria Categorie Kategoria Kategori Thể_loại Категория "
-        "Категорія 分类 分類 カテゴリ 분류 تصنيف رده קטגוריה श्रेणी หมวดหมู่"
-    ).split()
-)
+# File and Category links are told by their prefix (pipeline/wikitext/namespaces.py: the dump's own
+# names and a hand list); a link to a media file under any other prefix is a file link too.
 _MEDIA_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".svg", ".tif", ".tiff", ".webp", ".ogg", ".oga", ".ogv", ".webm", ".mp3", ".wav", ".pdf", ".djvu")
 # Interlanguage prefixes are lowercase language codes (`de`, `zh-yue`, `be-tarask`); these
 # lowercase interwiki prefixes of that shape are inline links, not interlanguage links.
@@ -64,9 +48,10 @@ _LANG_PREFIX_RE = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]+)*|simple")
 _INLINE_INTERWIKI = frozenset({"mw", "voy", "doi", "wmf", "oldwikisource"})
 
 
-def hidden_link(title: str) -> str | None:
+def hidden_link(title: str, names: Namespaces = _NAMES) -> str | None:
     """None for a link shown in the text; File links (with their captions) render outside the
-    text: "images", a counted drop; Category and interlanguage links are page metadata: ""."""
+    text: "images", a counted drop; Category and interlanguage links are page metadata: "".
+    `names`: the File and Category prefixes of the page's wiki (pipeline/wikitext/namespaces.py)."""
     if ":" not in title:
         return None
     title = title.strip()
@@ -76,24 +61,25 @@ def hidden_link(title: str) -> str | None:
     prefix = prefix.strip()
     if _LANG_PREFIX_RE.fullmatch(prefix) and prefix not in _INLINE_INTERWIKI:
         return ""
-    name = unicodedata.normalize("NFC", prefix.replace(" ", "_")).casefold()
-    if name in _FILE_NAMESPACES:
+    name = _ns_key(prefix)
+    if name in names.files:
         return "images"
-    if name in _CATEGORY_NAMESPACES:
+    if name in names.categories:
         return ""
     return "images" if rest.strip().lower().endswith(_MEDIA_EXTENSIONS) else None
 
 
-def render(wikitext: str, lang: str = "en", keep_tables: bool = False, drops: dict | None = None) -> str:
+def render(wikitext: str, lang: str = "en", keep_tables: bool = False, drops: dict | None = None,
+           names: Namespaces = _NAMES) -> str:
     """Text of one (pre-stripped) piece of wikitext by the rules above; counted drops are added
-    to `drops`."""
+    to `drops`. `names`: the wiki's File and Category prefixes (hidden_link)."""
     parser = Parser()
     tokens = parser._tokenizer.tokenize(wikitext, 0, False)
-    walker = TokenRenderer(tokens, lang, keep_tables)
+    walker = TokenRenderer(tokens, lang, keep_tables, names)
     try:
         text = walker.top()
     except (_Fallback, IndexError, RecursionError):  # the builder's own error, if any, is the page's
-        walker = TreeRenderer(lang, keep_tables)
+        walker = TreeRenderer(lang, keep_tables, names)
         text = walker.render(parser._builder.build(tokens))  # what parse() does, tokens reused
     if drops is not None:
         for reason, n in walker.drops.items():
@@ -114,9 +100,9 @@ class TreeRenderer:
     the rules above instead of its defaults, which keep ref text, table cells and file-link
     captions)."""
 
-    def __init__(self, lang: str = "en", keep_tables: bool = False):
+    def __init__(self, lang: str = "en", keep_tables: bool = False, names: Namespaces = _NAMES):
         self.out: list[str] = []
-        self.lang, self.keep_tables = lang, keep_tables
+        self.lang, self.keep_tables, self.names = lang, keep_tables, names
         self.drops: dict[str, int] = {}
 
     def count(self, reason: str) -> None:
@@ -142,7 +128,7 @@ class TreeRenderer:
         if kind is Text:
             self.out.append(node.value)
         elif kind is Wikilink:
-            hidden = hidden_link(str(node.title))
+            hidden = hidden_link(str(node.title), self.names)
             if hidden is not None:
                 self.count(hidden)
                 return
@@ -213,9 +199,9 @@ class TokenRenderer:
     nodes they would build (the builder relies on it), so a construct ends where the count
     of open minus close tokens returns to zero."""
 
-    def __init__(self, tokens, lang: str = "en", keep_tables: bool = False):
+    def __init__(self, tokens, lang: str = "en", keep_tables: bool = False, names: Namespaces = _NAMES):
         self.t = tokens
-        self.lang, self.keep_tables = lang, keep_tables
+        self.lang, self.keep_tables, self.names = lang, keep_tables, names
         self.drops: dict[str, int] = {}
 
     def count(self, reason: str) -> None:
@@ -294,7 +280,7 @@ class TokenRenderer:
             end = sep[-1] + 1
             if len(sep) > 2:
                 raise _Fallback  # the builder would nest a second separator into the text
-            hidden = hidden_link(self.plain(i + 1, sep[0]))
+            hidden = hidden_link(self.plain(i + 1, sep[0]), self.names)
             if hidden is not None:
                 self.count(hidden)
                 return end

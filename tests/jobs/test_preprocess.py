@@ -122,3 +122,14 @@ def test_smoke_refuses_a_bad_set_before_any_work(tmp_path, capsys):
     assert cli.main(["smoke", "--output", str(tmp_path / "s"), "--set", "preprocess.seq_len=x"]) == 2
     assert "preprocess.seq_len: expected int, got 'x'" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()
+
+
+def test_the_variant_flag_is_repeatable_and_set_wins():
+    from jobs import cli, preprocess
+
+    parser = cli.build_parser("preprocess")
+    args = parser.parse_args(["preprocess", "a.xml", "--output", "o", "--variant", "zh=zh-hant", "--variant", "sr=sr-el"])
+    assert preprocess.config_from_args(args).variants == ("zh=zh-hant", "sr=sr-el")
+    args = parser.parse_args(["preprocess", "a.xml", "--output", "o", "--variant", "zh=zh-hant", "--set", "variants=[zh=zh-tw]"])
+    assert preprocess.config_from_args(args).variants == ("zh=zh-tw",)
+

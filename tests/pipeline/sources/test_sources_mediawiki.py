@@ -1,11 +1,13 @@
 """pipeline/sources/mediawiki.py: every compression of a dump yields the plain dump's pages with
-their positions, the dump's language, malformed pages marked and malformed XML named."""
+their positions, the dump's language and <siteinfo> names, malformed pages marked and malformed
+XML named."""
 
 import gzip
 
 import pytest
 
-from pipeline.sources import InputError, plan_work_items, read_pages
+from pipeline.sources import InputError, WorkItem, plan_work_items, read_pages
+from pipeline.sources.common import SiteInfo
 
 
 @pytest.mark.parametrize("kind", ["xml_bz2", "xml_gz", "multistream"])
@@ -63,3 +65,64 @@ def test_bad_input_fails_naming_file_and_position(name, bad_inputs, read_all):
     path = bad_inputs[name]
     with pytest.raises(InputError, match=READ_TIME_MESSAGES[name](path)):
         read_all(plan_work_items([str(path)]))
+
+
+# --- <siteinfo>: the dump's namespace names, carried by every work item and page -----------------
+DE_SITE = SiteInfo(((-2, "Medium"), (6, "Datei"), (14, "Kategorie")))  # pipeline/sample/dewiki-*.xml
+
+
+def _without_siteinfo(xml_path, out_dir):
+    text = xml_path.read_text(encoding="utf-8")
+    out = out_dir / xml_path.name
+    out.write_text(text[: text.index("<siteinfo>")] + text[text.index("</siteinfo>") + len("</siteinfo>") :], encoding="utf-8")
+    return out
+
+
+def test_siteinfo_names_are_read_once_and_shared_by_every_page(sample_xml):
+    (item,) = plan_work_items([str(sample_xml["de"])])
+    pages = list(read_pages(item))
+    assert item.site == DE_SITE and all(p.site is item.site for p in pages)  # one object, by reference
+    hand_made = list(read_pages(WorkItem(str(sample_xml["de"]), "xml", lang="de")))  # read from the stream
+    assert {p.site for p in hand_made} == {DE_SITE} and len({id(p.site) for p in hand_made}) == 1
+
+
+@pytest.mark.parametrize("per_item", [1, 2])
+def test_every_multistream_range_gets_the_header_streams_names(per_item, sample_xml, make_multistream, tmp_path):
+    dump, _ = make_multistream(sample_xml["de"], tmp_path, pages_per_stream=2)
+    items = plan_work_items([str(dump)], streams_per_item=per_item)
+    assert len(items) > 2 and all(it.start > 0 for it in items[1:])  # ranges without the header stream
+    assert all(it.site == DE_SITE for it in items)
+    assert all(p.site == DE_SITE for it in reversed(items) for p in read_pages(it))
+    # A range made by hand, without the planned site, reads the header stream itself.
+    bare = WorkItem(items[-1].path, "xml", items[-1].start, items[-1].end, "de")
+    pages = list(read_pages(bare))
+    assert pages and all(p.site == DE_SITE for p in pages)
+
+
+def test_an_input_without_siteinfo_has_no_site(sample_xml, make_multistream, input_variants, tmp_path):
+    plain = _without_siteinfo(sample_xml["de"], tmp_path)
+    (item,) = plan_work_items([str(plain)])
+    assert item.site is None and item.lang == "de" and {p.site for p in read_pages(item)} == {None}
+    dump, _ = make_multistream(plain, tmp_path / "multistream", pages_per_stream=2)
+    items = plan_work_items([str(dump)])
+    assert len(items) > 1 and {it.site for it in items} == {None}
+    assert {p.site for it in items for p in read_pages(it)} == {None}
+    rows = plan_work_items([str(input_variants["jsonl"]), str(input_variants["parquet"])])
+    assert {p.site for it in rows for p in read_pages(it)} == {None}
+
+
+def test_only_the_namespaces_the_cleaner_reads_are_kept(tmp_path):
+    """File (6), Media (-2) and Category (14), names stripped; a namespace without a name and one
+    with a key that is not a number are skipped. (No xml:lang, and a page right after the header:
+    reading the header when planning makes no page, which would have no language yet.)"""
+    path = tmp_path / "cswiki-20261101-pages-articles.xml"
+    path.write_text(
+        '<mediawiki><siteinfo><namespaces>'
+        '<namespace key="-2" case="first-letter">Média</namespace><namespace key="0" case="first-letter" />'
+        '<namespace key="6" case="first-letter"> Soubor </namespace><namespace key="x">Bad</namespace>'
+        '<namespace key="10" case="first-letter">Šablona</namespace><namespace key="14" case="first-letter">Kategorie</namespace>'
+        '</namespaces></siteinfo><page><title>A</title><ns>0</ns><id>1</id><revision><text>a</text></revision></page>'
+        '</mediawiki>', encoding="utf-8")
+    (item,) = plan_work_items([str(path)], lang="cs")
+    assert item.site == SiteInfo(((-2, "Média"), (6, "Soubor"), (14, "Kategorie")))
+    assert [p.site for p in read_pages(item)] == [item.site]

@@ -94,7 +94,7 @@ def test_no_tables_end_matter_or_markup_left(cleaned):
 def test_holes_stay_rare(real_pages):
     """benchmarks/text_quality.py's strict hole count on these pages: 1.2 per 100k characters
     when this was written, against 33 for wikiextractor 3.1 and 50 for strip_code."""
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "text_quality.py"
+    path = Path(__file__).resolve().parents[3] / "benchmarks" / "text_quality.py"
     spec = importlib.util.spec_from_file_location("text_quality", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
