@@ -22,6 +22,7 @@ from pipeline.preprocess_config import PreprocessConfig
 
 # PreprocessConfig fields with a flag of their own (--seq-len for seq_len); help, type, default from the field.
 FLAGS = ["seq_len", "seed", "alpha", "validation_fraction", "lang", "sentence_order", "keep_tables", "keep_end_matter",
+         "char_spans", "char_span_max",
          "shard_codepoints", "pack_group_codepoints", "tokenizer_pages", "streams_per_item"]
 
 
@@ -31,6 +32,9 @@ def add_arguments(p):
     p.add_argument("--dump", action="append", default=[], metavar="LANG:DATE",
                    help="a Wikimedia dump (en:20261101, ja:latest); repeatable; the output goes to OUTPUT/<langs>/<date>")
     p.add_argument("--mirror", help="dump mirror root (default: Wikimedia's own server)")
+    p.add_argument("--variant", action="append", default=[], metavar="LANG=VARIANT",
+                   help="render a wiki's language-variant markup -{...}- as VARIANT shows it, e.g. zh=zh-hans or "
+                        "sr=sr-el (repeatable; default: each wiki's own no-conversion view; docs/text.md)")
     flags.add_field_flags(p, PreprocessConfig, FLAGS)
     flags.add_field_flags(p.add_mutually_exclusive_group(), PreprocessConfig, ["vocab_size", "tokenizer"])
     flags.add_set_flag(p, "seq_len=512 or inputs=[a.xml,b.xml]")
@@ -42,7 +46,10 @@ def add_arguments(p):
 def config_from_args(args) -> PreprocessConfig:
     """The flags' fields, then --set (which wins), each typed by its PreprocessConfig field."""
     values = {"inputs": tuple(args.inputs), "output": args.output,
-              **flags.values_of(args, FLAGS + ["vocab_size", "tokenizer"]), **options.parse_settings(args.set)}
+              **flags.values_of(args, FLAGS + ["vocab_size", "tokenizer"])}
+    if args.variant:
+        values["variants"] = tuple(args.variant)
+    values.update(options.parse_settings(args.set))
     return options.build(PreprocessConfig, values, "preprocess")
 
 

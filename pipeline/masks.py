@@ -11,6 +11,8 @@ outputs, `CounterUniforms`. The one-example functions that take a numpy Generato
 (`char_mask_plan`, `subword_plan`) run the same code on draws from it.
 """
 
+import dataclasses
+import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,14 +22,50 @@ from contract.splitmix import GOLDEN, splitmix64, unit_floats
 from pipeline.examples import PackedExample, example_id, is_delimiter, mask_key, ranges_to_positions
 
 
+# CANINE-C span rules (docs/canine.md, "Spans in scripts written without spaces"): the paper's
+# whitespace runs (§3.2.1), or those runs with their stretches of unspaced scripts (Han, kana,
+# Thai, ...) cut to at most CHAR_SPAN_MAX characters. 8 gives pieces of 4..8 characters, ~6 on
+# average: ~20 UTF-8 bytes of CJK or Thai, ByT5's mean span.
+CHAR_SPAN_RULES = ("bounded", "whitespace")
+CHAR_SPAN_MAX = 8
+
+
 @dataclass(frozen=True)
 class MaskPlanConfig:
-    char_rate: float = schema.MASK_RATE  # CANINE-C: share of whitespace spans chosen (paper §3.2.1)
+    char_spans: str = CHAR_SPAN_RULES[0]  # CANINE-C span rule: "bounded" (ours) or "whitespace" (paper §3.2.1)
+    char_span_max: int = CHAR_SPAN_MAX  # "bounded": longest span holding an unspaced-script character
+    char_rate: float = schema.MASK_RATE  # CANINE-C: share of spans chosen (paper §3.2.1)
     max_char_predictions: int = schema.MAX_CHAR_PREDICTIONS  # CANINE-C: 320 characters per example
     subword_rate: float = schema.MASK_RATE  # CANINE-S: share of subwords chosen (paper §3.2.2)
     max_subword_predictions: int = schema.MAX_SUBWORD_PREDICTIONS  # CANINE-S: 80 per example
     p_mask: float = schema.SUBWORD_ACTION_SHARES[schema.ACTION_MASK]  # CANINE-S: BERT's 80% MASK ...
     p_random: float = schema.SUBWORD_ACTION_SHARES[schema.ACTION_RANDOM]  # ... 10% random same-length subword; 10% keep
+
+    def __post_init__(self):
+        if self.char_spans not in CHAR_SPAN_RULES:
+            raise ValueError(f"char_spans {self.char_spans!r} must be one of {', '.join(CHAR_SPAN_RULES)}")
+        if self.char_span_max < 1:
+            raise ValueError(f"char_span_max {self.char_span_max} must be at least 1")
+
+    @classmethod
+    def of(cls, config) -> "MaskPlanConfig":
+        """The plans a PreprocessConfig asks for, read from its fingerprint as `canine validate`
+        reads them from a manifest (`from_fingerprint`), so the two cannot disagree."""
+        return cls.from_fingerprint(config.fingerprint())
+
+    @classmethod
+    def from_fingerprint(cls, fingerprint: dict) -> "MaskPlanConfig":
+        """The plans of an output whose manifest's `config` is `fingerprint`. Outputs made before
+        the span rule was an option (no `char_spans` recorded) have the paper's whitespace spans."""
+        return cls(char_spans=fingerprint.get("char_spans", "whitespace"),
+                   char_span_max=int(fingerprint.get("char_span_max", CHAR_SPAN_MAX)))
+
+    def spans(self, cps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, ends) of the CANINE-C spans of `cps` under this rule: every span a planner may
+        choose, whole, and what `canine validate` checks the plans against."""
+        if self.char_spans == "whitespace":
+            return whitespace_spans(cps)
+        return bounded_spans(cps, self.char_span_max)
 
 
 # One vectorized pass plans at most this many codepoints (~500 examples of 2,048): its
@@ -153,9 +191,161 @@ def whitespace_spans(cps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return starts.astype(np.int32), ends.astype(np.int32)
 
 
-def _char_plans(cps, bounds, uniforms, rate, budget):
+# Scripts written without spaces between words, [first, end) codepoint ranges (Unicode blocks);
+# only their letters (categories L* and Nl) count, so the CJK brackets 《》 of Korean, which is
+# written with spaces, do not. Hangul, Devanagari, Arabic, ... are spaced and are not here.
+UNSPACED_RANGES = (
+    (0x0E00, 0x0F00),  # Thai, Lao
+    (0x0F00, 0x1000),  # Tibetan (a tsheg between syllables, no space between words)
+    (0x1000, 0x10A0),  # Myanmar
+    (0x1780, 0x1800),  # Khmer
+    (0x1950, 0x1AB0),  # Tai Le, New Tai Lue, Khmer Symbols, Buginese, Tai Tham
+    (0x1B00, 0x1B80),  # Balinese
+    (0x2E80, 0x2FE0),  # CJK Radicals Supplement, Kangxi Radicals
+    (0x3000, 0x3100),  # CJK Symbols and Punctuation (its letters: 々 〆 〇 ...), Hiragana, Katakana
+    (0x3100, 0x3130),  # Bopomofo
+    (0x3190, 0x3200),  # Kanbun, Bopomofo Extended, CJK Strokes, Katakana Phonetic Extensions
+    (0x3400, 0x4DC0),  # CJK Unified Ideographs Extension A
+    (0x4E00, 0xA4D0),  # CJK Unified Ideographs, Yi
+    (0xA980, 0xAA00),  # Javanese, Myanmar Extended-B
+    (0xAA60, 0xAAE0),  # Myanmar Extended-A, Tai Viet
+    (0xF900, 0xFB00),  # CJK Compatibility Ideographs
+    (0xFF00, 0xFFA0),  # fullwidth Latin letters, halfwidth katakana (not halfwidth Hangul)
+    (0x17000, 0x18D00),  # Tangut
+    (0x1AFF0, 0x1B300),  # Kana Extended-B, Kana Supplement, Kana Extended-A, Small Kana Extension
+    (0x20000, 0x32400),  # CJK Unified Ideographs Extensions B..H, CJK Compatibility Ideographs Supplement
+)
+# Character classes in a run cut by `bounded_spans`: a letter of an unspaced script, a letter of
+# another script (L*), or neutral (digits, punctuation, symbols, marks: they stay with the letters
+# before them). One uint8 table: the BMP by category (astral letters of spaced scripts are rare),
+# astral CJK from UNSPACED_RANGES; codepoints past it are neutral.
+_NEUTRAL, _UNSPACED, _SPACED = 0, 1, 2
+_CATEGORY = [unicodedata.category(chr(c)) for c in range(0x10000)]
+_CLASS = np.zeros(UNSPACED_RANGES[-1][1] + 1, np.uint8)  # last slot: every codepoint above
+_CLASS[:0x10000] = [_SPACED if cat[0] == "L" else _NEUTRAL for cat in _CATEGORY]
+_LETTER = np.ones(len(_CLASS), bool)  # astral codepoints of the ranges: ideographs, kana, Tangut
+_LETTER[:0x10000] = [cat[0] == "L" or cat == "Nl" for cat in _CATEGORY]
+for _first, _end in UNSPACED_RANGES:
+    _CLASS[_first:_end][_LETTER[_first:_end]] = _UNSPACED
+_CLASS[-1] = _NEUTRAL
+# A piece never starts inside a cluster a reader sees as one character: on a combining mark (M*),
+# a zero-width (non-)joiner, or right after a character that joins the next one (Thai and Lao
+# vowels written before their consonant, the Myanmar virama and Khmer coeng that stack the next
+# consonant, ZWJ). So "เป็น" is cut only as [เป็][น], never after เ or before ็.
+_GLUED = np.array([cat[0] == "M" for cat in _CATEGORY])
+_GLUED[[0x200C, 0x200D]] = True
+_JOINS_NEXT = np.zeros(0x10000, bool)
+_JOINS_NEXT[[*range(0x0E40, 0x0E45), *range(0x0EC0, 0x0EC5), 0x1039, 0x17D2, 0x200D]] = True
+del _CATEGORY, _LETTER
+
+
+def _classes(cps: np.ndarray) -> np.ndarray:
+    return _CLASS.take(np.minimum(cps, len(_CLASS) - 1))
+
+
+def is_unspaced_letter(cps: np.ndarray) -> np.ndarray:
+    """Boolean mask: which codepoints are letters of a script written without spaces."""
+    return _classes(cps) == _UNSPACED
+
+
+def bounded_spans(cps: np.ndarray, max_len: int = CHAR_SPAN_MAX) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, ends) of CANINE-C spans when some scripts have no spaces: the whitespace runs,
+    except that a run holding a letter of an unspaced script (UNSPACED_RANGES) and longer than
+    `max_len` clusters (a character with its combining marks: _GLUED) is cut
+
+    1. where its letters change between an unspaced script and a spaced one ("...はiPhoneの..."
+       -> "...は", "iPhone", "の..."): text in a spaced script is one span, as between spaces;
+       neutral characters (digits, punctuation, marks) stay with the letters before them, so
+       "2019年3月" is not cut there;
+    2. then each piece holding an unspaced letter and longer than `max_len` clusters into
+       k = ceil(m / max_len) pieces of near-equal length: piece j of m clusters starts at
+       cluster j * m // k.
+
+    So a span holding an unspaced letter has at most `max_len` clusters (in Han and kana a
+    cluster is one codepoint), and a run of at most `max_len` is whole, as in the paper. A pure
+    function of the codepoints (no random number); text with no unspaced letter gets exactly
+    `whitespace_spans`, and the work past that check is on the runs being cut only.
+    """
+    starts, ends = whitespace_spans(cps)
+    cls = _classes(cps)
+    unspaced = (cls == _UNSPACED).view(np.uint8)
+    letters = np.flatnonzero(unspaced)
+    if len(letters) == 0:
+        return starts, ends
+    # candidates: long runs that hold an unspaced letter
+    if len(letters) < len(starts):  # a few (en): the runs they are in
+        holds = np.zeros(len(starts), bool)
+        holds[np.searchsorted(starts, letters, side="right") - 1] = True
+    else:  # a run's sum reaches into the whitespace after it, which has none
+        holds = np.add.reduceat(unspaced, starts, dtype=np.int32) > 0
+    cut = np.flatnonzero(holds & (ends - starts > max_len))
+    pos, first, glued = _run_positions(cps, starts[cut], ends[cut])
+    clusters = np.add.reduceat(~glued, np.flatnonzero(first), dtype=np.int32)
+    if (clusters <= max_len).any():  # marks: fewer clusters than codepoints
+        keep = clusters > max_len
+        cut = cut[keep]
+        pos, first, glued = _run_positions(cps, starts[cut], ends[cut])
+    if len(cut) == 0:
+        return starts, ends
+    c = cls[pos]
+    # 1. the class of the last non-neutral letter at or before each position (neutral before the
+    # run's first); a segment starts where a letter's class differs from that of the one before
+    new = first.copy()
+    if (c == _SPACED).any():  # else no run mixes scripts
+        anchor = np.maximum.accumulate(np.where((c != _NEUTRAL) | first, np.arange(len(pos), dtype=np.int32), 0))
+        last = c[anchor]
+        new[1:] |= (c[1:] != _NEUTRAL) & (last[:-1] != _NEUTRAL) & (c[1:] != last[:-1])
+    glued &= ~new  # a segment starts a cluster
+    seg_at = np.flatnonzero(new)  # flat index of each segment's first position
+    seg_starts = pos[seg_at]
+    seg_ends = np.append(seg_starts[1:], 0)
+    first_seg = np.searchsorted(seg_at, np.flatnonzero(first))  # each run's first segment
+    seg_ends[np.append(first_seg[1:], len(seg_at)) - 1] = ends[cut]  # a run's last segment ends with it
+    # 2. near-equal pieces of the long segments that hold an unspaced letter, in clusters
+    if glued.any():
+        at = np.flatnonzero(~glued)  # flat index of each cluster's first position
+        m = np.add.reduceat(~glued, seg_at, dtype=np.int64)  # clusters per segment (>= 1: its first)
+    else:  # Han and kana: a cluster is a codepoint
+        at, m = None, (seg_ends - seg_starts).astype(np.int64)
+    has_unspaced = np.add.reduceat(unspaced[pos], seg_at, dtype=np.int32) > 0
+    k = np.where(has_unspaced & (m > max_len), -(-m // max_len), 1)
+    j = np.arange(int(k.sum())) - np.repeat(np.cumsum(k) - k, k)  # piece index within its segment
+    offset = j * np.repeat(m, k) // np.repeat(k, k)  # clusters before the piece, in its segment
+    if at is None:
+        piece_starts = np.repeat(seg_starts, k) + offset
+    else:
+        piece_starts = pos[at[np.repeat(np.cumsum(m) - m, k) + offset]]
+    piece_ends = np.append(piece_starts[1:], 0)
+    piece_ends[np.cumsum(k) - 1] = seg_ends  # a segment's last piece
+    # each cut run replaced, in place, by its pieces
+    count = np.ones(len(starts), np.int64)
+    count[cut] = np.add.reduceat(k, first_seg)  # pieces per run
+    is_cut = np.zeros(len(starts), bool)
+    is_cut[cut] = True
+    replaced = np.repeat(is_cut, count)
+    out_starts, out_ends = np.repeat(starts, count), np.repeat(ends, count)
+    out_starts[replaced], out_ends[replaced] = piece_starts, piece_ends
+    return out_starts, out_ends
+
+
+def _run_positions(cps, starts, ends):
+    """Every position of the runs [starts, ends), flat (int32); which is a run's first; and which
+    continue a cluster (never a run's first)."""
+    lengths = ends - starts
+    pos = ranges_to_positions(starts, lengths).astype(np.int32)
+    first = np.zeros(len(pos), bool)
+    first[np.cumsum(lengths) - lengths] = True
+    cp = np.minimum(cps[pos], 0xFFFF)
+    glued = _GLUED.take(cp)
+    glued[1:] |= _JOINS_NEXT.take(cp[:-1])
+    glued &= ~first
+    return pos, first, glued
+
+
+def _char_plans(cps, bounds, uniforms, config: MaskPlanConfig):
     """Chosen whole spans of every example of a batch: (starts, ends, example), and spans per example."""
-    starts, ends = whitespace_spans(cps)  # specials are delimiters: no span crosses examples
+    rate, budget = config.char_rate, config.max_char_predictions
+    starts, ends = config.spans(cps)  # specials are delimiters: no span crosses examples
     example = np.searchsorted(bounds, starts, side="right") - 1
     n = np.bincount(example, minlength=len(bounds) - 1)
     index = _rank_in_group(example)
@@ -165,21 +355,24 @@ def _char_plans(cps, bounds, uniforms, rate, budget):
     return starts[taken], ends[taken], example[taken], n
 
 
-def choose_char_spans(cps, rng, rate=schema.MASK_RATE, max_chars=schema.MAX_CHAR_PREDICTIONS):
-    """CANINE-C: (starts, ends, n_spans) of the chosen whole whitespace spans, sorted by start.
+def choose_char_spans(cps, rng, rate=schema.MASK_RATE, max_chars=schema.MAX_CHAR_PREDICTIONS,
+                      config: MaskPlanConfig = MaskPlanConfig()):
+    """CANINE-C: (starts, ends, n_spans) of the chosen whole spans (`config`'s rule), sorted by start.
 
     target_count(n_spans, rate) spans, visited in a random order from `rng`; a span that
     would push the total past `max_chars` is skipped (paper: at most 320 predictions).
     """
-    starts, ends, _, n = _char_plans(cps, np.array([0, len(cps)]), GeneratorUniforms(rng), rate, max_chars)
+    config = dataclasses.replace(config, char_rate=rate, max_char_predictions=max_chars)
+    starts, ends, _, n = _char_plans(cps, np.array([0, len(cps)]), GeneratorUniforms(rng), config)
     return starts, ends, int(n[0])
 
 
 def char_mask_plan(
-    cps: np.ndarray, rng, rate=schema.MASK_RATE, max_chars=schema.MAX_CHAR_PREDICTIONS
+    cps: np.ndarray, rng, rate=schema.MASK_RATE, max_chars=schema.MAX_CHAR_PREDICTIONS,
+    config: MaskPlanConfig = MaskPlanConfig(),
 ) -> np.ndarray:
     """CANINE-C: sorted int32 positions of every character of the chosen spans."""
-    starts, ends, _ = choose_char_spans(cps, rng, rate, max_chars)
+    starts, ends, _ = choose_char_spans(cps, rng, rate, max_chars, config)
     return ranges_to_positions(starts, ends - starts).astype(np.int32)
 
 
@@ -260,7 +453,7 @@ def plan_examples(
     bounds = np.cumsum([0] + [len(ex.codepoints) for ex in examples])
     cps = np.concatenate([ex.codepoints for ex in examples])
     uniforms = CounterUniforms([mask_key(seed, lang, ex.page_ids[0], ex.part, copy) for ex in examples])
-    starts, ends, owner, _ = _char_plans(cps, bounds, uniforms, config.char_rate, config.max_char_predictions)
+    starts, ends, owner, _ = _char_plans(cps, bounds, uniforms, config)
     positions = ranges_to_positions(starts, ends - starts)
     position_owner = np.repeat(owner, ends - starts)
     char_parts = _split((positions - bounds[position_owner]).astype(np.int32), position_owner, len(examples))
@@ -304,3 +497,27 @@ def _empty_subword_columns() -> dict[str, np.ndarray]:
         "subword_actions": np.zeros(0, np.int8),
         "subword_replacements": empty,
     }
+
+
+# --- statistics -------------------------------------------------------------------------------
+def mask_histograms(rows: list[dict], config: MaskPlanConfig = MaskPlanConfig()) -> tuple[dict, dict]:
+    """CANINE-C masks of some rows as two histograms, {value: count} of ints that merge by
+    addition (pipeline/stats.py reads quantiles off them exactly):
+    - share: examples by masked share in per mille, floor(1000 * masked positions / codepoints);
+    - spans: chosen spans by length in characters.
+    Spans are `config`'s (the rule the rows were planned with), not runs of masked positions:
+    two chosen pieces of one bounded run can be adjacent. Every position must be in a whole
+    chosen span (what `canine validate` checks)."""
+    if not rows:
+        return {}, {}
+    cps = np.concatenate([np.asarray(r["codepoints"], np.int32) for r in rows])
+    counts = np.array([len(r["codepoints"]) for r in rows], np.int64)
+    offsets = np.cumsum(counts) - counts
+    masked = [np.asarray(r["char_mask_positions"], np.int64) for r in rows]
+    n_masked = np.array([len(m) for m in masked], np.int64)
+    share = np.bincount(1000 * n_masked // np.maximum(counts, 1))
+    starts, ends = config.spans(cps)  # specials end spans: none crosses two rows
+    flat = np.concatenate(masked + [np.zeros(0, np.int64)]) + np.repeat(offsets, n_masked)
+    hit = np.unique(np.searchsorted(starts, flat, side="right") - 1)
+    lengths = np.bincount((ends - starts)[hit]) if len(hit) else np.zeros(0, np.int64)
+    return tuple({v: c for v, c in enumerate(h.tolist()) if c} for h in (share, lengths))

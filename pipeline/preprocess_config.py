@@ -11,6 +11,8 @@ from contract import schema
 from contract.files import redact
 from contract.manifest import config_sha256
 from contract.options import option
+from pipeline.masks import CHAR_SPAN_MAX, CHAR_SPAN_RULES
+from pipeline.wikitext.variants import check_variants
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +47,19 @@ class PreprocessConfig:
     keep_tables: bool = option(False, "keep table cells' text, a row a line, cells joined by ' | ' (default: drop tables)")
     keep_end_matter: bool = option(False, "keep References, See also, External links, ... sections "
                                    "(pipeline/wikitext/endmatter.py; default: drop them)")
+    # Language-variant markup `-{...}-` (pipeline/wikitext/variants.py): by default each wiki's own
+    # no-conversion view (zh: the text as written, a rule's zh-hans text first); the text around the markup
+    # is never converted to the variant's script.
+    variants: tuple = option((), "language variants to render `-{...}-` markup in, as lang=variant items, e.g. "
+                             "zh=zh-hans,sr=sr-el (default: each wiki's own view: zh, sr, ..., sh-latn)")
+    # CANINE-C spans (pipeline/masks.py, MaskPlanConfig.of(config)): the paper's whitespace runs are a
+    # clause or a paragraph in Chinese, Japanese or Thai; docs/canine.md, "Spans in scripts written
+    # without spaces", has the measured masked shares.
+    char_spans: str = option(CHAR_SPAN_RULES[0], "CANINE-C spans: 'bounded' cuts text of scripts written without "
+                             "spaces (Han, kana, Thai, ...) into spans of at most --char-span-max characters; "
+                             "'whitespace' keeps the paper's whitespace-delimited runs", choices=CHAR_SPAN_RULES)
+    char_span_max: int = option(CHAR_SPAN_MAX, "longest CANINE-C span of an unspaced script, in characters "
+                                "(a character with its combining marks) (with --char-spans bounded)")
     input_fingerprints: tuple = option((), "((url, size, content id), ...) filled in by output.prepare")
 
     def fingerprint(self) -> dict:
@@ -56,6 +71,7 @@ class PreprocessConfig:
         d["input_fingerprints"] = [[redact(x[0]), *x[1:]] for x in self.input_fingerprints]
         d["inputs"] = [redact(u) for u in self.inputs]
         d["tokenizer"] = self.tokenizer and redact(self.tokenizer)
+        d["variants"] = list(self.variants)  # as JSON reads it back
         d["schema_version"] = schema.SCHEMA_VERSION
         return d
 
@@ -78,8 +94,15 @@ class PreprocessConfig:
             problems.append(f"--alpha {self.alpha} must be in (0, 1]")
         if self.tokenizer is None and self.vocab_size < 100:
             problems.append(f"--vocab-size {self.vocab_size} is too small (at least 100)")
-        for name in ("shard_codepoints", "pack_group_codepoints", "streams_per_item", "tokenizer_pages"):
+        if self.char_spans not in CHAR_SPAN_RULES:
+            problems.append(f"--char-spans {self.char_spans!r} must be one of {', '.join(CHAR_SPAN_RULES)}")
+        for name in ("shard_codepoints", "pack_group_codepoints", "streams_per_item", "tokenizer_pages",
+                     "char_span_max"):
             if getattr(self, name) < 1:
                 problems.append(f"--{name.replace('_', '-')} must be at least 1")
+        try:
+            check_variants(self.variants)
+        except ValueError as err:
+            problems.append(f"--variant: {err}")
         if problems:
             raise ValueError("invalid preprocessing config: " + "; ".join(problems))

@@ -139,7 +139,9 @@ def write_contract_shards(root: str, seed: int = 0, seq_len: int = SEQ_LEN, trai
                 examples[lang] += 1
             written.append(_write_shard(root, f"{split}/part-{s:05d}.parquet", _rows(pages, seed, tokenizer)))
         splits[split] = Split(sum(s.rows for s in written), sum(s.codepoints for s in written), tuple(written))
-    config = {"seq_len": seq_len, "seed": seed, "fixture": "pipeline/synthetic.py"}
+    plans = masks.MaskPlanConfig()  # what _rows planned with; `canine validate` reads the span rule from here
+    config = {"seq_len": seq_len, "seed": seed, "fixture": "pipeline/synthetic.py",
+              "char_spans": plans.char_spans, "char_span_max": plans.char_span_max}
     write_manifest(root, Manifest(
         schema_version=schema.SCHEMA_VERSION, config=config, config_sha256=config_sha256(config), splits=splits,
         languages={lang: Language(pages_read=n, redirects=0, non_article=0, parse_errors=0, empty=0, kept=n,

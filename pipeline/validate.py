@@ -3,7 +3,7 @@
 Every problem is reported with where it is (shard path, example_id, column); nothing is fixed.
 The checks are the contract's: the manifest's schema (contract/manifest.py), the row rules the
 batch builder applies too (contract/rows.py) and two that need the pipeline's own definitions
-(whole whitespace spans, the tokenizer's spans); plus what the manifest promises:
+(whole CANINE-C spans of the rule the output was made with, the tokenizer's spans); plus what the manifest promises:
 hashes, counts, the per-language accounting identity, train/validation page disjointness, the
 per-language validation split (each language's held-out pages are the ones the job's rule
 picks, pipeline/job.py AssignSplit), and that the folder holds nothing the manifest does not
@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from contract import schema
 from contract.manifest import Manifest, config_sha256
 from contract.rows import RowError, Rows, Violation, violations
-from pipeline.masks import whitespace_spans
+from pipeline.masks import MaskPlanConfig
 from pipeline.output import OutputExistsError, _fs, published_manifest
 from pipeline.tokenizer import WordPieceTokenizer
 
@@ -50,36 +50,43 @@ def _check_manifest(m: Manifest, out: Problems) -> None:
                 out.add(f"{schema.MANIFEST} splits.{name}", f"{field} differ from the sum over its shards")
 
 
-def check_rows(rows, seq_len: int, tokenizer: WordPieceTokenizer | None, where: str, out: Problems) -> None:
+def check_rows(rows, seq_len: int, tokenizer: WordPieceTokenizer | None, where: str, out: Problems,
+               plans: MaskPlanConfig = MaskPlanConfig()) -> None:
     """Examples (a pyarrow Table, or a dict of columns) against the contract: the row rules the
     batch builder applies too (contract/rows.py), then two that need the pipeline's own
-    definitions: whole whitespace spans, and the tokenizer's subword spans."""
+    definitions: whole CANINE-C spans of `plans`' rule (an output's is in its manifest:
+    MaskPlanConfig.from_fingerprint), and the tokenizer's subword spans."""
     try:
         r = Rows(rows)
-        more = [_whole_spans] + ([_tokenizer_spans(tokenizer)] if tokenizer is not None else [])
+        more = [_whole_spans(plans)] + ([_tokenizer_spans(tokenizer)] if tokenizer is not None else [])
         for v in violations(r, seq_len, vocab_size=tokenizer and tokenizer.vocab_size, more=more):
             out.add(where, v.describe(r.ids))
     except RowError as e:  # a missing or null column: no row can be checked
         out.add(where, str(e))
 
 
-def check_row(row: dict, seq_len: int, tokenizer: WordPieceTokenizer | None, where: str, out: Problems) -> None:
+def check_row(row: dict, seq_len: int, tokenizer: WordPieceTokenizer | None, where: str, out: Problems,
+              plans: MaskPlanConfig = MaskPlanConfig()) -> None:
     """One example (a dict of its columns, as Table.to_pylist gives) against the contract."""
-    check_rows({k: [v] for k, v in row.items()}, seq_len, tokenizer, where, out)
+    check_rows({k: [v] for k, v in row.items()}, seq_len, tokenizer, where, out, plans)
 
 
-def _whole_spans(k):
-    """CANINE-C: char_mask_positions are whole whitespace spans (pipeline/masks.py's rule)."""
-    name = "char_mask_positions"
-    pos, offsets, row, _ = k.positions(name)  # inside the text: the shared rules passed
-    starts, ends = whitespace_spans(k.cps)  # specials end spans: none crosses two rows
-    starts, ends = np.append(0, starts), np.append(0, ends)  # span 0: an empty one before them all
-    flat = k.offsets[row] + pos
-    span = np.searchsorted(starts, flat, side="right") - 1  # the span that starts at or before each position
-    off = flat >= ends[span]  # past that span's end: on whitespace
-    yield from k.bad_items(off, offsets, name, "position on whitespace")
-    partial = ~off & (np.bincount(span[~off], minlength=len(starts)) != ends - starts)[span]
-    yield from k.bad_items(partial, offsets, name, "positions cover part of a whitespace span, not whole spans")
+def _whole_spans(plans: MaskPlanConfig):
+    def rule(k):
+        """CANINE-C: char_mask_positions are whole spans of the plans' rule (pipeline/masks.py)."""
+        name = "char_mask_positions"
+        pos, offsets, row, _ = k.positions(name)  # inside the text: the shared rules passed
+        starts, ends = plans.spans(k.cps)  # specials end spans: none crosses two rows
+        starts, ends = np.append(0, starts), np.append(0, ends)  # span 0: an empty one before them all
+        flat = k.offsets[row] + pos
+        span = np.searchsorted(starts, flat, side="right") - 1  # the span that starts at or before each position
+        off = flat >= ends[span]  # past that span's end: on whitespace
+        yield from k.bad_items(off, offsets, name, "position on whitespace")
+        partial = ~off & (np.bincount(span[~off], minlength=len(starts)) != ends - starts)[span]
+        yield from k.bad_items(partial, offsets, name,
+                               f"positions cover part of a {plans.char_spans} span, not whole spans")
+
+    return rule
 
 
 def _tokenizer_spans(tokenizer: WordPieceTokenizer):
@@ -211,6 +218,11 @@ def validate(output: str) -> tuple[list[str], int, dict]:
             tokenizer = WordPieceTokenizer.from_str(f.read(), source=tok_path)
     else:
         out.add(manifest.tokenizer.path, "missing")
+    try:
+        plans = MaskPlanConfig.from_fingerprint(manifest.config)  # the span rule the shards were made with
+    except (TypeError, ValueError) as e:
+        out.add(f"{schema.MANIFEST} config", str(e))
+        plans = MaskPlanConfig()
     seen_ids, pages_by_split, examples_by_lang = set(), {}, {}
     for split, info in manifest.splits.items():
         pages = pages_by_split.setdefault(split, set())
@@ -218,7 +230,7 @@ def validate(output: str) -> tuple[list[str], int, dict]:
             table = _read_shard(fs, root, shard, out)
             if table is None:
                 continue
-            check_rows(table, manifest.seq_len or schema.DEFAULT_SEQ_LEN, tokenizer, shard.path, out)
+            check_rows(table, manifest.seq_len or schema.DEFAULT_SEQ_LEN, tokenizer, shard.path, out, plans)
             ids = table["example_id"].to_pylist()
             for i, (example_id, lang, page_ids) in enumerate(zip(ids, table["lang"].to_pylist(),
                                                                   table["page_ids"].to_pylist())):

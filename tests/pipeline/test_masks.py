@@ -1,7 +1,11 @@
 """CANINE-C and CANINE-S mask plans (pipeline/masks.py): the properties the validator and trainer rely on."""
 
 import functools
+import glob
 import re
+import unicodedata
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,10 +16,14 @@ from contract import schema
 from pipeline import masks
 from pipeline.examples import codepoints_to_text, mask_rng, pack_pages, text_to_codepoints
 from pipeline.masks import (
+    UNSPACED_RANGES,
     MaskPlanConfig,
     _greedy_within_budget,
+    bounded_spans,
+    is_unspaced_letter,
     char_mask_plan,
     choose_char_spans,
+    mask_histograms,
     plan_example,
     plan_examples,
     subword_plan,
@@ -87,8 +95,8 @@ def test_char_plan_masks_whole_spans_inside_the_sequence():
         assert pos.dtype == np.int32 and np.all(np.diff(pos) > 0) and len(pos) <= schema.MAX_CHAR_PREDICTIONS
         assert pos.min() > 0 and pos.max() < len(cps) - 1
         assert not np.isin(cps[pos], [schema.CLS, schema.SEP]).any()
-        # whole spans: the positions are exactly the union of some whitespace spans
-        all_starts, all_ends = whitespace_spans(cps)
+        # whole spans: the positions are exactly the union of some spans (the default rule's)
+        all_starts, all_ends = MaskPlanConfig().spans(cps)
         span_of = np.searchsorted(all_ends, pos, side="right")
         assert np.all(all_starts[span_of] <= pos)
         hit = np.unique(span_of)
@@ -107,6 +115,168 @@ def test_char_plan_budget_skips_long_spans():
         starts, ends, n = choose_char_spans(cps, np.random.default_rng(copy), rate=0.5)
         assert n == 20 and int((ends - starts).sum()) <= 320
         assert len(starts) <= 10 and len(starts) >= 2  # the short spans always still fit
+
+
+# --- CANINE-C spans in scripts written without spaces -----------------------------------------
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def reference_spans(cps, max_len=8):
+    """bounded_spans' rule, one character at a time (its docstring), from unicodedata."""
+    def unspaced(c):  # a letter of an unspaced script
+        letter = c >= 0x10000 or unicodedata.category(chr(c))[0] == "L" or unicodedata.category(chr(c)) == "Nl"
+        return letter and any(a <= c < b for a, b in UNSPACED_RANGES)
+
+    def kind(c):  # 1 unspaced letter, 2 another letter, 0 neutral
+        return 1 if unspaced(c) else 2 if c < 0x10000 and unicodedata.category(chr(c))[0] == "L" else 0
+
+    def glued(p):  # inside a cluster: a mark, ZW(N)J, or after a character that joins the next
+        c, before = int(cps[p]), int(cps[p - 1])
+        mark = c < 0x10000 and unicodedata.category(chr(c))[0] == "M"
+        return mark or c in (0x200C, 0x200D) or 0x0E40 <= before <= 0x0E44 or 0x0EC0 <= before <= 0x0EC4 \
+            or before in (0x1039, 0x17D2, 0x200D)
+
+    out = []
+    for s, e in zip(*(x.tolist() for x in whitespace_spans(cps))):
+        run_clusters = sum(p == s or not glued(p) for p in range(s, e))
+        if not any(unspaced(int(c)) for c in cps[s:e]) or run_clusters <= max_len:
+            out.append((s, e))
+            continue
+        segments, start, last = [], s, 0
+        for p in range(s, e):
+            k = kind(int(cps[p]))
+            if p > s and k and last and k != last:
+                segments.append((start, p))
+                start = p
+            last = k or last
+        segments.append((start, e))
+        for a, b in segments:
+            clusters = [p for p in range(a, b) if p == a or not glued(p)]
+            m = len(clusters)
+            if any(unspaced(int(c)) for c in cps[a:b]) and m > max_len:
+                k = -(-m // max_len)
+                cuts = [clusters[j * m // k] for j in range(k)] + [b]
+                out += list(zip(cuts[:-1], cuts[1:]))
+            else:
+                out.append((a, b))
+    return out
+
+
+def spans_text(text, max_len=8):
+    starts, ends = bounded_spans(text_to_codepoints(text), max_len)
+    return [text[s:e] for s, e in zip(starts.tolist(), ends.tolist())]
+
+
+@functools.lru_cache(maxsize=None)
+def real_pages(pattern: str) -> tuple:
+    """Cleaned articles of the real Wikipedia excerpts in tests/data/wiki (or the sample)."""
+    from pipeline import sources
+    from pipeline.wikitext.clean import clean_page
+
+    pages = []
+    for item in sources.plan_work_items(sorted(glob.glob(str(ROOT / pattern)))):
+        pages += [(p.page_id, r.text) for p in sources.read_pages(item) if (r := clean_page(p)).outcome == "kept"]
+    return tuple(sorted(pages))
+
+
+def test_bounded_spans_cut_unspaced_text_at_scripts_and_into_short_pieces():
+    assert spans_text("BERTの系列でCharacterレベルでのembedding手法であるCANINEが提案され、") == [
+        "BERT", "の系列で", "Character", "レベルでの", "embedding", "手法である", "CANINE", "が提案され、"]
+    # neutral characters stay with the letters before them; 11 characters -> 5 + 6
+    assert spans_text("中国(China)是一个国家。 2019年3月15日") == ["中国(", "China)", "是一个国家。", "2019年", "3月15日"]
+    # 19 Han -> 6 + 6 + 7; a run without an unspaced letter is whole, however long
+    assert spans_text("中华人民共和国成立于一九四九年十月一日 https://example.org/a-long-path") == [
+        "中华人民共和", "国成立于一九", "四九年十月一日", "https://example.org/a-long-path"]
+    # Thai: 8 clusters at most, never cut inside one (before a mark, after a leading vowel)
+    assert spans_text("กรุงเทพมหานครเป็นเมืองหลวงของประเทศไทย") == [
+        "กรุงเทพมห", "านครเป็นเมือ", "งหลวงขอ", "งประเทศไทย"]
+    # runs of at most 8 clusters are whole, as in the paper
+    assert spans_text("(北京) e\u0301té 한국어 東京 X気がする 차(茶)는 《북부 식물지》와") == [
+        "(北京)", "e\u0301té", "한국어", "東京", "X気がする", "차(茶)는", "《북부", "식물지》와"]
+
+
+def test_bounded_spans_match_the_rule_one_character_at_a_time():
+    texts = [t for _, t in real_pages("tests/data/wiki/[jz]hwiki-*.xml.bz2")]
+    texts += [t for _, t in real_pages("pipeline/sample/zhwiki-*.xml")]
+    texts += [codepoints_to_text(ex.codepoints) for ex in examples()[:40]]  # CJK among other scripts, specials
+    texts += ["เป็นเมืองหลวงของประเทศไทย และเป็นศูนย์กลางทางเศรษฐกิจ", "မြန်မာနိုင်ငံသည် အရှေ့တောင်အာရှ",
+              "ព្រះរាជាណាចក្រកម្ពុជា", "X\u200d気がするのは《北部植物誌》と", "대한민국(大韓民國)은", "\U00020000\U00020001𠀂𠀃𠀄𠀅𠀆𠀇𠀈"]
+    for max_len in (8, 3):
+        for text in texts:
+            cps = text_to_codepoints(text)
+            starts, ends = bounded_spans(cps, max_len)
+            assert starts.dtype == np.int32
+            assert list(zip(starts.tolist(), ends.tolist())) == reference_spans(cps, max_len)
+
+
+def test_bounded_spans_are_whitespace_spans_without_unspaced_letters():
+    """en, de, ru, ar, hi, ko: the paper's spans, so the same plans byte for byte."""
+    for lang in ("en", "de", "ru", "ar", "hi", "ko"):
+        pages = list(real_pages(f"pipeline/sample/{lang}wiki-*.xml"))
+        group = pack_pages(pages, 2048)
+        for ex in group:
+            bounded, paper = bounded_spans(ex.codepoints), whitespace_spans(ex.codepoints)
+            assert all(np.array_equal(a, b) for a, b in zip(bounded, paper))
+        paper = plan_examples(group, lang, 0, 3, None, MaskPlanConfig(char_spans="whitespace"))
+        for a, b in zip(plan_examples(group, lang, 0, 3, None), paper, strict=True):
+            assert np.array_equal(a["char_mask_positions"], b["char_mask_positions"])
+
+
+@pytest.mark.parametrize("pattern", ["tests/data/wiki/zhwiki-*.xml.bz2", "pipeline/sample/zhwiki-*.xml",
+                                     "tests/data/wiki/jawiki-*.xml.bz2"])
+def test_bounded_spans_meet_the_masking_budget_on_unspaced_text(pattern):
+    """Whitespace runs of zh or ja are clauses, so few spans, and the 320-character
+    budget skips the long ones: masked share p10 far below 15%. Bounded spans: p10 >= 12%."""
+    from pipeline.stats import quantile
+
+    group = pack_pages(list(real_pages(pattern)), 2048)
+    assert group
+    copies = -(-300 // len(group))  # the masks of other copies are other draws: ~300 examples
+    shares = {}
+    for rule in ("whitespace", "bounded"):
+        config = MaskPlanConfig(char_spans=rule)
+        share, lengths = {}, {}
+        for copy in range(copies):
+            rows = plan_examples(group, "xx", copy, 0, None, config)
+            s, n = mask_histograms(rows, config)
+            share = {v: share.get(v, 0) + s.get(v, 0) for v in share.keys() | s.keys()}
+            lengths = {v: lengths.get(v, 0) + n.get(v, 0) for v in lengths.keys() | n.keys()}
+        shares[rule] = quantile(share, 0.1)
+    assert shares["whitespace"] < 100 and shares["bounded"] >= 120, shares
+    # every chosen span that holds an unspaced letter has at most 8 characters (Han, kana)
+    for row in rows:
+        pos = row["char_mask_positions"]
+        runs = np.split(pos, np.flatnonzero(np.diff(pos) != 1) + 1)
+        starts, ends = MaskPlanConfig().spans(row["codepoints"])
+        chosen = [(s, e) for s, e in zip(starts, ends) if s in set(pos.tolist())]
+        assert sum(e - s for s, e in chosen) == len(pos) and len(runs) <= len(chosen)
+        unspaced = [e - s for s, e in chosen if is_unspaced_letter(row["codepoints"][s:e]).any()]
+        assert max(unspaced, default=0) <= 8
+
+
+def test_mask_histograms_count_shares_and_chosen_spans():
+    ex = pack_pages([(1, "ab cd 中华人民共和国成立于一九四九年 efg")], 64)[0]  # CLS, 25 characters, SEP
+    config = MaskPlanConfig(char_rate=1.0)  # every span: ab, cd, 7 + 8 Han, efg: 22 positions
+    row = plan_example(ex, "xx", 0, 0, None, config)
+    share, lengths = mask_histograms([row, row], config)
+    assert lengths == {2: 4, 7: 2, 8: 2, 3: 2}  # the Han pieces are adjacent: counted from the rule, not from runs
+    assert share == {1000 * 22 // 27: 2}
+    assert mask_histograms([], config) == ({}, {})
+    paper = MaskPlanConfig(char_spans="whitespace", char_rate=1.0)
+    assert mask_histograms([plan_example(ex, "xx", 0, 0, None, paper)], paper)[1] == {2: 2, 15: 1, 3: 1}
+
+
+def test_the_span_rule_is_read_from_a_config_or_a_manifest():
+    from pipeline.preprocess_config import PreprocessConfig
+
+    assert MaskPlanConfig.of(PreprocessConfig()) == MaskPlanConfig()
+    cfg = PreprocessConfig(char_spans="whitespace", char_span_max=5)
+    assert MaskPlanConfig.of(cfg) == MaskPlanConfig(char_spans="whitespace", char_span_max=5)
+    assert MaskPlanConfig.from_fingerprint({}) == MaskPlanConfig(char_spans="whitespace")  # made before the option
+    with pytest.raises(ValueError, match="char_spans 'words' must be one of bounded, whitespace"):
+        MaskPlanConfig(char_spans="words")
+    with pytest.raises(ValueError, match="--char-spans 'words' must be one of"):
+        PreprocessConfig(inputs=("x",), output="y", char_spans="words").validate()
 
 
 # --- CANINE-S ---------------------------------------------------------------------------------

@@ -1,33 +1,54 @@
-"""`canine validate`'s two row rules of its own (pipeline/validate.py): whole whitespace spans and the
+"""`canine validate`'s two row rules of its own (pipeline/validate.py): whole CANINE-C spans (of the rule
+the output was made with) and the
 tokenizer's spans, named like the shared rules (contract/rows.py); and its check of the
 per-language validation split against the job's rule."""
 
 import pytest
 
 from contract import schema
+from pipeline.masks import MaskPlanConfig
 from pipeline.tokenizer import train_wordpiece
 from pipeline.validate import Problems, check_row, check_split
 
 from contract_rows import contract_row
 
 
-def problems(row, tokenizer=None) -> list[str]:
+def problems(row, tokenizer=None, plans=MaskPlanConfig()) -> list[str]:
     out = Problems()
-    check_row(row, 32, tokenizer, "train/part-0.parquet", out)
+    check_row(row, 32, tokenizer, "train/part-0.parquet", out, plans)
     return out.items
 
 
 @pytest.mark.parametrize("positions, problem", [
     ([3], "index 0: position on whitespace"),  # "ab cd ef": spans 1-2, 4-5, 7-8
-    ([4], "index 0: positions cover part of a whitespace span, not whole spans"),
-    ([1, 2, 7], "index 2: positions cover part of a whitespace span, not whole spans"),
+    ([4], "index 0: positions cover part of a bounded span, not whole spans"),
+    ([1, 2, 7], "index 2: positions cover part of a bounded span, not whole spans"),
 ])
-def test_char_positions_must_be_whole_whitespace_spans(positions, problem):
+def test_char_positions_must_be_whole_spans(positions, problem):
     assert problems(contract_row("ok", "ab cd ef", char_positions=[1, 2, 7, 8])) == []
     assert problems(contract_row("x", " ", char_positions=[1])) == [
         "train/part-0.parquet: example 'x' (row 0), field 'char_mask_positions', index 0: position on whitespace"]
     found = problems(contract_row("bad", "ab cd ef", char_positions=positions))
     assert found == [f"train/part-0.parquet: example 'bad' (row 0), field 'char_mask_positions', {problem}"]
+
+
+def test_char_positions_are_checked_against_the_span_rule_they_were_made_with():
+    """A bounded span (at most 8 characters of Han) is part of a whitespace span, and the other way round."""
+    text = "ab 中华人民共和国成立于一九四九年十月一日"  # spans: ab | 19 Han -> 6 + 6 + 7
+    bounded, paper = MaskPlanConfig(), MaskPlanConfig(char_spans="whitespace")
+    piece, run = list(range(4, 10)), list(range(4, 23))
+    assert problems(contract_row("ok", text, char_positions=piece)) == []
+    assert problems(contract_row("ok", text, char_positions=run), plans=paper) == []
+    assert problems(contract_row("bad", text, char_positions=piece), plans=paper) == [
+        "train/part-0.parquet: example 'bad' (row 0), field 'char_mask_positions', index 0: "
+        "positions cover part of a whitespace span, not whole spans"]
+    assert problems(contract_row("ok", text, char_positions=run), plans=bounded) == []  # three whole pieces
+    assert len(problems(contract_row("bad", text, char_positions=run[:-1]), plans=bounded)) == 1
+
+
+def test_validate_reads_the_span_rule_from_the_manifest():
+    assert MaskPlanConfig.from_fingerprint({"char_spans": "bounded", "char_span_max": 4}).char_span_max == 4
+    assert MaskPlanConfig.from_fingerprint({"seed": 0}).char_spans == "whitespace"  # an output made before the option
 
 
 def test_subword_spans_must_be_the_tokenizers():
