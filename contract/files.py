@@ -7,6 +7,7 @@ Imports fsspec only.
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import uuid
@@ -86,3 +87,15 @@ def atomic_write(url: str, data: bytes) -> None:
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def save_text(text: str, url: str) -> str:
+    """`text` as UTF-8 at `url`, whole or not at all (atomic_write), whichever process writes it;
+    returns `url` (a Beam step's output: the file it wrote)."""
+    atomic_write(url, text.encode("utf-8"))
+    return url
+
+
+def save_json(value, url: str) -> str:
+    """`value` as the JSON every staged file of the job uses (keys sorted, indent 1, UTF-8)."""
+    return save_text(json.dumps(value, sort_keys=True, indent=1, ensure_ascii=False), url)

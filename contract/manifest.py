@@ -55,6 +55,13 @@ class Language:
     sampling_weight: float  # share^alpha smoothing (PreprocessConfig.alpha), rounded to 6 places
     replaced_characters: int  # input characters that aliased a special codepoint
     dropped: dict[str, int]  # schema.CONSTRUCT_DROPS reason -> constructs removed from kept pages
+    # What the text and the masks look like, for a language nobody checked by hand
+    # (pipeline/stats.py writes them, `canine inspect` shows them). Outputs made before they
+    # existed read as {}.
+    text: dict = dataclasses.field(default_factory=dict)  # variant markup rendered; end-matter headings
+    # dropped and the last headings kept, [[title, pages], ...]
+    masks: dict = dataclasses.field(default_factory=dict)  # CANINE-C masked share per example (p10,
+    # median, in %) and masked span lengths (median, p90, max)
 
     def accounting_error(self) -> str | None:
         """What breaks the identity pages_read = sum of the outcomes, or None."""
@@ -191,7 +198,7 @@ class _Fields:
 
 def _read(cls, fields: _Fields, **nested):
     """An instance of the flat dataclass `cls` from its fields (`nested`: those read already)."""
-    kinds = {f.name: f.type for f in dataclasses.fields(cls)}
+    kinds = {f.name: f.type for f in dataclasses.fields(cls) if f.default_factory is dataclasses.MISSING}
     values = {name: fields.get(name, kind) for name, kind in kinds.items() if name not in nested}
     fields.no_others()
     return cls(**values, **nested)
@@ -211,5 +218,6 @@ def _splits(fields: _Fields) -> dict[str, Split]:
 def _language(fields: _Fields) -> Language:
     dropped = fields.child("dropped")
     counts = {reason: dropped.get(reason, int) for reason in dropped.raw}
-    return _read(Language, fields, dropped=counts)
+    optional = {key: fields.get(key, dict) for key in ("text", "masks") if key in fields.raw}
+    return _read(Language, fields, dropped=counts, **optional)
 

@@ -25,10 +25,35 @@ def format_manifest(m, run=None) -> str:
         vals = [lang] + [f"{c.sampling_weight:.3f}" if k == "sampling_weight" else str(getattr(c, k))
                          for k in schema.LANGUAGE_KEYS]
         lines.append("  ".join(f"{v:>9}" for v in vals))
+    lines += _quality_lines(m.languages)
     if run is not None:
         lines.append(f"{run.work_items} work items ({run.items_parsed} parsed, {run.items_reused} reused "
                      f"from an interrupted run), {run.elapsed_s} s")
     return "\n".join(lines)
+
+
+def _quality_lines(languages) -> list[str]:
+    """Per language: the CANINE-C masks, variant markup, and the headings the end-matter rule
+    dropped and those that most often end a page after cleaning (pipeline/stats.py)."""
+    lines = []
+    masks = {lang: c.masks for lang, c in languages.items() if c.masks}
+    if masks:
+        lines.append("  ".join(f"{h:>9}" for h in ("lang", "masked%p10", "median", "span-med", "span-p90", "span-max")))
+        for lang, k in masks.items():
+            vals = (lang, k.get("masked_share_p10_pct"), k.get("masked_share_median_pct"), k.get("span_median"),
+                    k.get("span_p90"), k.get("span_max"))
+            lines.append("  ".join(f"{'-' if v is None else v!s:>9}" for v in vals))
+    for lang, c in languages.items():
+        text = c.text
+        if not text:
+            continue
+        if text.get("variant_pages"):
+            lines.append(f"{lang}: variant markup on {text['variant_pages']} pages, "
+                         f"{text.get('variant_constructs', 0)} constructs rendered")
+        for key, what in (("end_matter_dropped", "end matter dropped"), ("last_headings_kept", "last headings kept")):
+            if text.get(key):
+                lines.append(f"{lang}: {what}: " + ", ".join(f"{title} {n}" for title, n in text[key][:8]))
+    return lines
 
 
 def print_manifest(m, as_json: bool = False) -> None:

@@ -30,6 +30,13 @@ class Dropped(NamedTuple):  # CleanPages "dropped", one per kept page that lost 
     counts: tuple  # in the order of contract.schema.CONSTRUCT_DROPS
 
 
+class Headings(NamedTuple):  # CleanPages "headings", one per kept wikitext page -> CollectStats
+    lang: str
+    variants: int  # language-variant constructs rendered on the page
+    end_matter: tuple  # titles of the sections dropped as end matter
+    last_kept: str  # the last top-level heading kept ("" if none)
+
+
 class Reject(NamedTuple):  # CleanPages "rejects" -> WriteRejects: one line of _rejects/<lang>.jsonl
     lang: str
     page_id: int
@@ -97,6 +104,12 @@ class ShardFile(NamedTuple):  # WriteShards -> shards.json, one object each
     codepoints: int
     sha256: str
     bytes: int
+
+
+class MaskHistograms(NamedTuple):  # WriteShards "masks", one per (shard, language) -> CollectStats
+    lang: str
+    share: dict  # {masked share of an example in per-mille: examples}
+    spans: dict  # {CANINE-C span length: spans}
 
 
 class Stat(NamedTuple):  # one row of stats.json, in CollectStats

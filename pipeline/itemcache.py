@@ -36,24 +36,34 @@ class Cleaned(NamedTuple):
     text: str | None
     replaced: int
     dropped: list  # counts in the order of schema.CONSTRUCT_DROPS (kept pages; zeros otherwise)
+    variants: int  # language-variant constructs rendered (kept pages)
+    end_matter: list  # titles of the sections dropped as end matter (kept pages)
+    last_heading: str  # the last top-level heading kept ("" if none, or not a wikitext page)
 
 
 SCHEMA = pa.schema(
     [("lang", pa.string()), ("page_id", pa.int64()), ("title", pa.string()), ("source", pa.string()),
      ("outcome", pa.string()), ("reason", pa.string()), ("text", pa.string()), ("replaced", pa.int32()),
-     ("dropped", pa.list_(pa.int32()))]
+     ("dropped", pa.list_(pa.int32())), ("variants", pa.int32()), ("end_matter", pa.list_(pa.string())),
+     ("last_heading", pa.string())]
 )
+# Part of every cache file's name: a cache written by a version that stored other columns (or
+# cleaned differently) under the same config is never replayed (a run upgraded between a kill
+# and its resume parses its items again).
+_CACHE_VERSION = 2
 
 
 def clean_raw(page: sources.RawPage, cfg: PreprocessConfig = PreprocessConfig()) -> Cleaned:
     r = clean.clean_page(page, cfg)
     # The source (path:line) goes into the cache and the rejects file: no credentials of its URL.
+    headings = r.headings
     return Cleaned(page.lang, page.page_id, page.title, redact(page.source), r.outcome, r.reason, r.text,
-                   r.replaced, [r.dropped.get(reason, 0) for reason in schema.CONSTRUCT_DROPS])
+                   r.replaced, [r.dropped.get(reason, 0) for reason in schema.CONSTRUCT_DROPS], r.variants,
+                   list(headings.dropped) if headings else [], headings.last_kept if headings else "")
 
 
 def cache_url(staging: str, item: sources.WorkItem) -> str:
-    return f"{staging}/items/{stable_int(sources.work_item_key(item)):016x}.parquet"
+    return f"{staging}/items/{stable_int(_CACHE_VERSION, sources.work_item_key(item)):016x}.parquet"
 
 
 def _batch(rows: list[Cleaned]) -> pa.RecordBatch:

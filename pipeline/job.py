@@ -27,7 +27,6 @@ stable hash (pipeline/hashing.py) and every group is sorted before use.
 
 import json
 import math
-from typing import NamedTuple
 
 import apache_beam as beam
 import fsspec
@@ -35,13 +34,14 @@ from apache_beam import pvalue
 from apache_beam.metrics import Metrics
 
 from contract import schema
-from contract.files import atomic_write
+from contract.files import save_json, save_text
 from pipeline import examples, faults, itemcache, masks, shards
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.elements import (
     Page, Outcome, Replaced, Dropped, Reject, SplitPage, TokenizerPage, SplitLang, PackGroup, Packed, Size,
-    Sizing, Sampled, ShardKey, ShardFile, Stat,
+    Sizing, Sampled, ShardKey, ShardFile, Headings, MaskHistograms,
 )
+from pipeline.stats import CollectStats, StatsInputs
 from pipeline.hashing import stable_int, stable_unit
 from pipeline.tokenizer import WordPieceTokenizer, train_wordpiece
 
@@ -66,6 +66,8 @@ class _RouteFn(beam.DoFn):
                 counter.inc(n)
             yield pvalue.TaggedOutput("dropped", Dropped(c.lang, tuple(c.dropped)))
         if c.outcome == "kept":
+            if c.variants or c.end_matter or c.last_heading:
+                yield pvalue.TaggedOutput("headings", Headings(c.lang, c.variants, tuple(c.end_matter), c.last_heading))
             yield Page(c.lang, c.page_id, c.text)
         elif c.outcome in ("parse_errors", "empty"):
             # Redirects and other namespaces are only counted (enwiki has ~10M redirects);
@@ -74,12 +76,13 @@ class _RouteFn(beam.DoFn):
 
 
 def _route(cleaned):
-    return cleaned | "Route" >> beam.ParDo(_RouteFn()).with_outputs("outcomes", "replaced", "dropped", "rejects",
-                                                                    main="kept")
+    return cleaned | "Route" >> beam.ParDo(_RouteFn()).with_outputs("outcomes", "replaced", "dropped", "headings",
+                                                                    "rejects", main="kept")
 
 
 class CleanPages(beam.PTransform):
-    """RawPage -> {kept: Page, outcomes: Outcome, replaced: Replaced, dropped: Dropped, rejects: Reject}."""
+    """RawPage -> {kept: Page, outcomes: Outcome, replaced: Replaced, dropped: Dropped, headings: Headings,
+    rejects: Reject}."""
 
     def __init__(self, cfg: PreprocessConfig = PreprocessConfig()):
         super().__init__()
@@ -305,15 +308,6 @@ def sizing(sizes: dict, alpha: float, shard_codepoints: int) -> Sizing:
     return Sizing(weights, shard_counts(expected, shard_codepoints))
 
 
-def _add_counts(rows):
-    """Element-wise sum of count tuples in the order of schema.CONSTRUCT_DROPS (zeros for none)."""
-    total = [0] * len(schema.CONSTRUCT_DROPS)
-    for row in rows:
-        for i, n in enumerate(row):
-            total[i] += n
-    return tuple(total)
-
-
 def _add_sizes(sizes):
     n = codepoints = 0
     for size in sizes:
@@ -351,10 +345,13 @@ class _PlanAndWriteFn(beam.DoFn):
     """One shard's examples -> mask plans (pipeline/masks.py) -> one Parquet file. Planning here,
     after the shuffle, keeps rows out of Beam's coders. Rows are sorted by a hash of their id,
     not the id itself: ids start with the language, and readers take contiguous row ranges, so
-    id order would give one-language batches. The tokenizer is built once per worker."""
+    id order would give one-language batches. The tokenizer is built once per worker. Beside
+    its ShardFile it emits, per language in the shard, the histograms of its masks
+    (MaskHistograms, tagged "masks") for the manifest's per-language mask statistics."""
 
-    def __init__(self, seed, staging):
-        self.seed, self.staging = seed, staging
+    def __init__(self, cfg: PreprocessConfig, staging):
+        self.seed, self.staging = cfg.seed, staging
+        self.mask_config = masks.MaskPlanConfig.of(cfg)
         self._json = self._tokenizer = None
 
     def process(self, kv, tokenizer_json):
@@ -364,20 +361,26 @@ class _PlanAndWriteFn(beam.DoFn):
         by_key = {}
         for s in copies:
             by_key.setdefault((s.lang, s.copy), []).append(s.example)
-        rows = []
+        rows, by_lang = [], {}
         for (lang, copy), exs in by_key.items():  # any batching gives the same rows (plan_examples)
-            rows += masks.plan_examples(exs, lang, copy, self.seed, self._tokenizer)
+            planned = masks.plan_examples(exs, lang, copy, self.seed, self._tokenizer, self.mask_config)
+            rows += planned
+            by_lang.setdefault(lang, []).extend(planned)
         rows.sort(key=lambda r: (stable_int("order", r["example_id"]), r["example_id"]))
         name = shard_name(shard.split, shard.index, shard.total)
         record = ShardFile(split=shard.split, path=name,
                            **shards.write_table(shards.rows_to_table(rows), f"{self.staging}/{name}"))
         faults.point("shard")
         yield record
+        for lang in sorted(by_lang):
+            share, spans = masks.mask_histograms(by_lang[lang], self.mask_config)
+            yield pvalue.TaggedOutput("masks", MaskHistograms(lang, share, spans))
 
 
 class WriteShards(beam.PTransform):
-    """Sampled -> ShardFile, one per shard written. An example goes to a shard by a hash of its
-    example_id, so equal inputs give byte-identical files whatever the workers."""
+    """Sampled -> {shards: ShardFile, one per shard written; masks: MaskHistograms}. An example goes
+    to a shard by a hash of its example_id, so equal inputs give byte-identical files whatever
+    the workers."""
 
     def __init__(self, cfg: PreprocessConfig, staging: str, sizing, tokenizer_json):
         super().__init__()
@@ -393,17 +396,9 @@ class WriteShards(beam.PTransform):
             sampled
             | "KeyShard" >> beam.Map(key, pvalue.AsSingleton(self.sizing))
             | "GroupShard" >> beam.GroupByKey()
-            | "PlanAndWrite" >> beam.ParDo(_PlanAndWriteFn(self.cfg.seed, self.staging), pvalue.AsSingleton(self.tokenizer_json))
+            | "PlanAndWrite" >> beam.ParDo(_PlanAndWriteFn(self.cfg, self.staging), pvalue.AsSingleton(self.tokenizer_json))
+            .with_outputs("masks", main="shards")
         )
-
-
-def _save_text(text, url):
-    atomic_write(url, text.encode("utf-8"))  # whole or not at all, whichever worker writes it
-    return url
-
-
-def _write_json(value, url):
-    return _save_text(json.dumps(value, sort_keys=True, indent=1, ensure_ascii=False), url)
 
 
 class WriteRejects(beam.PTransform):
@@ -422,56 +417,10 @@ class WriteRejects(beam.PTransform):
             items = sorted(items, key=lambda r: (r.page_id if isinstance(r.page_id, int) else -1, r.source))
             rel = f"{schema.REJECTS}/{lang}.jsonl"
             lines = (json.dumps(r._asdict(), ensure_ascii=False, sort_keys=True) + "\n" for r in items)
-            _save_text("".join(lines), f"{staging}/{rel}")
+            save_text("".join(lines), f"{staging}/{rel}")
             return rel
 
         return rejects | "ByLang" >> beam.Map(lambda r: (r.lang, r)) | "Group" >> beam.GroupByKey() | "Write" >> beam.Map(write)
-
-
-class StatsInputs(NamedTuple):  # the PCollections CollectStats reads
-    outcomes: beam.PCollection  # Outcome
-    replaced: beam.PCollection  # Replaced
-    dropped: beam.PCollection  # Dropped
-    example_langs: beam.PCollection  # the language of each Sampled
-    weights: beam.PCollection  # Sizing.weights, one dict
-    validation_langs: beam.PCollection  # the language of each validation SplitPage
-
-
-class CollectStats(beam.PTransform):
-    """StatsInputs -> everything the manifest needs besides the shard list, as one JSON file in
-    staging (Stat rows), plus each language's validation pages (["validation_pages", lang, n]:
-    the split's accounting; pipeline/output.py's languages_from_stats does not carry it into the
-    manifest yet)."""
-
-    def __init__(self, staging):
-        super().__init__()
-        self.staging = staging
-
-    def expand(self, inputs: StatsInputs):
-        records = (
-            (
-                inputs.outcomes | "CountOutcomes" >> beam.combiners.Count.PerElement()
-                | "OutcomeRec" >> beam.MapTuple(lambda o, n: Stat("outcome", o.lang, n, outcome=o.outcome)),
-                inputs.replaced | "ReplacedByLang" >> beam.Map(lambda r: (r.lang, r.characters))
-                | "SumReplaced" >> beam.CombinePerKey(sum)
-                | "ReplacedRec" >> beam.MapTuple(lambda lang, n: Stat("replaced", lang, n)),
-                inputs.dropped | "DroppedByLang" >> beam.Map(lambda d: (d.lang, d.counts))
-                | "SumDropped" >> beam.CombinePerKey(_add_counts)
-                | "DroppedRec" >> beam.MapTuple(lambda lang, counts: Stat("dropped", lang, list(counts))),
-                inputs.example_langs | "CountExamples" >> beam.combiners.Count.PerElement()
-                | "ExampleRec" >> beam.MapTuple(lambda lang, n: Stat("examples", lang, n)),
-                inputs.weights | "WeightRecs" >> beam.FlatMap(lambda w: [Stat("weight", lang, v) for lang, v in w.items()]),
-                inputs.validation_langs | "CountValidation" >> beam.combiners.Count.PerElement()
-                | "ValidationRec" >> beam.MapTuple(lambda lang, n: Stat("validation_pages", lang, n)),
-            )
-            | "All" >> beam.Flatten()
-        )
-        return (
-            records
-            | "ToList" >> beam.combiners.ToList()
-            | "Sort" >> beam.Map(lambda stats: sorted((s.row() for s in stats), key=lambda r: [str(x) for x in r]))
-            | "WriteStats" >> beam.Map(_write_json, f"{self.staging}/stats.json")
-        )
 
 
 def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | None):
@@ -479,22 +428,22 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
     cleaned = p | "ReadAndClean" >> ReadAndClean(items, staging, cfg)
     split_pages = cleaned.kept | "AssignSplit" >> AssignSplit(cfg.validation_fraction)
     tokenizer = split_pages | "TrainTokenizer" >> TrainTokenizer(cfg, tokenizer_json)
-    _ = tokenizer | "SaveTokenizer" >> beam.Map(_save_text, f"{staging}/{schema.TOKENIZER}")
+    _ = tokenizer | "SaveTokenizer" >> beam.Map(save_text, f"{staging}/{schema.TOKENIZER}")
     packed = split_pages | "PackExamples" >> PackExamples(cfg)
     sampled, plan = packed | "SampleLanguages" >> SampleLanguages(cfg)
-    shard_records = sampled | "WriteShards" >> WriteShards(cfg, staging, plan, tokenizer)
+    written = sampled | "WriteShards" >> WriteShards(cfg, staging, plan, tokenizer)
     _ = (
-        shard_records
+        written.shards
         | "ShardList" >> beam.combiners.ToList()
         | "SortShards" >> beam.Map(lambda files: [f._asdict() for f in sorted(files, key=lambda f: f.path)])
-        | "WriteShardList" >> beam.Map(_write_json, f"{staging}/shards.json")
+        | "WriteShardList" >> beam.Map(save_json, f"{staging}/shards.json")
     )
     # The lists of shards and rejects files are what `finalize` publishes: it lists no folder.
     _ = (
         cleaned.rejects
         | "WriteRejects" >> WriteRejects(staging)
         | "RejectsList" >> beam.combiners.ToList()
-        | "WriteRejectsList" >> beam.Map(lambda rels: _write_json(sorted(rels), f"{staging}/rejects.json"))
+        | "WriteRejectsList" >> beam.Map(lambda rels: save_json(sorted(rels), f"{staging}/rejects.json"))
     )
     stats = StatsInputs(
         outcomes=cleaned.outcomes,
@@ -504,6 +453,8 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
         weights=plan | "Weights" >> beam.Map(lambda s: s.weights),
         validation_langs=(split_pages | "ValidationOnly" >> beam.Filter(lambda sp: sp.split == "validation")
                           | "ValidationLang" >> beam.Map(lambda sp: sp.page.lang)),
+        headings=cleaned.headings,
+        masks=written.masks,
     )
     _ = stats | "CollectStats" >> CollectStats(staging)
 

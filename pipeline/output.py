@@ -371,6 +371,8 @@ def languages_from_stats(records) -> dict[str, Language]:
             entry(lang)["examples"] += rec[2]
         elif kind == "weight":
             entry(lang)["sampling_weight"] = round(float(rec[2]), 6)
+        elif kind in ("text", "masks"):  # pipeline/stats.py's summaries
+            entry(lang)[kind] = rec[2]
     return {lang: Language(**c) for lang, c in sorted(langs.items())}
 
 

@@ -39,7 +39,7 @@ def test_round_trip_keeps_the_record_and_the_bytes(tmp_path):
 
 
 def test_language_fields_are_the_contracts_keys():
-    assert tuple(f.name for f in dataclasses.fields(Language)) == schema.LANGUAGE_KEYS + ("dropped",)
+    assert tuple(f.name for f in dataclasses.fields(Language)) == schema.LANGUAGE_KEYS + ("dropped", "text", "masks")
 
 
 def test_config_sha256_is_the_pipeline_configs_own():
@@ -95,3 +95,21 @@ def test_run_result_reads_as_the_printed_json():
     assert d["run"] == {"elapsed_s": 1.5, "work_items": 7, "items_parsed": 6, "items_reused": 1}
     assert "up_to_date" not in d and output.RunResult(small_manifest(), up_to_date=True).to_dict()["up_to_date"]
     assert result.manifest.splits["train"].rows == 3 and result.up_to_date is False
+
+
+def test_a_language_reads_its_text_and_mask_statistics_and_an_older_output_without_them(tmp_path):
+    m = small_manifest()
+    text = {"variant_pages": 1, "variant_constructs": 3, "end_matter_dropped": [["参考书目", 2]],
+            "last_headings_kept": [["生平", 4]]}
+    masks = {"examples": 9, "masked_share_p10_pct": 13.2, "masked_share_median_pct": 15.0, "spans": 80,
+             "span_median": 6, "span_p90": 8, "span_max": 8}
+    with_stats = dataclasses.replace(m, languages={"de": dataclasses.replace(m.languages["de"], text=text, masks=masks)})
+    write_manifest(str(tmp_path), with_stats)
+    assert read_manifest(str(tmp_path)).languages["de"].text["end_matter_dropped"] == [["参考书目", 2]]
+    raw = json.loads(with_stats.to_json())
+    del raw["languages"]["de"]["text"], raw["languages"]["de"]["masks"]  # written before they existed
+    older = Manifest.from_dict(raw)
+    assert older.languages["de"].text == {} and older.languages["de"].masks == {}
+    raw["languages"]["de"]["masks"] = [1, 2]
+    with pytest.raises(ManifestError, match=r"languages.de.masks: \[1, 2\] is not an object"):
+        Manifest.from_dict(raw)

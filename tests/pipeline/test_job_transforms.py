@@ -14,7 +14,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from contract import schema
-from pipeline import itemcache, job
+from pipeline import itemcache, job, stats
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.examples import codepoints_to_text, example_id, pack_pages
 from pipeline.hashing import stable_int
@@ -253,7 +253,12 @@ def test_write_shards_puts_each_example_in_its_hashed_shard_in_hashed_order(tmp_
     staging = str(tmp_path)
     with TestPipeline(options=_opts()) as p:
         plan, tok = p | "Sizing" >> beam.Create([sizing]), p | "Tokenizer" >> beam.Create([tokenizer_json])
-        records = p | "Sampled" >> beam.Create(sampled) | job.WriteShards(PreprocessConfig(), staging, plan, tok)
+        written = p | "Sampled" >> beam.Create(sampled) | job.WriteShards(PreprocessConfig(), staging, plan, tok)
+        records = written.shards
+        # one MaskHistograms per (shard, language): en in both train shards, sw in validation; one
+        # share per example written, and the masked spans counted
+        assert_that(written.masks | beam.Map(lambda m: (m.lang, sum(m.share.values()))) | beam.CombinePerKey(sum),
+                    equal_to([("en", 2 * len(exs)), ("sw", 1)]), label="MaskExamples")
         assert_that(records | beam.Map(lambda r: (r.split, r.path)), equal_to([
             ("train", "train/part-00000-of-00002.parquet"), ("train", "train/part-00001-of-00002.parquet"),
             ("validation", "validation/part-00000-of-00001.parquet")]))
@@ -291,7 +296,7 @@ def test_write_rejects_writes_one_sorted_file_per_language(tmp_path):
 def test_collect_stats_writes_every_count_as_one_sorted_json_file(tmp_path):
     n = len(schema.CONSTRUCT_DROPS)
     with TestPipeline(options=_opts()) as p:
-        inputs = job.StatsInputs(
+        inputs = stats.StatsInputs(
             outcomes=p | "Outcomes" >> beam.Create([job.Outcome("en", "kept"), job.Outcome("en", "kept"),
                                                     job.Outcome("sw", "empty"), job.Outcome("en", "redirects")]),
             replaced=p | "Replaced" >> beam.Create([job.Replaced("en", 2), job.Replaced("en", 3)]),
@@ -299,14 +304,23 @@ def test_collect_stats_writes_every_count_as_one_sorted_json_file(tmp_path):
             example_langs=p | "Examples" >> beam.Create(["en", "en", "sw"]),
             weights=p | "Weights" >> beam.Create([{"en": 0.5, "sw": 2.0}]),
             validation_langs=p | "Validation" >> beam.Create(["sw", "en", "sw"]),
+            headings=p | "Headings" >> beam.Create([job.Headings("en", 2, ("References", "Notes"), "History"),
+                                                    job.Headings("en", 0, ("References",), "History"),
+                                                    job.Headings("en", 0, (), "Life")]),
+            masks=p | "Masks" >> beam.Create([job.MaskHistograms("en", {100: 1, 150: 3}, {5: 2}),
+                                              job.MaskHistograms("en", {150: 1, 40: 1}, {5: 1, 9: 1, 20: 1})]),
         )
-        path = inputs | job.CollectStats(str(tmp_path))
+        path = inputs | stats.CollectStats(str(tmp_path))
         assert_that(path, equal_to([f"{tmp_path}/stats.json"]))
     assert json.loads((tmp_path / "stats.json").read_text(encoding="utf-8")) == [
         ["dropped", "en", [2] + [1] * (n - 1)],
         ["examples", "en", 2], ["examples", "sw", 1],
+        ["masks", "en", {"examples": 6, "masked_share_p10_pct": 4.0, "masked_share_median_pct": 15.0, "spans": 5,
+                         "span_median": 5, "span_p90": 20, "span_max": 20}],
         ["outcome", "en", "kept", 2], ["outcome", "en", "redirects", 1], ["outcome", "sw", "empty", 1],
         ["replaced", "en", 5],
+        ["text", "en", {"variant_pages": 1, "variant_constructs": 2, "end_matter_dropped": [["References", 2], ["Notes", 1]],
+                        "last_headings_kept": [["History", 2], ["Life", 1]]}],
         ["validation_pages", "en", 1], ["validation_pages", "sw", 2],
         ["weight", "en", 0.5], ["weight", "sw", 2.0],
     ]

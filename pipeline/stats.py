@@ -1,0 +1,154 @@
+"""The job's accounting: every count the manifest carries per language, combined from what the
+steps emit, written as one staged JSON file of Stat rows (pipeline/output.py reads it).
+
+Beside the page outcomes and drops, two summaries show what the text and the masks look like on a
+language nobody checked (`canine inspect` prints them):
+- text: pages with language-variant markup and the constructs rendered; the headings dropped as
+  end matter and the headings that most often end a page after cleaning, with counts. A kept
+  heading that is a bibliography in that language shows up here first.
+- masks: the CANINE-C masked share per example (p10, median) and the masked span lengths
+  (median, p90, max), read exactly from integer histograms (per-mille shares, span lengths) that
+  combine by addition, so they do not depend on how examples were spread over shards or workers.
+"""
+
+from typing import NamedTuple
+
+import apache_beam as beam
+
+from contract.files import save_json
+from pipeline.elements import Stat
+
+# Headings listed per language in the manifest: the most frequent first, ties by title.
+TOP_HEADINGS = 20
+
+
+class StatsInputs(NamedTuple):  # the PCollections CollectStats reads
+    outcomes: beam.PCollection  # Outcome
+    replaced: beam.PCollection  # Replaced
+    dropped: beam.PCollection  # Dropped
+    example_langs: beam.PCollection  # the language of each Sampled
+    weights: beam.PCollection  # Sizing.weights, one dict
+    validation_langs: beam.PCollection  # the language of each validation SplitPage
+    headings: beam.PCollection  # elements.Headings, one per kept wikitext page with any to tell
+    masks: beam.PCollection  # elements.MaskHistograms, one per (shard, language)
+
+
+def add_counts(rows):
+    """Element-wise sum of count tuples (zeros for none)."""
+    total = []
+    for row in rows:
+        total += [0] * (len(row) - len(total))
+        for i, n in enumerate(row):
+            total[i] += n
+    return tuple(total)
+
+
+def merge_histograms(histograms) -> dict:
+    """{value: count} dicts summed (a Beam combiner: any grouping gives the same result)."""
+    out = {}
+    for h in histograms:
+        for value, n in h.items():
+            out[value] = out.get(value, 0) + n
+    return out
+
+
+def quantile(histogram: dict, q: float):
+    """The smallest value v with at least q of the counted items <= v (None when empty): exact,
+    the "lower" quantile of the items the histogram counts."""
+    total = sum(histogram.values())
+    if not total:
+        return None
+    need, seen = max(1, -(-q * total // 1)), 0  # ceil(q * total), at least the first item
+    for value in sorted(histogram):
+        seen += histogram[value]
+        if seen >= need:
+            return value
+    return max(histogram)
+
+
+def top(counts: dict, n: int = TOP_HEADINGS) -> list:
+    """[[title, count], ...]: the n most frequent, ties by title."""
+    return [[t, c] for t, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]]
+
+
+class _HeadingsFn(beam.CombineFn):
+    """Headings of one language -> pages with variant markup, constructs rendered, and the
+    counts of end-matter headings dropped and of last headings kept."""
+
+    def create_accumulator(self):
+        return [0, 0, {}, {}]
+
+    def add_input(self, acc, h):
+        acc[0] += h.variants > 0
+        acc[1] += h.variants
+        for title in h.end_matter:
+            acc[2][title] = acc[2].get(title, 0) + 1
+        if h.last_kept:
+            acc[3][h.last_kept] = acc[3].get(h.last_kept, 0) + 1
+        return acc
+
+    def merge_accumulators(self, accs):
+        accs = list(accs)
+        return [sum(a[0] for a in accs), sum(a[1] for a in accs),
+                merge_histograms(a[2] for a in accs), merge_histograms(a[3] for a in accs)]
+
+    def extract_output(self, acc):
+        return {"variant_pages": acc[0], "variant_constructs": acc[1],
+                "end_matter_dropped": top(acc[2]), "last_headings_kept": top(acc[3])}
+
+
+def mask_summary(share: dict, spans: dict) -> dict:
+    """The manifest's `masks` of a language from its merged histograms (shares in per-mille)."""
+    def pct(v):
+        return None if v is None else round(v / 10, 1)
+
+    return {"examples": sum(share.values()), "masked_share_p10_pct": pct(quantile(share, 0.1)),
+            "masked_share_median_pct": pct(quantile(share, 0.5)), "spans": sum(spans.values()),
+            "span_median": quantile(spans, 0.5), "span_p90": quantile(spans, 0.9),
+            "span_max": max(spans) if spans else None}
+
+
+class CollectStats(beam.PTransform):
+    """StatsInputs -> everything the manifest needs besides the shard list, as one JSON file in
+    staging (Stat rows), plus each language's validation pages (["validation_pages", lang, n]:
+    the split's accounting; pipeline/output.py's languages_from_stats does not carry it into the
+    manifest yet)."""
+
+    def __init__(self, staging):
+        super().__init__()
+        self.staging = staging
+
+    def expand(self, inputs: StatsInputs):
+        records = (
+            inputs.outcomes | "CountOutcomes" >> beam.combiners.Count.PerElement()
+            | "OutcomeRec" >> beam.MapTuple(lambda o, n: Stat("outcome", o.lang, n, outcome=o.outcome)),
+            inputs.replaced | "ReplacedByLang" >> beam.Map(lambda r: (r.lang, r.characters))
+            | "SumReplaced" >> beam.CombinePerKey(sum)
+            | "ReplacedRec" >> beam.MapTuple(lambda lang, n: Stat("replaced", lang, n)),
+            inputs.dropped | "DroppedByLang" >> beam.Map(lambda d: (d.lang, d.counts))
+            | "SumDropped" >> beam.CombinePerKey(add_counts)
+            | "DroppedRec" >> beam.MapTuple(lambda lang, counts: Stat("dropped", lang, list(counts))),
+            inputs.example_langs | "CountExamples" >> beam.combiners.Count.PerElement()
+            | "ExampleRec" >> beam.MapTuple(lambda lang, n: Stat("examples", lang, n)),
+            inputs.weights | "WeightRecs" >> beam.FlatMap(lambda w: [Stat("weight", lang, v) for lang, v in w.items()]),
+            inputs.validation_langs | "CountValidation" >> beam.combiners.Count.PerElement()
+            | "ValidationRec" >> beam.MapTuple(lambda lang, n: Stat("validation_pages", lang, n)),
+            inputs.headings | "HeadingsByLang" >> beam.Map(lambda h: (h.lang, h))
+            | "CombineHeadings" >> beam.CombinePerKey(_HeadingsFn())
+            | "TextRec" >> beam.MapTuple(lambda lang, text: Stat("text", lang, text)),
+            inputs.masks | "MasksByLang" >> beam.Map(lambda m: (m.lang, (m.share, m.spans)))
+            | "MergeMasks" >> beam.CombinePerKey(_merge_pairs)
+            | "MaskRec" >> beam.MapTuple(lambda lang, h: Stat("masks", lang, mask_summary(*h))),
+        )
+        return (
+            records
+            | "All" >> beam.Flatten()
+            | "ToList" >> beam.combiners.ToList()
+            | "Sort" >> beam.Map(lambda stats: sorted((s.row() for s in stats), key=lambda r: [str(x) for x in r]))
+            | "WriteStats" >> beam.Map(save_json, f"{self.staging}/stats.json")
+        )
+
+
+def _merge_pairs(pairs):
+    pairs = list(pairs)
+    return merge_histograms(p[0] for p in pairs), merge_histograms(p[1] for p in pairs)
