@@ -1,0 +1,113 @@
+"""The cleaner and the mask plan on the real pages of every language shipped in tests/data/wiki
+(its README says where each file comes from; benchmarks/languages.py prints the same figures)."""
+
+import collections
+import re
+import unicodedata
+
+import numpy as np
+import pytest
+
+from contract import schema
+from pipeline.examples import pack_pages
+from pipeline.masks import MaskPlanConfig, is_unspaced_letter, plan_examples
+from pipeline.wikitext.clean import clean_page
+
+# Kept pages per language, counted by reading the files: every ns-0 page that is not a redirect
+# is an article (enwiki: the 33 of the excerpt and the 5 of the tables file; README).
+KEPT = {
+    "ar": 1, "bn": 1, "el": 1, "en": 38, "hy": 1, "ja": 1, "kn": 1, "ko": 1, "mr": 1, "ru": 1, "uk": 1,
+    "vi": 1, "zh": 1,
+}
+# Pages whose source holds language-variant markup `-{...}-` (zhwiki 数学: three conversions
+# `-{zh-cn:...;zh-tw:...}-`, one of them in a table the cleaner drops).
+VARIANT_PAGES = {("zh", "数学")}
+_LINKS_TEMPLATES = re.compile(r"\[\[|\]\]|\{\{|\}\}")
+_VARIANTS = re.compile(r"-\{|\}-")
+
+
+@pytest.fixture(scope="module")
+def by_lang(real_pages):
+    """{lang: [(RawPage, CleanResult)]} over every file of tests/data/wiki."""
+    out = collections.defaultdict(list)
+    for pages in real_pages.values():
+        for page in pages:
+            out[page.lang].append((page, clean_page(page)))
+    return dict(out)
+
+
+def kept(results):
+    return [(p, r) for p, r in results if r.outcome == "kept"]
+
+
+def test_every_language_is_there_with_its_kept_pages(by_lang):
+    assert {lang: len(kept(results)) for lang, results in by_lang.items()} == KEPT
+
+
+@pytest.mark.parametrize("lang", sorted(KEPT))
+def test_no_link_or_template_markup_left(by_lang, lang):
+    for page, result in kept(by_lang[lang]):
+        left = _LINKS_TEMPLATES.findall(result.text)
+        assert not left, (page.title, left[:5])
+
+
+@pytest.mark.parametrize("lang", sorted(KEPT))
+def test_no_variant_markup_left(by_lang, lang):
+    for page, result in kept(by_lang[lang]):
+        assert not _VARIANTS.search(result.text), page.title
+
+
+def test_variant_constructs_are_counted(by_lang):
+    for lang, title in VARIANT_PAGES:
+        (result,) = [r for p, r in kept(by_lang[lang]) if p.title == title]
+        assert result.variants >= 2, (title, result.variants)  # the two outside the dropped table
+
+
+def _plan(results, lang):
+    pages = sorted((p.page_id, r.text) for p, r in kept(results))
+    return plan_examples(pack_pages(pages, schema.DEFAULT_SEQ_LEN), lang, copy=0, seed=0, tokenizer=None)
+
+
+def _unspaced(cps: np.ndarray) -> bool:
+    return bool(is_unspaced_letter(cps).any())
+
+
+def _clusters(cps: np.ndarray) -> int:
+    """Characters with their combining marks count once (the bound is in clusters: Thai)."""
+    return sum(not unicodedata.category(chr(c)).startswith("M") for c in cps.tolist())
+
+
+def _chosen_spans(row, config) -> list[int]:
+    """Lengths of the CANINE-C spans (the config's rule, `MaskPlanConfig.spans`) that the plan
+    chose and that hold a letter of a script written without spaces; every masked position
+    must lie in a chosen span."""
+    cps = np.asarray(row["codepoints"])
+    starts, ends = config.spans(cps)
+    masked = np.zeros(len(row["codepoints"]), bool)
+    masked[np.asarray(row["char_mask_positions"], np.int64)] = True
+    lengths, covered = [], np.zeros_like(masked)
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        if masked[s:e].all():
+            covered[s:e] = True
+            if _unspaced(cps[s:e]):
+                lengths.append(_clusters(cps[s:e]))
+    assert (covered == masked).all(), "a masked position outside the chosen spans"
+    return lengths
+
+
+@pytest.mark.parametrize("lang", sorted(KEPT))
+def test_mask_budget_and_bounded_spans(by_lang, lang):
+    """CANINE-C: at most 320 predicted characters an example, whole spans of the config's rule,
+    none holding zh / ja / th ... letters longer than its bound (else a clause of a script
+    written without spaces is one "word"), and about the paper's 15% of each example masked
+    (median over the language's examples)."""
+    config = MaskPlanConfig()
+    rows = _plan(by_lang[lang], lang)
+    assert rows
+    shares = []
+    for row in rows:
+        assert len(row["char_mask_positions"]) <= config.max_char_predictions
+        lengths = _chosen_spans(row, config)
+        assert max(lengths, default=0) <= config.char_span_max, (lang, max(lengths))
+        shares.append(len(row["char_mask_positions"]) / len(row["codepoints"]))
+    assert np.median(shares) >= 0.10, (lang, shares)
