@@ -10,9 +10,11 @@ Checks (each PASS or FAIL with its figures):
   engine.compile() does) against eager, base preset, dropout off, 8 x 2048, for CANINE-C and
   CANINE-S in each --precisions (training/compile_check.py; tolerances there, with reasons).
 - lamb: one optimizer step of the base recipe's engine (LAMB, ZeRO-0, bf16 autocast over fp32
-  weights) on this device against the reference LAMB (training/train/lamb.py) stepping a CPU
-  copy with the same (clipped) gradients: each parameter's change within 1e-4 relative, so the
-  trust ratio is per tensor (a ratio over a flattened group would be off by far more).
+  weights) on this device against the reference LAMB (training/train/lamb.py) stepping a copy
+  on the same device with the same (clipped) gradients: each parameter's change within 1e-4
+  relative, so the trust ratio is per tensor (a ratio over a flattened group would be off by far
+  more). The same reference stepped on the CPU is printed beside it: on an H100 the two devices'
+  arithmetic differed by up to 1.5e-3 (docs/compile.md), so it is not the criterion.
 - learn, learn-compiled: 60 steps of the base preset through the real trainer (Ray Train +
   DeepSpeed + the input pipeline, benchmarks/train_throughput.py) on synthetic shards, eager
   and with parallel.compile=true: the loss must fall by at least --min-drop nats (mean of steps
@@ -131,16 +133,17 @@ def check_lamb(args) -> tuple[bool, list[str]]:
         return False, [f"  the {args.config} config's optimizer is {cfg.optim.name}, not lamb"]
     model_cfg = config.model_config(cfg)
     models = []
-    for _ in range(2):  # built twice from one seed: a deepcopy drops the `stacked_parts` marks LAMB groups by
+    for _ in range(3):  # built from one seed each time: a deepcopy drops the `stacked_parts` marks LAMB groups by
         torch.manual_seed(0)
         models.append(CaninePretrainingModel(model_cfg, cfg.train.objective))
-    model, reference = models  # the reference stays on the CPU, fp32
+    model, reference, twin = models  # reference: fp32 on the CPU; twin: the same reference LAMB on this device
+    twin.to(args.device)
     names = [n for n, _ in model.named_parameters()]
     wrapped = engine.wrap(model.to(args.device), cfg, world=1)
     seen = {}  # the gradients the optimizer steps with (after the clip hook, which was registered first)
 
     def capture(opt, *_):
-        seen.update({id(p): p.grad.detach().float().cpu() for g in opt.param_groups for p in g["params"]
+        seen.update({id(p): p.grad.detach().float().clone() for g in opt.param_groups for p in g["params"]
                      if p.grad is not None})
 
     wrapped.optimizer.register_step_pre_hook(capture)
@@ -153,24 +156,37 @@ def check_lamb(args) -> tuple[bool, list[str]]:
         out = wrapped(batch)
     wrapped.backward(out.loss)
     wrapped.step()
-    ref_opt = optim.build_optimizer(reference, cfg.optim)
-    optim.build_scheduler(ref_opt, cfg.optim, cfg.train.max_steps)  # the rate of update 0
-    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
-        q.grad = seen.get(id(p))
-    ref_opt.step()
-    worst, problems = 0.0, []
-    for name, p, q in zip(names, model.parameters(), reference.parameters()):
-        moved, expected = p.detach().float().cpu() - before[name], q.detach() - before[name]
-        if expected.norm() == 0:
-            continue
-        err = ((moved - expected).norm() / expected.norm()).item()
-        worst = max(worst, err)
-        if err > 1e-4:
-            problems.append(f"    {name}: change off by {err:.2e} relative")
+    for ref in (reference, twin):
+        ref_opt = optim.build_optimizer(ref, cfg.optim)
+        optim.build_scheduler(ref_opt, cfg.optim, cfg.train.max_steps)  # the rate of update 0
+        for p, q in zip(model.parameters(), ref.parameters()):
+            grad = seen.get(id(p))
+            q.grad = None if grad is None else grad.to(q.device)
+        ref_opt.step()
+
+    def worst(a, b, limit, label):
+        """The largest relative difference between two models' changes of a parameter."""
+        top, problems = 0.0, []
+        for name, p, q in zip(names, a.parameters(), b.parameters()):
+            moved, expected = p.detach().float().cpu() - before[name], q.detach().float().cpu() - before[name]
+            if expected.norm() == 0:
+                continue
+            err = ((moved - expected).norm() / expected.norm()).item()
+            top = max(top, err)
+            if err > limit:
+                problems.append(f"    {label}: {name}: change off by {err:.2e} relative")
+        return top, problems
+
+    # The engine must step exactly as the reference LAMB does on the same device; the same LAMB on
+    # the CPU is shown beside it (a CPU-vs-GPU difference is arithmetic, not the engine's grouping).
+    same, problems = worst(model, twin, 1e-4, "engine vs reference on this device")
+    cpu, _ = worst(model, reference, float("inf"), "")
+    apart, _ = worst(twin, reference, float("inf"), "")
     ok = whole and not problems and len(seen) == len(names)
     lines = [f"  optimizer {type(wrapped.optimizer).__name__}, groups hold the model's own tensors: {whole}; "
              f"{len(seen)}/{len(names)} gradients stepped; worst relative difference of a parameter's change "
-             f"{worst:.2e} (limit 1e-4)"] + problems[:10]
+             f"against the reference LAMB on this device {same:.2e} (limit 1e-4); against it on the CPU "
+             f"{cpu:.2e} (the reference itself, this device vs CPU: {apart:.2e})"] + problems[:10]
     return ok, lines
 
 

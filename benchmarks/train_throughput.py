@@ -24,6 +24,10 @@ Measured 2026-11-22 (CPU figures on the shared 2-core machine, load average abou
       AdamW ZeRO-2 micro 128 20.8% (415 ex/s). The compiled figures measured then (up to 31.7%)
       are withdrawn: those steps had every gradient zero (docs/compile.md). All of these predate
       bf16 as autocast over fp32 weights.
+    One H100 80GB, 2026-11-27 (benchmarks/gpu_session.sh): preset 9.8% eager (195 ex/s), 10.7%
+      compiled, AdamW ZeRO-2 micro 128 9.9%, data wait 0.5-0.7%, all learning; but in fp32/TF32:
+      DeepSpeed had switched the bf16 autocast off inside its forward (docs/compile.md,
+      "Precision on GPUs"; fixed since, not measured on a GPU yet). CANINE-S eager: 9.6%.
 Every run prints its losses and gradient norms in the JSON: a figure counts only from a run whose
 loss falls (benchmarks/gpu_check.py checks that).
 """

@@ -8,9 +8,14 @@ forward of the module that owns it and the outputs are tuples (training/model.py
 ZeRO-3's per-module gather hooks need.
 
 Precision: the weights are fp32 at every stage and precision, and they are the master weights
-the optimizer updates. parallel.precision=bf16 runs the forward under torch.autocast to bf16
-(`autocast`, the loop's forward and evaluation; the backward runs outside it, as PyTorch
-recommends), on CPU and GPU alike; DeepSpeed's own "bf16" mode stays off. That mode holds bf16
+the optimizer updates. parallel.precision=bf16 runs the forward under torch.autocast to bf16,
+on CPU and GPU alike: the engine's forward enters it (DeepSpeed's `torch_autocast` section,
+deepspeed_config), so training and evaluation get it wherever the engine is called; the backward
+runs outside it, as PyTorch recommends. `autocast` gives the same context for forwards outside the
+engine (the micro-batch probe, the compile check). DeepSpeed's own "bf16" mode stays off.
+An outer torch.autocast around the engine is not enough: on CUDA DeepSpeed switches it off inside
+its forward unless its own section is on, so runs until 2026-11-27 trained in fp32 (TF32) on GPUs
+while CPU runs were bf16 (docs/compile.md, "Precision on GPUs"). That mode holds bf16
 weights and hands the optimizer fp32 copies: at ZeRO-1 its BF16_Optimizer gives each parameter
 group one flat partition (deepspeed 0.19.8 runtime/bf16_optimizer.py:165-225), at ZeRO-0 its
 FP16_UnfusedOptimizer per-tensor copies, with the gradients accumulated in bf16
@@ -41,7 +46,7 @@ def _resolved(cfg: PretrainConfig) -> tuple[bool, bool]:
 
 
 def deepspeed_config(cfg: PretrainConfig, world: int) -> dict:
-    on_gpu, _ = _resolved(cfg)
+    on_gpu, bf16 = _resolved(cfg)
     stage = cfg.parallel.zero_stage
     zero = {"stage": stage}
     if stage in (1, 2):
@@ -56,6 +61,11 @@ def deepspeed_config(cfg: PretrainConfig, world: int) -> dict:
         "gradient_clipping": cfg.optim.grad_clip,
         "zero_optimization": zero,
         "bf16": {"enabled": False},  # bf16 is autocast over the fp32 weights (module docstring)
+        # ... applied by the engine's own forward: DeepSpeed 0.19.8 runs every forward inside
+        # `autocast_if_enabled` (runtime/torch_autocast.py:94), which turns an outer CUDA autocast
+        # OFF unless this section enables it. No module's gradients are reduced in bf16 (its
+        # lower-precision list is empty): the gradients stay fp32 end to end, as without autocast.
+        "torch_autocast": {"enabled": bf16, "dtype": "bfloat16", "lower_precision_safe_modules": []},
         # Our optimizers are torch ones (AdamW, our LAMB): DeepSpeed calls them "untested" under ZeRO.
         "zero_allow_untested_optimizer": True,
         "steps_per_print": 2**62,  # our metrics, not DeepSpeed's
@@ -122,7 +132,7 @@ def _skip_cpu_inference_allreduce_op() -> None:
 
 def wrap(model: torch.nn.Module, cfg: PretrainConfig, world: int, load_universal: bool = False):
     """`deepspeed.initialize` with our optimizer and schedule, for the resolved config's device
-    (its precision is `autocast`, around the loop's forward); returns the engine. load_universal:
+    and precision (the engine's forward autocasts to bf16 when it is bf16); returns the engine. load_universal:
     the engine will load a DeepSpeed universal checkpoint (an elastic resume, checkpoint.py)."""
     import deepspeed
 

@@ -56,8 +56,8 @@ def test_lamb_is_refused_under_zero_partitioning(precision):
 
 
 def test_bf16_is_autocast_on_any_device_and_never_deepspeeds_bf16_mode():
-    """Precision bf16 is torch.autocast over the fp32 weights (engine.py), which
-    runs on CPU too; DeepSpeed's bf16 section (bf16 weights, its optimizer wrappers) stays off at
+    """Precision bf16 is torch.autocast over the fp32 weights (engine.py), which the engine's
+    forward enters itself (DeepSpeed's torch_autocast section) and which runs on CPU too; DeepSpeed's bf16 section (bf16 weights, its optimizer wrappers) stays off at
     every stage, with no bf16-only settings left."""
     from training.train import engine
 
@@ -67,8 +67,10 @@ def test_bf16_is_autocast_on_any_device_and_never_deepspeeds_bf16_mode():
                                               "parallel.zero_stage": stage, "parallel.workers": 2})
             ds = engine.deepspeed_config(cfg, world=2)
             assert ds["bf16"] == {"enabled": False} and "fp16" not in ds and "data_types" not in ds
-            assert engine.deepspeed_config(dataclasses.replace(
-                cfg, parallel=dataclasses.replace(cfg.parallel, precision="fp32")), world=2) == ds
+            assert ds["torch_autocast"] == {"enabled": True, "dtype": "bfloat16", "lower_precision_safe_modules": []}
+            fp32 = engine.deepspeed_config(dataclasses.replace(
+                cfg, parallel=dataclasses.replace(cfg.parallel, precision="fp32")), world=2)
+            assert fp32 == {**ds, "torch_autocast": {**ds["torch_autocast"], "enabled": False}}
     cpu = config.load_config("tiny", {"parallel.device": "cpu", "parallel.precision": "bf16", "parallel.workers": 2})
     assert engine.autocast(cpu).fast_dtype == torch.bfloat16 and engine.autocast(cpu).device == "cpu"
     assert isinstance(engine.autocast(dataclasses.replace(cpu, parallel=dataclasses.replace(

@@ -87,3 +87,32 @@ def test_cpu_runs_skip_deepspeeds_inference_allreduce_op():
     assert "build_shm_op()" in inspect.getsource(ds_comm_torch.TorchBackend.__init__)
     engine._skip_cpu_inference_allreduce_op()
     assert ds_comm_torch.build_shm_op() is None
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_the_engine_forward_autocasts_by_itself(one_process_group, contract_shards, precision):
+    """The run's precision is the engine's: its forward autocasts to bf16 without an outer context
+    (the loop has none). An outer torch.autocast is not enough on CUDA, where DeepSpeed switches
+    it off inside the forward unless its `torch_autocast` section is on (engine.py): GPU runs
+    trained in fp32 that way while this CPU suite saw bf16. Gradients stay fp32 (no module is
+    marked for bf16 gradient reduction)."""
+    cfg = config.load_config("tiny", {**CPU, "parallel.workers": 1, "parallel.precision": precision,
+                                      "train.global_batch": 4, "train.micro_batch": 4})
+    section = engine.deepspeed_config(cfg, world=1)["torch_autocast"]
+    assert section == {"enabled": precision == "bf16", "dtype": "bfloat16", "lower_precision_safe_modules": []}
+    torch.manual_seed(0)
+    model = CaninePretrainingModel(config.model_config(cfg), "char")
+    wrapped = engine.wrap(model, cfg, world=1)
+    seen = set()  # (autocast on, output dtype) inside every submodule's forward
+    hooks = [m.register_forward_hook(lambda m, i, o: seen.add((torch.is_autocast_enabled("cpu"), o.dtype))
+                                     if torch.is_tensor(o) else None) for m in model.modules()]
+    out = wrapped(_batches(contract_shards, "char", n=1)[0])
+    for hook in hooks:
+        hook.remove()
+    wrapped.backward(out.loss)
+    if precision == "bf16":
+        assert (True, torch.bfloat16) in seen and not any(on is False for on, _ in seen)
+    else:
+        assert seen and all(on is False and dtype != torch.bfloat16 for on, dtype in seen)
+    assert all(p.grad.dtype == torch.float32 and not hasattr(p, "comm_dtype") for p in model.parameters()
+               if p.grad is not None)
