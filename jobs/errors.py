@@ -15,7 +15,9 @@ and returns the exit status (jobs/cli.py's docstring lists them):
   (URL or glob -> "the output directory (--output)"), 2; its traceback is written too, since a
   missing object the user did not name is as likely a bug as a typo;
 - anything else is unexpected: its type and first line, and the file holding its traceback, 2;
-- Ctrl-C: "interrupted", 130 (128 + SIGINT, what a shell reports for a process it interrupted).
+- Ctrl-C: "interrupted", 130 (128 + SIGINT, what a shell reports for a process it interrupted);
+  a driver that knows what was done raises `Interrupted("interrupted after ...; the same command
+  resumes")` from the KeyboardInterrupt, printed as it is, 130.
 Credentials in URLs are masked everywhere, the traceback file included (contract/files.py `redact`).
 """
 
@@ -53,6 +55,16 @@ KNOWN = (
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
 
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, caught by a command's driver, with what was done and how to go on: "interrupted
+    after 12 of 40 work items (kept); the same command resumes". Raised `from` the original
+    KeyboardInterrupt; printed as `canine COMMAND: MESSAGE`, exit 130, no traceback."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
 # errno -> (what it means, what to do), for OSErrors that say no more than a path.
 _MEANING = {
     errno.ENOENT: ("no such file or object", "check the path or URL, and that these credentials can see it"),
@@ -75,7 +87,9 @@ def report(command: str, error: BaseException, objects: dict[str, str] | None = 
     """Print the line for `error` (stderr; with `as_json` also {"error": line} on stdout, so that
     stdout stays one JSON document) and return the exit status. `objects`: URL, path or glob ->
     what it is, to name what a bare path was for."""
-    if isinstance(error, KeyboardInterrupt):
+    if isinstance(error, Interrupted):
+        line, code = one_line(error.message), EXIT_INTERRUPTED
+    elif isinstance(error, KeyboardInterrupt):
         line, code = "interrupted", EXIT_INTERRUPTED
     else:
         line, code = describe(command, error, objects), EXIT_ERROR
