@@ -1,10 +1,20 @@
-"""`canine inspect DIR [--json]`: the manifest of a shard directory as a table."""
+"""`canine inspect DIR [--json] [--examples N]`: the manifest of a shard directory as a table, and
+examples as text with their masking plans visible.
+
+    canine inspect out/shards --examples 2                 # 2 examples per split and language
+    canine inspect out/shards --examples 1 --split validation --lang zh --chars 0
+
+An example prints as its text (special codepoints as [CLS] [SEP] ..., a line break as ⏎), with
+the CANINE-C span plan bracketed ⟦like this⟧ (char_mask_positions: the characters the model
+predicts), then the CANINE-S plan: each chosen subword span with its action (mask, random ->
+its replacement, keep) and the character predicted (subword_predict_offsets).
+"""
 
 import json
 import sys
 
 from contract import schema
-from contract.files import redact
+from contract.files import join, redact
 
 # Headings of the per-language table's columns, schema.LANGUAGE_KEYS in order.
 _HEADINGS = ("read", "redirect", "non-art", "parse-err", "empty", "kept", "examples", "weight", "replaced")
@@ -12,7 +22,107 @@ _HEADINGS = ("read", "redirect", "non-art", "parse-err", "empty", "kept", "examp
 
 def add_arguments(p):
     p.add_argument("directory", metavar="DIR", help="a shard directory (fsspec URL), the output of canine preprocess")
-    p.add_argument("--json", action="store_true", help="print the manifest as JSON")
+    p.add_argument("--json", action="store_true", help="print the manifest as JSON (with --examples: one JSON "
+                   "object per example, a line each)")
+    p.add_argument("--examples", type=int, default=0, metavar="N",
+                   help="also print the first N examples of each split and language as text, masked spans "
+                   "bracketed (reads the shards in the manifest's order until each has N)")
+    p.add_argument("--split", choices=("all", *schema.SPLITS), default="all", help="the split of --examples")
+    p.add_argument("--lang", action="append", default=[], metavar="LANG",
+                   help="only these languages for --examples (repeatable; default: every language)")
+    p.add_argument("--chars", type=int, default=600,
+                   help="show at most this many characters of each example's text (0: all of it)")
+
+
+_SPECIAL = {schema.PAD: "[PAD]", schema.CLS: "[CLS]", schema.SEP: "[SEP]", schema.BOS: "[BOS]",
+            schema.MASK: "[MASK]", schema.RESERVED: "[RESERVED]"}
+_OPEN, _CLOSE = "\u27e6", "\u27e7"  # ⟦ ⟧: not brackets a wiki's text is likely to hold
+_ACTIONS = {schema.ACTION_MASK: "mask", schema.ACTION_RANDOM: "random", schema.ACTION_KEEP: "keep"}
+_SOP = {schema.SOP_IN_ORDER: "segments in order", schema.SOP_SWAPPED: "segments swapped",
+        schema.SOP_NO_PAIR: "one segment"}
+
+
+def _char(cp: int) -> str:
+    return _SPECIAL.get(cp) or ("\u23ce" if cp == 10 else chr(cp))
+
+
+def _text(cps, start: int = 0, stop: int | None = None) -> str:
+    return "".join(_char(cp) for cp in cps[start:stop])
+
+
+def render_example(row: dict, chars: int = 600) -> str:
+    """One shard row (a dict of contract.schema's columns) as text: the CANINE-C plan bracketed
+    in the text, the CANINE-S plan as a list. `chars` > 0 cuts the text (and the lists follow it)."""
+    cps, masked = row["codepoints"], set(row["char_mask_positions"])
+    shown = len(cps) if chars <= 0 else min(chars, len(cps))
+    out, inside = [], False
+    for i in range(shown):
+        if (i in masked) != inside:
+            out.append(_OPEN if not inside else _CLOSE)
+            inside = not inside
+        out.append(_char(cps[i]))
+    if inside:
+        out.append(_CLOSE)
+    more = f" ... (+{len(cps) - shown} characters)" if shown < len(cps) else ""
+    head = (f"{row['example_id']} [{row['lang']}] pages {', '.join(map(str, row['page_ids']))}; "
+            f"{len(cps)} codepoints, {_SOP.get(row['sop_label'], row['sop_label'])}; CANINE-C "
+            f"{len(masked)} characters predicted; CANINE-S {len(row['subword_starts'])} subwords")
+    lines = [head, "  " + "".join(out) + more]
+    replacements, at = row["subword_replacements"], 0
+    spans = []
+    for start, length, offset, action in zip(row["subword_starts"], row["subword_lengths"],
+                                             row["subword_predict_offsets"], row["subword_actions"]):
+        word = _text(cps, start, start + length)
+        what = _ACTIONS.get(action, str(action))
+        if action == schema.ACTION_RANDOM:
+            what += " -> " + "".join(_char(c) for c in replacements[at:at + length])
+            at += length
+        if start < shown:
+            spans.append(f"{word!r} {what}, predicts {_char(cps[start + offset])!r}")
+    if spans:
+        lines.append("  CANINE-S: " + "; ".join(spans))
+    return "\n".join(lines)
+
+
+def iter_examples(directory: str, manifest, n: int, splits, langs):
+    """(split, row) for the first `n` rows of each split and language, reading the shards of the
+    manifest in order and stopping as soon as every language asked for has its `n`."""
+    import fsspec
+    import pyarrow.parquet as pq
+
+    for split in splits:
+        wanted = set(langs or manifest.languages)
+        seen = dict.fromkeys(wanted, 0)
+        for shard in manifest.splits[split].shards:
+            if all(seen[lang] >= n for lang in wanted):
+                break
+            with fsspec.open(join(directory, shard.path), "rb") as f:
+                parquet = pq.ParquetFile(f)
+                for g in range(parquet.num_row_groups):
+                    for row in parquet.read_row_group(g).to_pylist():
+                        lang = row["lang"]
+                        if lang in seen and seen[lang] < n:
+                            seen[lang] += 1
+                            yield split, row
+                    if all(seen[lang] >= n for lang in wanted):
+                        break
+
+
+def print_examples(directory: str, manifest, args) -> None:
+    splits = schema.SPLITS if args.split == "all" else (args.split,)
+    unknown = sorted(set(args.lang) - set(manifest.languages))
+    if unknown:
+        raise ValueError(f"--lang {', '.join(unknown)}: not in {directory} (its languages: "
+                         f"{', '.join(manifest.languages) or 'none'})")
+    count = 0
+    for split, row in iter_examples(directory, manifest, args.examples, splits, args.lang):
+        count += 1
+        if args.json:
+            print(json.dumps({"split": split, **row}, ensure_ascii=False))
+        else:
+            print(f"\n{split}: " + render_example(row, args.chars))
+    if not count and not args.json:
+        print(f"\nno examples in {', '.join(splits)}" + (f" for {', '.join(args.lang)}" if args.lang else ""))
 
 
 def format_manifest(m, run=None) -> str:
@@ -75,5 +185,10 @@ def main(args) -> int:
     if m is None:
         print(f"canine inspect: {args.directory} has no {schema.MANIFEST} (not a complete output)", file=sys.stderr)
         return 2
-    print_manifest(m, args.json)
+    if args.examples < 0 or args.chars < 0:
+        raise ValueError("--examples and --chars take a count >= 0")
+    if not (args.examples and args.json):  # --json --examples: stdout is one example per line
+        print_manifest(m, args.json)
+    if args.examples:
+        print_examples(args.directory, m, args)
     return 0
