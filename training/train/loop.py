@@ -20,7 +20,7 @@ import torch
 
 from contract.files import atomic_write
 from training import rundir
-from training.train import autobatch, checkpoint, config, data, failures, guard, metrics, stream
+from training.train import autobatch, checkpoint, config, data, failures, guard, metrics, stream, tracking
 from training.train.engine import global_grad_norm, wrap
 from training.train.failures import FAULT_ENV, FAULT_MARKER  # noqa: F401 (importable from here as before)
 
@@ -237,7 +237,8 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
     step_guard = guard.StepGuard(engine, cfg, rank, state["step"])
     train = stream.TrainStream(manifest, cfg, rank, world, {"epoch": state["epoch"], "rows": state["rows"]},
                                num_hash_buckets=model_cfg.num_hash_buckets, seq_len=seq_len, device=str(device))
-    log = metrics.MetricsLog(cfg.output, state["step"], cfg.log.tensorboard) if rank == 0 else None
+    tracker = tracking.Tracker.open(cfg, config.to_dict(cfg), state["step"]) if rank == 0 and cfg.log.mlflow else None
+    log = metrics.MetricsLog(cfg.output, state["step"], cfg.log.tensorboard, tracker) if rank == 0 else None
     peak = metrics.peak_flops(torch.cuda.get_device_name(device), cfg.log.peak_tflops) if on_gpu else None
     t = cfg.train
     stop = min(t.max_steps, t.stop_at_step or t.max_steps)

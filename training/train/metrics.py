@@ -1,4 +1,5 @@
-"""Rank 0's metric sinks, OUTPUT/metrics.jsonl (every step) and TensorBoard; the driver's console
+"""Rank 0's metric sinks, OUTPUT/metrics.jsonl (every step), TensorBoard and MLflow (log.mlflow,
+tracking.py); the driver's console
 progress, which rank 0 sends it through Ray; MFU and memory figures.
 
 metrics.jsonl holds one JSON object per optimizer step: step, loss, accuracy, lr, grad_norm,
@@ -53,7 +54,7 @@ def peak_rss_mb() -> float:
 
 
 class MetricsLog:
-    def __init__(self, output_url: str, resume_step: int, tensorboard: bool):
+    def __init__(self, output_url: str, resume_step: int, tensorboard: bool, tracker=None):
         self.fs, self.remote = fsspec.core.url_to_fs(output_url)
         self.url = rundir.join(output_url, METRICS)
         self.is_local = is_local(self.fs)
@@ -64,6 +65,7 @@ class MetricsLog:
         self.path = os.path.join(self.dir, METRICS)
         atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in kept).encode("utf-8"))
         self.file = open(self.path, "a", encoding="utf-8")
+        self.tracker = tracker  # training/train/tracking.py's Tracker (log.mlflow), or None
         self.tb = None
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
@@ -78,6 +80,8 @@ class MetricsLog:
             for key, value in record.items():
                 if key != "step" and isinstance(value, (int, float)):
                     self.tb.add_scalar(f"{'eval' if key.startswith('eval_') else 'train'}/{key}", value, record["step"])
+        if self.tracker is not None:
+            self.tracker.log(record)
 
     def sync(self) -> None:
         """At a checkpoint: make the lines it covers durable; copy the files to a remote OUTPUT."""
@@ -85,6 +89,8 @@ class MetricsLog:
         os.fsync(self.file.fileno())
         if self.tb is not None:
             self.tb.flush()
+        if self.tracker is not None:  # the steps the checkpoint covers, in batches
+            self.tracker.flush()
         if not self.is_local:
             with open(self.path, "rb") as f:
                 atomic_write(self.url, f.read())

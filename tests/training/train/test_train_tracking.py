@@ -1,0 +1,116 @@
+"""MLflow tracking (training/train/tracking.py) against a real `mlflow server` on 127.0.0.1 and
+the embedded SQLite store: params once, every step's metrics once across a resume, artifacts and
+the run's end, no credentials written."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import mlflow
+import pytest
+
+from training.train import config, tracking
+from training.train.metrics import MetricsLog
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    """A real tracking server (SQLite backend, local artifact root), bound to 127.0.0.1."""
+    root = tmp_path_factory.mktemp("mlflow-server")
+    port = _free_port()
+    mlflow_cli = os.path.join(os.path.dirname(sys.executable), "mlflow")
+    proc = subprocess.Popen([mlflow_cli, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+                             "--backend-store-uri", f"sqlite:///{root}/db.sqlite",
+                             "--default-artifact-root", str(root / "artifacts")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=root)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while True:
+        try:
+            if urllib.request.urlopen(f"{url}/health", timeout=2).read() == b"OK":
+                break
+        except OSError:
+            pass
+        assert proc.poll() is None and time.time() < deadline, "mlflow server did not start"
+        time.sleep(0.5)
+    yield url
+    proc.terminate()
+    proc.wait(30)
+
+
+def _cfg(output, setting, **overrides):
+    return config.load_config("tiny", {"output": str(output), "log.mlflow": setting,
+                                       "data.path": "s3://AKIAKEY:hunter2@bucket/shards", **overrides})
+
+
+def _record(step, **extra):
+    return {"step": step, "loss": 10.0 - step, "accuracy": 0.1 * step, "lr": 1e-3, "grad_norm": None,
+            "examples_per_s": 4.0, **extra}
+
+
+def _history(client, run_id, key):
+    return [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.step)]
+
+
+@pytest.mark.parametrize("where", ["server", "embedded"])
+def test_a_run_logs_params_once_and_each_step_once_across_a_resume(tmp_path, mlflow_server, where):
+    setting = mlflow_server if where == "server" else "on"
+    output = tmp_path / "run"
+    cfg = _cfg(output, setting)
+    log = MetricsLog(str(output), 0, False, tracking.Tracker.open(cfg, config.to_dict(cfg), 0))
+    for step in range(1, 6):  # steps 1-5 logged; the checkpoint (sync) covers them
+        log.log(_record(step, **({"eval_loss": 3.5} if step == 4 else {})))
+    log.sync()
+    log.close()
+
+    saved = json.loads((output / tracking.RECORD).read_text())
+    assert "hunter2" not in (output / tracking.RECORD).read_text()
+    client = mlflow.MlflowClient(tracking_uri=tracking.tracking_uri(setting, str(output)))
+    run = client.get_run(saved["run_id"])
+    assert run.data.params["train.max_steps"] == str(cfg.train.max_steps)
+    assert run.data.params["log.mlflow"] == setting and "hunter2" not in json.dumps(run.data.params)
+    assert run.data.params["data.path"] == "s3://***@bucket/shards"
+
+    # A resume from the checkpoint at step 3 trains 4-7 again: 4 and 5 are in MLflow already.
+    again = _cfg(output, setting, **{"log.console_every": 2})
+    log = MetricsLog(str(output), 3, False, tracking.Tracker.open(again, config.to_dict(again), 3))
+    for step in range(4, 8):
+        log.log(_record(step))
+    log.close()
+    assert json.loads((output / tracking.RECORD).read_text())["run_id"] == saved["run_id"]
+    assert _history(client, saved["run_id"], "loss") == [(s, 10.0 - s) for s in range(1, 8)]
+    assert _history(client, saved["run_id"], "eval_loss") == [(4, 3.5)]
+    assert "grad_norm" not in client.get_run(saved["run_id"]).data.metrics  # None is not a figure
+    assert client.get_run(saved["run_id"]).data.tags["resumed.3.log.console_every"] == "2"
+
+    (output / "summary.json").write_text('{"finished": true}')
+    tracking.finish_run(again)
+    done = client.get_run(saved["run_id"])
+    assert done.info.status == "FINISHED"
+    assert [a.path for a in client.list_artifacts(saved["run_id"])] == ["summary.json"]
+    if where == "embedded":
+        assert (output / tracking.DB).exists() and (output / tracking.ARTIFACTS).is_dir()
+
+
+def test_unusable_settings_are_refused_in_one_line(tmp_path):
+    with pytest.raises(tracking.TrackingError, match=r"log.mlflow=on keeps an SQLite store .* not a local directory"):
+        tracking.tracking_uri("on", "s3://bucket/run")
+    closed = f"http://127.0.0.1:{_free_port()}"
+    cfg = _cfg(tmp_path / "run", closed)
+    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
+    try:
+        with pytest.raises(tracking.TrackingError, match=rf"log.mlflow {closed}: .*check the server"):
+            tracking.Tracker.open(cfg, config.to_dict(cfg), 0)
+    finally:
+        del os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
+    assert not (tmp_path / "run" / tracking.RECORD).exists()

@@ -1,0 +1,191 @@
+"""Experiment tracking with MLflow: `--set log.mlflow=URI` (or `on`).
+
+    canine pretrain ... --set log.mlflow=http://127.0.0.1:5000      # a tracking server
+    canine pretrain ... --set log.mlflow=on                          # OUTPUT/mlflow.db, an embedded store
+
+One MLflow run per run directory. It is created at the first start and its id kept in
+OUTPUT/mlflow.json, so a resumed run (any worker count, any restart) logs into the same MLflow
+run. What goes there:
+- params: the resolved config, flattened (`train.max_steps`, ...), once, at creation; a resumed
+  run that changes a resumable option records the new value as a tag `resumed.STEP.KEY`
+  (MLflow refuses to change a param);
+- metrics: every numeric field of every metrics.jsonl record (training and evaluation), at its
+  step, in batches at each checkpoint and at the end; a resumed run logs only the steps after the
+  last one the MLflow run holds: resume is exact, so those it skips hold the same values;
+- artifacts, when the run ends: summary.json, config.yaml, the loss curves and the model card.
+Credentials are never written: URLs in params and in mlflow.json are masked (contract/files.py
+`redact`); a server's user and password come from MLflow's own environment variables
+(MLFLOW_TRACKING_USERNAME / _PASSWORD / _TOKEN), which nothing here reads or stores.
+
+`on` uses SQLite inside the run directory (OUTPUT/mlflow.db, artifacts in OUTPUT/mlartifacts):
+MLflow 3 refuses its old file store ("./mlruns") unless told otherwise and recommends SQLite for
+a local store; `mlflow ui --backend-store-uri sqlite:///OUTPUT/mlflow.db` shows it. An object-store
+OUTPUT cannot hold a SQLite file: give a tracking URI there.
+
+Needs the `tracking` extra (mlflow), imported only when log.mlflow is set. W&B users: docs/tracking.md.
+"""
+
+import json
+import os
+import time
+
+from contract.files import redact
+from training import rundir
+
+RECORD = "mlflow.json"  # OUTPUT/mlflow.json: {"run_id", "experiment_id", "tracking_uri" (masked)}
+EMBEDDED = "on"
+DB = "mlflow.db"
+ARTIFACTS = "mlartifacts"
+EXPERIMENT = "canine"
+_BATCH = 1000  # MLflow's log_batch limit on metrics per call
+_MAX_PARAM = 6000  # MLflow 3's limit on a param value's length
+
+
+class TrackingError(ValueError):
+    """log.mlflow cannot be used as set: the message says why and what to do."""
+
+
+def _mlflow():
+    import logging
+
+    # MLflow and alembic announce each store set-up ("Creating initial MLflow database tables...")
+    # at INFO on the run's console; their warnings still show.
+    for name in ("mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    try:
+        import mlflow  # noqa: F401
+        from mlflow import MlflowClient
+    except ImportError:
+        raise TrackingError("log.mlflow: MLflow is not installed in this environment; install the tracking extra "
+                            "(pip install 'canine-pretrain[tracking]') or leave log.mlflow unset") from None
+    return MlflowClient
+
+
+def tracking_uri(setting: str, output: str) -> str:
+    """The tracking URI `log.mlflow` names: `on` = SQLite in the (local) run directory."""
+    if setting.strip().lower() != EMBEDDED:
+        return setting
+    if "://" in output and not output.startswith("file://"):
+        raise TrackingError(f"log.mlflow=on keeps an SQLite store in the run directory, and {redact(output)} is "
+                            "not a local directory; give a tracking server's URI (log.mlflow=http://HOST:PORT)")
+    path = output[len("file://"):] if output.startswith("file://") else output
+    return "sqlite:///" + os.path.join(os.path.abspath(path), DB)
+
+
+def _artifact_location(setting: str, output: str) -> str | None:
+    if setting.strip().lower() != EMBEDDED:
+        return None  # the server's own default artifact root
+    path = output[len("file://"):] if output.startswith("file://") else output
+    return os.path.join(os.path.abspath(path), ARTIFACTS)
+
+
+def flatten(config: dict, prefix: str = "") -> dict[str, str]:
+    """{"train.max_steps": "12", ...}: the config as MLflow params (strings, URLs masked)."""
+    out = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        else:
+            text = redact(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))
+            out[name] = text[:_MAX_PARAM]
+    return out
+
+
+def _read_record(output: str) -> dict | None:
+    raw = rundir.read(rundir.join(output, RECORD))
+    return None if raw is None else json.loads(raw.decode("utf-8"))
+
+
+class Tracker:
+    """The run directory's MLflow run: `open` creates or reopens it; `log` queues a metrics.jsonl
+    record, `flush` sends what is queued; `finish` logs the end-of-run artifacts and closes it."""
+
+    def __init__(self, client, run_id: str, last_step: int):
+        self.client, self.run_id, self.last_step = client, run_id, last_step
+        self._queue = []
+
+    @classmethod
+    def open(cls, cfg, config: dict, resume_step: int = 0) -> "Tracker":
+        """The MLflow run of `cfg.output` (created at the first start, params logged then); on a
+        resume the changed resumable options are tagged and metrics continue after the run's last
+        logged step. `config`: the resolved config as a dict (what config.yaml holds)."""
+        from contract.files import atomic_write
+
+        Client = _mlflow()
+        uri = tracking_uri(cfg.log.mlflow, cfg.output)
+        client = Client(tracking_uri=uri)
+        saved = _read_record(cfg.output)
+        try:
+            if saved is None:
+                experiment = client.get_experiment_by_name(cfg.log.mlflow_experiment)
+                experiment_id = (experiment.experiment_id if experiment is not None else client.create_experiment(
+                    cfg.log.mlflow_experiment, artifact_location=_artifact_location(cfg.log.mlflow, cfg.output)))
+                run = client.create_run(experiment_id, run_name=os.path.basename(cfg.output.rstrip("/")) or None,
+                                        tags={"canine.output": redact(cfg.output)})
+                run_id = run.info.run_id
+                from mlflow.entities import Param
+
+                params = [Param(k, v) for k, v in sorted(flatten(config).items())]
+                for i in range(0, len(params), 100):  # MLflow's limit on params per call
+                    client.log_batch(run_id, params=params[i:i + 100])
+                atomic_write(rundir.join(cfg.output, RECORD), json.dumps(
+                    {"run_id": run_id, "experiment_id": experiment_id, "tracking_uri": redact(uri)}).encode())
+                return cls(client, run_id, 0)
+            run_id = saved["run_id"]
+            run = client.get_run(run_id)
+        except TrackingError:
+            raise
+        except Exception as e:  # an unreachable server, a refused token, a run deleted on the server
+            raise TrackingError(f"log.mlflow {redact(uri)}: {type(e).__name__}: {redact(str(e)).splitlines()[0][:300]}; "
+                                "check the server (mlflow server), its address and credentials") from e
+        old = run.data.params
+        changed = {k: v for k, v in flatten(config).items() if k in old and old[k] != v}
+        for key, value in changed.items():
+            client.set_tag(run_id, f"resumed.{resume_step}.{key}"[:250], value)
+        if run.info.status != "RUNNING":
+            client.update_run(run_id, status="RUNNING")
+        history = client.get_metric_history(run_id, "loss")
+        return cls(client, run_id, max((m.step for m in history), default=0))
+
+    def log(self, record: dict) -> None:
+        """Queue a metrics.jsonl record's numeric fields at its step (steps MLflow has are skipped)."""
+        step = record["step"]
+        if step <= self.last_step:
+            return
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self._queue += [Metric(key, float(value), now, step) for key, value in record.items()
+                        if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool)]
+        self.last_step = step
+
+    def flush(self) -> None:
+        queue, self._queue = self._queue, []
+        for i in range(0, len(queue), _BATCH):
+            self.client.log_batch(self.run_id, metrics=queue[i:i + _BATCH])
+
+    def finish(self, output: str, status: str = "FINISHED") -> None:
+        """Log the run's end artifacts (those that exist) and end the MLflow run with `status`."""
+        self.flush()
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="canine-mlflow-") as tmp:
+            for name in (rundir.SUMMARY, rundir.CONFIG, rundir.CURVES, os.path.join(rundir.HF, "README.md")):
+                raw = rundir.read(rundir.join(output, name))
+                if raw is None:
+                    continue
+                path = os.path.join(tmp, os.path.basename(name))
+                with open(path, "wb") as f:
+                    f.write(raw)
+                self.client.log_artifact(self.run_id, path)
+        self.client.set_terminated(self.run_id, status=status)
+
+
+def finish_run(cfg, status: str = "FINISHED") -> None:
+    """At the end of `canine pretrain` (the driver): the artifacts and the end of the MLflow run
+    the workers logged into; nothing when log.mlflow is unset or no MLflow run was made."""
+    if not cfg.log.mlflow or _read_record(cfg.output) is None:
+        return
+    tracker = Tracker.open(cfg, {}, 0)
+    tracker.finish(cfg.output, status)
