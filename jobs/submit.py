@@ -2,15 +2,25 @@
 
     canine submit --address http://127.0.0.1:8265 -- pretrain --data gs://b/shards --output gs://b/runs/base --config base
     canine submit --address URL --no-wait -- preprocess gs://b/dumps/*.bz2 --output gs://b/shards -- --runner=FlinkRunner --flink_master=flink:8081
+    canine submit --address URL --python /opt/venv/bin/python -- pretrain ...
+    canine submit --address URL list [--json]
     canine submit --address URL status raysubmit_XXXX
     canine submit --address URL logs raysubmit_XXXX [--follow]
     canine submit --address URL stop raysubmit_XXXX
 
-The job runs `python -m jobs.cli COMMAND ...` with the cluster's python, in one of three places:
+The job runs `PYTHON -m jobs.cli COMMAND ...` on the cluster's head, in one of three places:
 this checkout uploaded as the job's working directory (default; .venv, runs/, .git and other
 bulk are excluded), `--image IMAGE` (Ray's `image_uri`: the nodes start the job in that image,
 which must have the project installed), or `--installed` (the nodes' own python already has the
 project, e.g. the KubeRay image from infra/docker/gpu.Dockerfile: nothing is uploaded).
+
+PYTHON is `--python`; by default this very interpreter when the head runs on this machine (it
+has the project: it is running it), else `python` on the head's PATH, as `ray job submit --
+python ...` does (in the project's images that is the one Ray runs on). An interpreter named by
+its path also goes first on the job's PATH, as activating its environment would: DeepSpeed's op
+builder finds `ninja` there. Before the command, the job checks that PYTHON can import the
+project and what the command needs (pyarrow, apache_beam; torch, ray, deepspeed for training):
+if not, it stops there and submit says in one line what is missing and which flag fixes it.
 
 Token authentication (Ray >= 2.52, on by default in 2.60 clusters started with a token): the
 token is read like Ray reads it, RAY_AUTH_TOKEN, then the file named by RAY_AUTH_TOKEN_PATH,
@@ -23,19 +33,30 @@ Secrets never go in `--env`: a job's environment is stored with the job and show
 by the dashboard and `ray job list`. A NAME or VALUE that looks like a secret is refused (say
 `--not-secret NAME` if it is not one); the cluster's pods get secrets from Kubernetes instead.
 
-Exit status: 0 when the job succeeded; the job's own exit code (or 1) when it failed; 3 when it
-was stopped; 4 when the cluster could not be reached or refused the token; 130 when Ctrl-C
-detached from a job that keeps running; 0 right after submitting with --no-wait.
+Exit status:
+    0    the job succeeded; right after submitting with --no-wait; list, status, logs, stop answered
+         (logs --follow: the job's own status, as below)
+    the job's own exit code (or 1 if it has none) when it failed
+    2    refused before contacting the cluster: a bad flag, value or combination
+    3    the job was stopped (canine submit stop, ray job stop, the dashboard)
+    4    the cluster could not be reached, refused the token, refused the job, or has no such job
+    5    --job-id names a job that already exists on the cluster
+    6    the job's python cannot import the project or what the command needs (or does not exist)
+    130  Ctrl-C detached from a job that keeps running
 """
 
 import asyncio
 import dataclasses
+import datetime
 import ipaddress
+import json
 import os
 import re
 import shlex
+import socket
 import sys
 import threading
+import time
 import urllib.parse
 from pathlib import Path
 
@@ -43,13 +64,16 @@ from jobs import cli
 
 EXIT_STOPPED = 3
 EXIT_CLUSTER = 4
+EXIT_DUPLICATE = 5
+EXIT_MISSING = 6  # also the preflight's own exit status inside the job
 EXIT_DETACHED = 130
-ACTIONS = ("status", "logs", "stop")
+ACTIONS = ("status", "logs", "stop")  # each takes a JOB_ID; `list` takes none
 # Never uploaded with the working directory: environments, outputs, caches. Ray also honours the
 # checkout's .gitignore; these hold even where there is none (a copied tree) and keep the
-# package far below Ray's working_dir limit (the upload is a zip held in the cluster's GCS).
+# package far below Ray's working_dir limit (the upload is a zip held in the cluster's GCS). Wheels
+# anywhere (a local wheel cache is tens of MB): the cluster installs packages from its image.
 EXCLUDES = (".venv", ".git", "runs", "out", "build", ".whl", ".gl", "**/__pycache__", "*.egg-info",
-            ".pytest_cache", "*.pyc")
+            ".pytest_cache", "*.pyc", "*.whl")
 _TOKEN_ENV_VARS = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")
 # --env names that look like a secret's. TOKEN, KEY, AUTH and PASS as whole words only, so that
 # TOKENIZER_PATH, TOKENS_PER_BATCH, MONKEYPATCH or AUTHOR pass.
@@ -63,10 +87,33 @@ _SECRET_VALUES = (
     ("a GitHub token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_\w{22,})")),
     ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
 )
+# What each command imports on the cluster, by install role (pyproject.toml): the project's own
+# packages, then the stack. Top-level names: the preflight looks them up without importing them.
+_PREPROCESS_NEEDS = ("jobs", "contract", "pipeline", "pyarrow", "apache_beam")
+_TRAIN_NEEDS = (*_PREPROCESS_NEEDS, "training", "torch", "ray", "deepspeed")
+NEEDS = {"preprocess": _PREPROCESS_NEEDS, "inspect": _PREPROCESS_NEEDS, "validate": _PREPROCESS_NEEDS}
+_PROJECT = frozenset(("jobs", "contract", "pipeline", "training"))
+# The job's first step, run by the job's interpreter before any canine code, which would otherwise
+# fail deep inside with a bare ModuleNotFoundError. find_spec, not import: importing torch,
+# DeepSpeed and Beam costs seconds that the command spends again right after, and a package that
+# is there but broken fails at its own import with its own message. One line, Python 3 only, no
+# f-strings: it must report from whatever interpreter it meets. The mark starts the line that
+# exit_code() reads back from the job's log tail.
+_MARK = "canine-preflight:"
+PREFLIGHT = ("import sys,importlib.util as u;m=[n for n in sys.argv[1:] if u.find_spec(n) is None];"
+             f'm and sys.stderr.write("{_MARK} %s (Python %s) cannot import: %s\\n"'
+             '%(sys.executable,sys.version.split()[0]," ".join(m)));'
+             f"sys.exit({EXIT_MISSING} if m else 0)")
+# At the start of a line: Ray's log also starts with the entrypoint, which holds the mark too.
+_PREFLIGHT_LINE = re.compile("^" + re.escape(_MARK) + r" (.*) \(Python (\S+)\) cannot import: (.+)$", re.M)
 
 
 class ClusterError(RuntimeError):
     """The cluster could not be reached, refused the token, or does not know the job."""
+
+
+class DuplicateJob(ClusterError):
+    """--job-id names a job that the cluster already has."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,15 +129,26 @@ class SubmitSpec:
     image: str | None = None  # container image with the project installed (Ray runtime_env image_uri)
     env_vars: tuple = ()  # (name, value) pairs for the job's environment
     submission_id: str | None = None  # fixed job id, so a scheduler that retries cannot submit twice
+    python: str = "python"  # the job's interpreter on the head: a path, or a name looked up on its PATH
 
     def entrypoint(self) -> str:
-        # `python -m jobs.cli` rather than the `canine` script: it runs from the uploaded working
-        # directory as well as from an installed package, whatever the nodes' PATH holds.
-        return shlex.join(["python", "-m", "jobs.cli", *self.argv])
+        # `PYTHON -m jobs.cli` rather than the `canine` script: it runs from the uploaded working
+        # directory as well as from an installed package. The interpreter is named, not left to
+        # the head's PATH alone, which is whatever the shell that started Ray had (a head started
+        # as `.venv/bin/ray start` runs Ray in the venv and a `python` without the project). The
+        # preflight runs first; `exec` makes the command the job's process, so its exit status
+        # and Ray's stop signal are the command's own.
+        check = shlex.join([self.python, "-c", PREFLIGHT, *NEEDS.get(self.argv[0], _TRAIN_NEEDS)])
+        return f"{check} && exec {shlex.join([self.python, '-m', 'jobs.cli', *self.argv])}"
 
     def runtime_env(self) -> dict:
         # Unbuffered output: the driver's prints reach the log tail as they happen, not per 8 KiB.
-        env = {"env_vars": {"PYTHONUNBUFFERED": "1", **dict(self.env_vars)}}
+        # An interpreter given by its path puts its directory first on PATH, as activating its
+        # environment would, for the driver and the job's workers alike: console scripts of that
+        # environment (ninja, which DeepSpeed's op builder runs) are found. Ray expands ${PATH}
+        # on each node. A --env PATH=... of the user's wins.
+        bin_dir = {"PATH": f"{os.path.dirname(self.python)}:${{PATH}}"} if "/" in self.python else {}
+        env = {"env_vars": {"PYTHONUNBUFFERED": "1", **bin_dir, **dict(self.env_vars)}}
         if self.working_dir:
             env.update(working_dir=self.working_dir, excludes=list(EXCLUDES))
         if self.image:
@@ -168,12 +226,73 @@ def connect(address: str, token: Token | None):
                            "service)?") from None
 
 
-def submit(client, spec: SubmitSpec) -> str:
+def head_is_here(client, wait_s: float = 60.0) -> bool:
+    """Whether the cluster's head node runs on this machine: its node IP is one of this machine's
+    addresses, which a socket can be bound to only then (any 127.x can). The dashboard's address
+    cannot tell: `kubectl port-forward` listens on 127.0.0.1 too. The State API's node list is
+    the dashboard's REST endpoint, asked through the client for its token and TLS settings; any
+    failure reads as "not here", the safe side (the head's own `python`). A head that has just
+    started answers with no nodes for a few seconds: it is waited for, as a job would wait."""
+    deadline, pause = time.monotonic() + wait_s, threading.Event()  # never set: an interruptible sleep
+    try:
+        while True:
+            nodes = client._do_request("GET", "/api/v0/nodes", params={
+                "filter_keys": "is_head_node", "filter_predicates": "=", "filter_values": "True", "limit": "1"})
+            heads = nodes.json()["data"]["result"]["result"]
+            if heads or time.monotonic() > deadline:
+                return bool(heads) and is_this_machine(heads[0]["node_ip"])
+            pause.wait(1.0)
+    except Exception:  # an older dashboard, an answer of another shape
+        return False
+
+
+def is_this_machine(ip: str) -> bool:
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in ip else socket.AF_INET) as s:
+            s.bind((ip, 0))
+        return True
+    except OSError:  # EADDRNOTAVAIL: an address of another machine
+        return False
+
+
+def choose_python(client, spec: SubmitSpec, asked: str | None) -> SubmitSpec:
+    """The spec with its interpreter: --python if given; else this interpreter when the head runs
+    here (the job then runs on this machine, and this interpreter has the project and its stack:
+    it is running `canine`), else `python` on the head's PATH, what `ray job submit -- python`
+    runs and, in the project's images, the interpreter Ray itself runs on. In an --image the
+    image's `python`: a path of this machine means nothing there."""
+    if asked:
+        python = asked
+    elif not spec.image and sys.executable and head_is_here(client):
+        python = sys.executable  # as started (a venv's bin/python), never resolved: that would leave the venv
+    else:
+        python = "python"
+    return dataclasses.replace(spec, python=python)
+
+
+def submit(client, spec: SubmitSpec, address: str = "URL") -> str:
     try:
         return client.submit_job(entrypoint=spec.entrypoint(), runtime_env=spec.runtime_env(),
                                  submission_id=spec.submission_id)
     except RuntimeError as e:  # e.g. a reused --job-id, a working dir over Ray's upload limit
-        raise ClusterError(f"the cluster refused the job: {_reason(e)}") from None
+        reason = _reason(e)
+        if spec.submission_id and "already exists" in reason:
+            raise DuplicateJob(_duplicate(client, spec.submission_id, address)) from None
+        raise ClusterError(f"the cluster refused the job: {reason}") from None
+
+
+def _duplicate(client, job_id: str, address: str) -> str:
+    """The line for a --job-id the cluster has already: the cluster keeps every job's record, so
+    an id names one job forever (what makes --job-id safe for a scheduler that retries)."""
+    try:
+        info = client.get_job_info(job_id)
+        started = _time(info.start_time)
+        what = f" ({info.status}" + (f", started {started} UTC)" if started else ")")
+    except Exception:  # the refusal says enough without it
+        what = ""
+    return (f"--job-id {job_id}: job {job_id} already exists on the cluster at {address}{what}; see it with "
+            f"`canine submit --address {address} status {job_id}` (or `logs`, `list`), or choose another --job-id "
+            "(or leave it out: Ray makes one up)")
 
 
 def follow(client, job_id: str, token: Token | None, out=None, address: str | None = None) -> int:
@@ -208,15 +327,49 @@ def exit_code(info, token: Token | None = None, address: str | None = None) -> i
     status = str(info.status)
     if status == "SUCCEEDED":
         return 0
+    logs = f"again: canine submit --address {address} logs {info.submission_id}" if address else "in the job's logs"
     if status == "STOPPED":
+        print(f"canine submit: job {info.submission_id} STOPPED: stopped before it ended (canine submit stop, ray job "
+              f"stop or the dashboard); its output is above ({logs})", file=sys.stderr)
         return EXIT_STOPPED
     code = getattr(info, "driver_exit_code", None)
+    missing = _missing(info, code)
+    if missing:
+        print(f"canine submit: job {info.submission_id}: {_mask(missing, token)}", file=sys.stderr)
+        return EXIT_MISSING
     lines = [ln.strip() for ln in (info.message or "").splitlines() if ln.strip()]
     why = lines[0].split(", last available logs")[0] if lines else "no reason given"
-    logs = f"again: canine submit --address {address} logs {info.submission_id}" if address else "in the job's logs"
     print(f"canine submit: job {info.submission_id} {status}: {_mask(why, token)}; its output is above ({logs})",
           file=sys.stderr)
     return code if isinstance(code, int) and 0 < code < 256 else 1
+
+
+def _missing(info, code) -> str | None:
+    """What the preflight found missing, as the line to print, or None when the job got past it.
+    Read from the log tail that Ray keeps in the job's message: the preflight's own line there, or
+    the shell's "not found" when the interpreter itself is missing (the shell exits 127, and the
+    command after the preflight never runs unless the interpreter started)."""
+    message = info.message or ""
+    entrypoint = getattr(info, "entrypoint", None) or ""
+    fix = ("--python PATH (in the project's images /opt/venv/bin/python, the one Ray runs on there), or run it in an "
+           "image that has them with --image IMAGE (docs/cluster.md, \"Which Python runs the job\")")
+    if code == 127 and _MARK in entrypoint and "not found" in message:
+        python = shlex.split(entrypoint)[0]
+        return (f"no interpreter {python} on the cluster's head (not found), so nothing ran; name one there that has "
+                f"the project's stack with {fix}")
+    found = _PREFLIGHT_LINE.search(message) if code == EXIT_MISSING else None
+    if not found:
+        return None
+    python, version, names = found.group(1).strip(), found.group(2), found.group(3).split()
+    stack = [n for n in names if n not in _PROJECT]
+    todo = []
+    if stack:
+        todo.append(f"name an interpreter there that has them with {fix}")
+    if len(stack) < len(names):  # the project itself: nothing uploaded (--installed) and not installed there
+        todo.append("for the project itself leave out --installed so that this checkout is uploaded, or install it "
+                    "in that interpreter (pip install 'canine-pretrain[train]')")
+    return (f"{python} (Python {version}) on the cluster's head cannot import {', '.join(names)}, so the job stopped "
+            f"before running its command; {'; '.join(todo)}")
 
 
 def add_arguments(parser) -> None:
@@ -228,6 +381,9 @@ def add_arguments(parser) -> None:
     where.add_argument("--image", help="container image with the project installed (Ray runtime_env image_uri; "
                                        "default: the cluster's own)")
     where.add_argument("--installed", action="store_true", help="the cluster's python already has the project: upload nothing")
+    parser.add_argument("--python", metavar="PYTHON",
+                        help="the job's interpreter on the cluster's head, a path or a name on its PATH (default: this "
+                             "interpreter when the head runs on this machine, else `python` on the head's PATH)")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="job environment variable (repeatable); never a secret: the dashboard shows it")
     parser.add_argument("--not-secret", action="append", default=[], metavar="NAME",
@@ -238,20 +394,25 @@ def add_arguments(parser) -> None:
                                          "default: one Ray makes up)")
     parser.add_argument("--no-wait", action="store_true", help="print the job id and return without streaming logs")
     parser.add_argument("--follow", action="store_true", help="with `logs`: keep streaming until the job ends")
-    parser.add_argument("action", nargs="*", metavar="status|logs|stop JOB_ID",
-                        help="act on an existing job instead of submitting `-- COMMAND ...`")
+    parser.add_argument("--json", action="store_true", help="with `list`: print the jobs as JSON")
+    parser.add_argument("action", nargs="*", metavar="list | status|logs|stop JOB_ID",
+                        help="list the cluster's jobs, or act on one, instead of submitting `-- COMMAND ...`")
 
 
 def main(args) -> int:
     from jobs import errors
 
+    as_json = bool(getattr(args, "json", False))  # stdout stays one JSON document, an error's included
     try:
         return _run(args)
-    except ClusterError as e:
+    except DuplicateJob as e:
         errors.report("submit", e)
+        return EXIT_DUPLICATE
+    except ClusterError as e:
+        errors.report("submit", e, as_json=as_json)
         return EXIT_CLUSTER
     except ValueError as e:
-        return errors.report("submit", e)
+        return errors.report("submit", e, as_json=as_json)
     except KeyboardInterrupt:  # Ctrl-C while following an existing job's logs: the job is untouched
         print("\ncanine submit: interrupted; the job, if any, keeps running", file=sys.stderr)
         return EXIT_DETACHED
@@ -263,15 +424,18 @@ def _run(args) -> int:
         raise ValueError("--address is required (the Ray dashboard URL, e.g. http://127.0.0.1:8265)")
     address = args.address if "://" in args.address else f"http://{args.address}"
     if action:
-        if action[0] not in ACTIONS or len(action) != 2 or command:
-            raise ValueError("usage: canine submit --address URL [status|logs|stop] JOB_ID, "
-                             f"or canine submit --address URL -- COMMAND ...; got {' '.join(action)!r}")
+        if command or not (action == ["list"] or (action[0] in ACTIONS and len(action) == 2)):
+            raise ValueError("usage: canine submit --address URL list, canine submit --address URL status|logs|stop "
+                             f"JOB_ID, or canine submit --address URL -- COMMAND ...; got {' '.join(action)!r}")
         client, token = _connect(address, args)
+        if action == ["list"]:
+            return list_jobs(client, token, getattr(args, "json", False), address)
         return _act(client, action[0], action[1], token, args.follow, address)
     spec = _spec(args, command)
     client, token = _connect(address, args)
-    job_id = submit(client, spec)
-    print(f"canine submit: job {job_id} submitted to {address}", file=sys.stderr)
+    spec = choose_python(client, spec, args.python)
+    job_id = submit(client, spec, address)
+    print(f"canine submit: job {job_id} submitted to {address} (python: {spec.python})", file=sys.stderr)
     if args.no_wait:
         print(job_id)
         return 0
@@ -310,6 +474,10 @@ def _spec(args, words) -> SubmitSpec:
                 "containers' env (valueFrom.secretKeyRef in infra/k8s/raycluster.yaml; docs/cluster.md, \"Secrets\"), "
                 f"which every job inherits. If it is not a secret, add --not-secret {name}")
         env.append((name, value))
+    python = getattr(args, "python", None)
+    if python and "/" in python and not os.path.isabs(python):
+        raise ValueError(f"--python {python}: a relative path would be looked up in the job's working directory on the "
+                         "cluster; give an absolute path on the cluster's head, or a name on its PATH (python3)")
     working_dir = None
     if not (args.image or args.installed):
         working_dir = args.working_dir or str(_project_root())
@@ -349,9 +517,54 @@ def _act(client, action: str, job_id: str, token: Token | None, follow_logs: boo
         return 0
     except RuntimeError as e:  # the SDK reports an unknown id as a failed request (HTTP 404)
         if "404" in str(e) or "does not exist" in str(e):
-            raise ClusterError(f"no job {job_id} on the cluster at {address}; check the id (ray job list --address "
-                               f"{address} lists the jobs)") from None
+            raise ClusterError(f"no job {job_id} on the cluster at {address}; check the id (canine submit --address "
+                               f"{address} list lists the jobs)") from None
         raise ClusterError(f"{action} {job_id}: {_mask(_reason(e), token)}") from None
+
+
+def list_jobs(client, token: Token | None, as_json: bool = False, address: str = "URL", out=None) -> int:
+    """The cluster's jobs, oldest first: a table (id, status, start and end in UTC, exit code, the
+    start of the command), or with --json a list of objects with the whole entrypoint. Jobs
+    submitted by others and drivers started by hand (`canine pretrain --ray-address`) included,
+    as `ray job list` has them."""
+    out = out or sys.stdout
+    jobs = sorted(client.list_jobs(), key=lambda j: j.start_time or 0)
+    rows = [{"id": j.submission_id or j.job_id, "type": str(getattr(j.type, "value", j.type)), "status": str(j.status),
+             "start": _time(j.start_time, "T", "Z"), "end": _time(j.end_time, "T", "Z"), "exit_code": j.driver_exit_code,
+             "entrypoint": _mask(j.entrypoint or "", token)} for j in jobs]
+    if as_json:
+        out.write(json.dumps(rows, indent=2) + "\n")
+        return 0
+    if not rows:
+        print(f"canine submit: no jobs on the cluster at {address}", file=sys.stderr)
+        return 0
+    table = [("JOB ID", "STATUS", "START (UTC)", "END (UTC)", "EXIT", "COMMAND")]
+    for j, row in zip(jobs, rows):
+        code = "" if row["exit_code"] is None else str(row["exit_code"])
+        table.append((row["id"], row["status"], _time(j.start_time) or "-", _time(j.end_time) or "-", code,
+                      _short(_command(row["entrypoint"]), 72)))
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
+    for r in table:
+        out.write("  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[-1] + "\n")
+    return 0
+
+
+def _command(entrypoint: str) -> str:
+    """The command of an entrypoint that submit made, without its preflight; any other as it is."""
+    check, sep, command = entrypoint.partition(" && exec ")
+    return command if sep and _MARK in check else entrypoint
+
+
+def _short(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _time(ms: int | None, sep: str = " ", zone: str = "") -> str | None:
+    """Ray's milliseconds since the epoch as UTC, to the second; None for none (a job not yet ended)."""
+    if not ms:
+        return None
+    when = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    return when.strftime(f"%Y-%m-%d{sep}%H:%M:%S") + zone
 
 
 def _reason(error: Exception) -> str:

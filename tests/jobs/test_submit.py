@@ -1,11 +1,16 @@
 """`canine submit` against a real Ray head started here on 127.0.0.1 with token authentication.
 
-The head runs from this checkout's .venv (so `python -m jobs.cli` works in its jobs), in its own
-temp dir, on free ports, in its own process group, and is stopped at the end: it never touches
+The head runs Ray from this checkout's .venv, started as `.venv/bin/ray start` from a shell
+without that environment: the `python` first on its PATH is a bare venv without the project or
+its stack, as on a head started by hand. Jobs run by default all the same (the head is on this
+machine, so they get this interpreter), and fail in one line with `--python python`. The head
+has its own temp dir, free ports and process group, and is stopped at the end: it never touches
 another engineer's local cluster, and no process outlives the module. The token is random per
 run; every captured output is checked not to contain it.
 """
 
+import dataclasses
+import json
 import os
 import secrets
 import shutil
@@ -50,7 +55,13 @@ def head():
     dash = _free_port()
     # The token comes from RAY_AUTH_TOKEN, which Ray reads before any token file, so the head keeps
     # the real HOME (and with it DeepSpeed's compiled-op cache, a minute to rebuild on CPU).
-    env = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token,
+    # The head's PATH: a bare venv's bin first (python, python3: no pyarrow, torch, ray), then the
+    # machine's PATH without this checkout's .venv/bin.
+    bare = Path(tmp, "bare")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=60)
+    venv_bin = str(Path(sys.executable).parent)
+    path = os.pathsep.join([str(bare / "bin"), *(d for d in os.environ.get("PATH", "").split(os.pathsep) if d != venv_bin)])
+    env = _env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token, PATH=path,
                # Linux Ray swaps a loopback --node-ip-address for the host's address; this keeps 127.0.0.1.
                RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
     ports = {flag: _free_port() for flag in ("port", "node-manager-port", "object-manager-port", "dashboard-agent-listen-port",
@@ -64,7 +75,8 @@ def head():
            "--num-gpus=0", "--include-dashboard=true", "--disable-usage-stats",
            *(f"--{k}={v}" for k, v in ports.items())]
     log = open(os.path.join(tmp, "head.log"), "w")
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    # cwd: its own temp dir, which a job without a working dir (--installed) inherits; not this checkout.
+    proc = subprocess.Popen(cmd, env=env, cwd=tmp, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{dash}"
     try:
         deadline = time.monotonic() + 120
@@ -77,7 +89,7 @@ def head():
                 assert proc.poll() is None, Path(tmp, "head.log").read_text()[-3000:]
                 assert time.monotonic() < deadline, "Ray head did not come up in 120 s"
                 time.sleep(0.5)  # polling the dashboard until it answers, not synchronizing
-        yield SimpleNamespace(url=url, token=token, tmp=tmp)
+        yield SimpleNamespace(url=url, token=token, tmp=tmp, bare_python=str(bare / "bin" / "python"))
     finally:
         # SIGTERM to `ray start --block` alone: it stops its children in order (~4 s idle). Killing
         # the whole group at once leaves it waiting on a dead GCS, so the group gets SIGKILL only
@@ -101,6 +113,11 @@ def canine(*args, env=None, timeout=240):
                           capture_output=True, text=True, timeout=timeout)
 
 
+def _ours(stderr: str) -> list[str]:
+    """canine's own lines on stderr: Ray's SDK logs its packaging and log streaming there too."""
+    return [ln for ln in stderr.splitlines() if ln.startswith("canine ")]
+
+
 def _no_token(result, token):
     assert token not in result.stdout and token not in result.stderr
 
@@ -119,6 +136,8 @@ def test_tiny_pretraining_job_succeeds(head, tmp_path):
                env=_env(RAY_AUTH_TOKEN=head.token), timeout=600)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert '"final_loss"' in r.stdout and "submitted to" in r.stderr  # the job's summary, streamed back
+    # The head's `python` is a bare venv: the job ran on this interpreter, the head being this machine.
+    assert f"(python: {sys.executable})" in r.stderr
     assert (run / "final" / "model_fp32.pt").is_file()
     _no_token(r, head.token)
 
@@ -152,11 +171,111 @@ def test_token_file_no_wait_status_logs_stop(head, tmp_path):
     r = canine("submit", "--address", head.url, "stop", "canine-test-nowait", env=env)
     assert r.returncode == 0 and r.stdout.strip() == "canine-test-nowait: already SUCCEEDED"
     r = canine("submit", "--address", head.url, "--job-id", "canine-test-nowait", "--", "pretrain", "--help", env=env)
-    assert r.returncode == submit.EXIT_CLUSTER and "Traceback" not in r.stderr  # ids are unique
-    assert "the cluster refused the job: " in r.stderr and "canine-test-nowait already exists" in r.stderr
+    assert r.returncode == submit.EXIT_DUPLICATE and r.stdout == ""  # ids are unique: nothing ran
+    (line,) = _ours(r.stderr)
+    assert line.startswith("canine submit: --job-id canine-test-nowait: job canine-test-nowait already exists on the "
+                           f"cluster at {head.url} (SUCCEEDED, started ")
+    assert f"canine submit --address {head.url} status canine-test-nowait" in line and "choose another --job-id" in line
     r = canine("submit", "--address", head.url, "status", "raysubmit_doesnotexist", env=env)
     assert r.returncode == submit.EXIT_CLUSTER and "no job raysubmit_doesnotexist" in r.stderr
     _no_token(r, head.token)
+
+
+def test_a_python_without_the_stack_is_named_before_anything_runs(head, tmp_path):
+    """The head's own `python` (a bare venv) has neither pyarrow nor torch: the job stops at its
+    preflight, before `pretrain` creates anything, and submit says what is missing and which flag
+    fixes it, in one line, exit 6. The project itself is there: this checkout was uploaded."""
+    env = _env(RAY_AUTH_TOKEN=head.token)
+    run = tmp_path / "run"
+    r = canine("submit", "--address", head.url, "--python", "python", "--", "pretrain", "--config", "tiny",
+               "--data", str(tmp_path / "shards"), "--output", str(run), env=env)
+    assert r.returncode == submit.EXIT_MISSING, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "(python: python)" in r.stderr and not run.exists()
+    submitted, line = _ours(r.stderr)
+    assert "submitted to" in submitted and line.startswith("canine submit: job raysubmit_") and f"{head.bare_python} (Python " in line
+    assert "cannot import pyarrow, apache_beam, torch, ray, deepspeed, so the job stopped before running" in line
+    assert "--python PATH" in line and "--image IMAGE" in line and "--installed" not in line
+    assert "canine-preflight:" in r.stdout  # the job's own line, streamed with its log
+    _no_token(r, head.token)
+
+    # Nothing uploaded, the same interpreter named by its path: the project is missing too.
+    r = canine("submit", "--address", head.url, "--installed", "--python", head.bare_python, "--", "inspect", "x",
+               env=env)
+    assert r.returncode == submit.EXIT_MISSING, r.stdout[-3000:] + r.stderr[-3000:]
+    _, line = _ours(r.stderr)
+    assert "cannot import jobs, contract, pipeline, pyarrow, apache_beam, so" in line and "torch" not in line
+    assert "leave out --installed so that this checkout is uploaded" in line
+
+    r = canine("submit", "--address", head.url, "--python", "/no/such/python", "--", "inspect", "x", env=env)
+    assert r.returncode == submit.EXIT_MISSING, r.stdout[-3000:] + r.stderr[-3000:]
+    _, line = _ours(r.stderr)
+    assert "no interpreter /no/such/python on the cluster's head (not found), so nothing ran; " in line
+
+
+def test_list_shows_the_clusters_jobs(head, tmp_path):
+    env = _env(RAY_AUTH_TOKEN=head.token)
+    missing = tmp_path / "no-such-shards"
+    r = canine("submit", "--address", head.url, "--job-id", "canine-test-list", "--", "inspect", str(missing), env=env)
+    assert r.returncode == 2, r.stderr[-3000:]  # the job's own exit status
+    r = canine("submit", "--address", head.url, "list", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    header, *rows = r.stdout.splitlines()
+    assert header.split() == ["JOB", "ID", "STATUS", "START", "(UTC)", "END", "(UTC)", "EXIT", "COMMAND"]
+    (row,) = [ln for ln in rows if ln.startswith("canine-test-list ")]
+    cells = row.split()
+    assert cells[1] == "FAILED" and cells[6] == "2"  # id, status, start date and time, end date and time, exit
+    command = _short(f"{sys.executable} -m jobs.cli inspect {missing}")  # without the preflight
+    assert row.endswith(command) and row.index(command) == header.index("COMMAND")  # columns aligned
+    r = canine("submit", "--address", head.url, "list", "--json", env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    (job,) = [j for j in json.loads(r.stdout) if j["id"] == "canine-test-list"]
+    assert job["status"] == "FAILED" and job["exit_code"] == 2 and job["type"] == "SUBMISSION"
+    assert job["start"].endswith("Z") and job["end"] >= job["start"]
+    assert "canine-preflight:" in job["entrypoint"] and job["entrypoint"].endswith(f"-m jobs.cli inspect {missing}")
+    _no_token(r, head.token)
+
+
+def _short(text: str) -> str:
+    return submit._short(text, 72)
+
+
+def test_a_stopped_job_exits_3(head, tmp_path):
+    """A job that waits forever (its manifest a FIFO nobody writes), stopped while it runs."""
+    fifo = tmp_path / "shards"
+    fifo.mkdir()
+    os.mkfifo(fifo / "_manifest.json")
+    env = _env(RAY_AUTH_TOKEN=head.token)
+    follower = subprocess.Popen([sys.executable, "-m", "jobs.cli", "submit", "--address", head.url, "--job-id",
+                                 "canine-test-stop", "--", "inspect", str(fifo)],
+                                cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        from ray.job_submission import JobSubmissionClient
+
+        client = JobSubmissionClient(head.url, headers={"Authorization": f"Bearer {head.token}"})
+        deadline = time.monotonic() + 120
+        while "Running entrypoint" not in _logs(client, "canine-test-stop"):
+            assert follower.poll() is None, follower.communicate()
+            assert time.monotonic() < deadline, "the job did not start in 120 s"
+            time.sleep(0.5)  # polling the job until it runs, not synchronizing
+        r = canine("submit", "--address", head.url, "stop", "canine-test-stop", env=env)
+        assert r.returncode == 0 and r.stdout.strip() == "canine-test-stop: stop requested", r.stderr
+        out, err = follower.communicate(timeout=120)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+    assert follower.returncode == submit.EXIT_STOPPED, err[-3000:]
+    _, line = _ours(err)
+    assert line.startswith("canine submit: job canine-test-stop STOPPED: stopped before it ended")
+    r = canine("submit", "--address", head.url, "logs", "canine-test-stop", "--follow", env=env)
+    assert r.returncode == submit.EXIT_STOPPED
+
+
+def _logs(client, job_id: str) -> str:
+    try:
+        return client.get_job_logs(job_id)
+    except RuntimeError:  # not submitted yet
+        return ""
 
 
 def test_missing_or_wrong_token_is_refused_clearly(head, tmp_path):
@@ -206,7 +325,8 @@ def test_token_lookup_follows_rays_order(tmp_path):
 def _args(*command, **kw):
     """What cli.main hands to submit.main: options, action words, and the command after `--`."""
     defaults = dict(address="http://h:8265", working_dir=None, image=None, installed=False, env=[], not_secret=[],
-                    job_id=None, no_wait=False, follow=False, allow_insecure_http=False, action=[])
+                    job_id=None, no_wait=False, follow=False, allow_insecure_http=False, action=[], python=None,
+                    json=False)
     return SimpleNamespace(passthrough=list(command), **{**defaults, **kw})
 
 
@@ -214,10 +334,19 @@ def test_spec_entrypoint_and_runtime_env():
     spec = submit._spec(_args("preprocess", "in dir/*.bz2", "--output", "o", "--", "--runner=FlinkRunner",
                               env=["A=1=2"], job_id="j1"), ["preprocess", "in dir/*.bz2", "--output", "o", "--",
                                                              "--runner=FlinkRunner"])
-    assert spec.entrypoint() == "python -m jobs.cli preprocess 'in dir/*.bz2' --output o -- --runner=FlinkRunner"
+    command = "python -m jobs.cli preprocess 'in dir/*.bz2' --output o -- --runner=FlinkRunner"
+    check, _, rest = spec.entrypoint().partition(" && exec ")
+    assert rest == command and submit._command(spec.entrypoint()) == command
+    assert check.startswith("python -c ") and check.endswith(" jobs contract pipeline pyarrow apache_beam")
     env = spec.runtime_env()
     assert env["working_dir"] == str(ROOT) and ".venv" in env["excludes"] and ".git" in env["excludes"]
     assert env["env_vars"] == {"PYTHONUNBUFFERED": "1", "A": "1=2"} and spec.submission_id == "j1"
+    # An interpreter given by its path: named in both halves, and its directory first on the job's PATH.
+    venv = dataclasses.replace(spec, python="/opt/venv/bin/python")
+    assert venv.entrypoint().startswith("/opt/venv/bin/python -c ") and " && exec /opt/venv/bin/python -m " in venv.entrypoint()
+    assert venv.runtime_env()["env_vars"]["PATH"] == "/opt/venv/bin:${PATH}"
+    assert submit._spec(_args(env=["PATH=/x"]), ["pretrain"]).runtime_env()["env_vars"]["PATH"] == "/x"
+    assert submit._command("python -c 'x' && exec y") == "python -c 'x' && exec y"  # not ours: as it is
     image = submit._spec(_args(image="ghcr.io/x/canine:1"), ["pretrain"]).runtime_env()
     assert image["image_uri"] == "ghcr.io/x/canine:1" and "working_dir" not in image
     assert "working_dir" not in submit._spec(_args(installed=True), ["pretrain"]).runtime_env()
@@ -230,7 +359,10 @@ def test_spec_entrypoint_and_runtime_env():
     (["pretrain"], {"env": ["RAY_AUTH_TOKEN=abc"]}, "never put it in a job's env"),
     (["pretrain"], {"env": ["NOEQUALS"]}, "expected NAME=VALUE"),
     (["pretrain"], {"working_dir": "/no/such/dir"}, "not a directory"),
+    (["pretrain"], {"python": ".venv/bin/python"}, "--python .venv/bin/python: a relative path"),
     ([], {"action": ["status"]}, "usage: canine submit"),
+    ([], {"action": ["list", "j1"]}, "got 'list j1'"),
+    (["pretrain"], {"action": ["list"]}, "usage: canine submit"),
     ([], {"action": ["restart", "j1"]}, "got 'restart j1'"),
     (["pretrain"], {"action": ["logs", "j1"]}, "usage: canine submit"),
 ])
@@ -321,3 +453,24 @@ def test_uploaded_package_is_small_and_has_no_venv(tmp_path):
     assert "jobs/cli.py" in names and "pyproject.toml" in names
     assert not [n for n in names if n.startswith((".venv/", ".git/", "runs/")) or "__pycache__" in n]
     assert zip_path.stat().st_size < 5 * 2**20, f"{zip_path.stat().st_size} bytes"
+
+
+def test_the_preflight_reports_from_a_bare_interpreter(tmp_path):
+    """The preflight as the job runs it (a shell, the interpreter first), without a cluster: this
+    interpreter passes it and goes on to the command; a bare venv's stops it with the line that
+    exit_code() reads back."""
+    spec = submit.SubmitSpec(("inspect", str(tmp_path / "none")), python=sys.executable)
+    r = subprocess.run(spec.entrypoint(), shell=True, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "canine inspect: " in r.stderr and submit._MARK not in r.stderr  # got past it
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True, timeout=60)
+    bare = dataclasses.replace(spec, python=str(tmp_path / "bare" / "bin" / "python"))
+    r = subprocess.run(bare.entrypoint(), shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert r.returncode == submit.EXIT_MISSING
+    found = submit._PREFLIGHT_LINE.search(r.stderr)
+    assert found and found.group(3).split() == ["jobs", "contract", "pipeline", "pyarrow", "apache_beam"]
+
+
+@pytest.mark.parametrize("ip, here", [("127.0.0.1", True), ("127.3.4.5", True), ("192.0.2.1", False),
+                                      ("2001:db8::1", False)])
+def test_a_head_is_here_when_its_node_ip_is_this_machines(ip, here):
+    assert submit.is_this_machine(ip) is here
