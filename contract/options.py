@@ -11,16 +11,19 @@ the rest of the contract.
 """
 
 import dataclasses
+import difflib
 import math
 import types
 import typing
 
 
 def option(default=dataclasses.MISSING, help: str = "", *, choices: tuple = (), resumable: bool = False,
-           factory=dataclasses.MISSING):
+           internal: bool = False, factory=dataclasses.MISSING):
     """A dataclass field with its help text; `choices` are the allowed values (checked by
-    `check_choices`); `resumable`: a resumed run may change it (it alters nothing a step computes)."""
-    metadata = {"help": help, "choices": tuple(choices), "resumable": resumable}
+    `check_choices`); `resumable`: a resumed run may change it (it alters nothing a step computes);
+    `internal`: filled in by the program, or given by a command's own argument, rather than set by
+    the user: still accepted, but left out of the keys that messages list and suggest (`keys`)."""
+    metadata = {"help": help, "choices": tuple(choices), "resumable": resumable, "internal": internal}
     return dataclasses.field(default=default, default_factory=factory, metadata=metadata)
 
 
@@ -30,6 +33,10 @@ def help_of(f: dataclasses.Field) -> str:
 
 def choices_of(f: dataclasses.Field) -> tuple:
     return f.metadata.get("choices", ())
+
+
+def is_internal(f: dataclasses.Field) -> bool:
+    return f.metadata.get("internal", False)
 
 
 def _items(text: str) -> list[str]:
@@ -91,7 +98,7 @@ def build(cls, values, where: str):
     types_ = hints(cls)
     unknown = sorted(set(values) - {f.name for f in dataclasses.fields(cls)})
     if unknown:
-        raise ValueError(f"{where}: unknown key(s) {unknown}; known: {sorted(types_)}")
+        raise ValueError(unknown_keys(where, unknown, [f.name for f in dataclasses.fields(cls) if not is_internal(f)]))
     kwargs = {}
     for name, value in values.items():
         kind = types_[name]
@@ -112,6 +119,57 @@ def field_at(cls, dotted: str) -> tuple[type, dataclasses.Field] | None:
         cls = kind
     found = {f.name: f for f in dataclasses.fields(cls)}.get(last)
     return (cls, found) if found else None
+
+
+def settable(cls, dotted: str) -> bool:
+    """Whether `dotted` names a value of the config: a field that is not a whole section, or a key
+    below a section's free-form mapping field (model.FIELD of PretrainConfig: its loader checks it)."""
+    *sections, last = dotted.split(".")
+    for part in sections:
+        kind = hints(cls).get(part)
+        if kind is dict:  # model.overrides.FIELD
+            return True
+        if not dataclasses.is_dataclass(kind):
+            return False
+        cls = kind
+    kind = hints(cls).get(last)
+    if kind is not None:
+        return not dataclasses.is_dataclass(kind)
+    return bool(sections) and dict in hints(cls).values()  # model.FIELD
+
+
+def keys(cls, prefix: str = "") -> list[str]:
+    """The dotted keys a user sets (`--set KEY=VALUE`), sections walked, internal fields left out;
+    a free-form mapping field shows as `FIELD.KEY`."""
+    out = []
+    for f in dataclasses.fields(cls):
+        kind = hints(cls)[f.name]
+        if is_internal(f):
+            continue
+        if dataclasses.is_dataclass(kind):
+            out += keys(kind, f"{prefix}{f.name}.")
+        else:
+            out.append(f"{prefix}{f.name}" + (".KEY" if kind is dict else ""))
+    return sorted(out)
+
+
+def closest(key: str, known: list[str]) -> str | None:
+    """The known key `key` was most likely meant to be: by the whole dotted key (trian.max_steps ->
+    train.max_steps), else by its last part (max_step -> train.max_steps)."""
+    found = difflib.get_close_matches(key, known, n=1)
+    if found:
+        return found[0]
+    leaves = {k.rsplit(".", 1)[-1]: k for k in reversed(known)}  # the first key of a shared last part wins
+    found = difflib.get_close_matches(key.rsplit(".", 1)[-1], leaves, n=1)
+    return leaves[found[0]] if found else None
+
+
+def unknown_keys(where: str, unknown: list[str], known: list[str]) -> str:
+    """The one message for keys a config does not have: a did-you-mean for each that is close to a
+    known one, then every known key (internal ones were left out by the caller)."""
+    guesses = [f"'{k}' -> '{g}'" if len(unknown) > 1 else f"'{g}'" for k in unknown if (g := closest(k, known))]
+    hint = f"did you mean {', '.join(guesses)}? " if guesses else ""
+    return f"{where}: unknown key(s) {sorted(unknown)}; {hint}known: {', '.join(sorted(known))}"
 
 
 def check_choices(obj, where: str = "") -> list[str]:

@@ -17,15 +17,19 @@ tests/jobs/test_cli.py walks every sub-command's flags to keep it so.
 
 Errors: every command prints one line on stderr, `canine COMMAND: OBJECT: MEANING; WHAT TO DO`
 (jobs/errors.py); an unexpected exception prints its type, its first line and the file that holds
-its traceback. Exit status, for every command:
+its traceback. A misspelt name gets the closest one: a command (`canine pretrian`), a flag (the
+command's usage, then `unrecognized arguments: --confg; did you mean --config?`), a `--set` key
+(`unknown key(s) ['trian.max_steps']; did you mean 'train.max_steps'? known: ...`, before any work).
+Exit status, for every command:
     0    done
     2    refused or failed: a bad flag, value or combination, missing or bad input, an output that
          exists or is locked, an unexpected exception (argparse's own usage errors are 2 as well)
     1    pretrain: training failed after --max-failures restarts (or trained nothing);
          validate: problems found
     130  interrupted (Ctrl-C)
-    submit also: 4 the cluster could not be reached or refused the token, 3 the job was stopped,
-         the job's own exit code when it failed (jobs/submit.py)
+    submit also: 3 the job was stopped, 4 the cluster could not be reached or refused the token
+         or the job, 5 --job-id names a job the cluster already has, 6 the job's python cannot
+         import the project or its stack, the job's own exit code when it failed (jobs/submit.py)
 """
 
 import argparse
@@ -85,6 +89,7 @@ def build_parser(command=None):
         p = sub.add_parser(name, help=help_text, description=help_text, formatter_class=HelpFormatter)
         if name == command:  # only the command that runs pays for its imports
             _module(name).add_arguments(p)
+    parser.commands = sub.choices  # name -> its parser, whose usage an unknown flag of it gets
     return parser
 
 
@@ -92,6 +97,20 @@ def unknown_command(word: str) -> str:
     close = difflib.get_close_matches(word, COMMANDS, n=1)
     hint = f"did you mean '{close[0]}'?" if close else f"the commands are {', '.join(COMMANDS)}"
     return f"canine: unknown command '{word}'; {hint} (canine --help)"
+
+
+def unknown_flags(words: list[str], parser) -> str | None:
+    """argparse's "unrecognized arguments" for the `--` words of a sub-command's command line that
+    are none of its flags, with the closest flag of each (`--confg`: did you mean --config?); None
+    if all are known. argparse itself completes only an unambiguous prefix, and reports a missing
+    required flag (the one misspelt, often) before an unknown one."""
+    flags = [s for action in parser._actions for s in action.option_strings]  # argparse has no public list
+    typos = [w for w in words if w.startswith("--") and not any(f.startswith(w.split("=", 1)[0]) for f in flags)]
+    if not typos:
+        return None
+    guesses = [g for w in typos for g in difflib.get_close_matches(w.split("=", 1)[0], flags, n=1)]
+    hint = f"; did you mean {' or '.join(dict.fromkeys(guesses))}?" if guesses else ""
+    return f"unrecognized arguments: {' '.join(typos)}{hint}"
 
 
 def main(argv=None):
@@ -117,12 +136,23 @@ def main(argv=None):
     if "--" in argv:
         cut = argv.index("--")
         argv, passthrough = argv[:cut], argv[cut + 1 :]
-    args = parser.parse_args(argv)
+    # A sub-command's unknown flag or argument gets the command's usage: parse_args would leave
+    # it to the top-level parser, whose usage is `canine`'s.
+    sub = parser.commands[command]
+    if typos := unknown_flags(argv[1:], sub):
+        sub.error(typos)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        sub.error(f"unrecognized arguments: {' '.join(extra)}")
     args.passthrough = passthrough
     _redact_logs()
     quiet.install()
-    from jobs import errors
+    from jobs import errors, flags
 
+    try:  # a --set key the command's config lacks: one line before any work (as_json: stdout stays JSON)
+        flags.check_settings(args, command)
+    except ValueError as e:
+        return errors.report(command, e, as_json=getattr(args, "json", False))
     try:
         return int(_module(command).main(args) or 0)
     except (Exception, KeyboardInterrupt) as e:  # SystemExit passes: argparse's and sys.exit's own status

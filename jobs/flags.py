@@ -6,7 +6,8 @@ choice. Two kinds of commands use it:
 - `canine pretrain`: flags default to nothing, so the --config preset decides; the help names
   the config key and the built-in default.
 Every command with a config also takes `--set KEY=VALUE` for any field, lists included
-(`--set model.ngram_orders=[2,3]`).
+(`--set model.ngram_orders=[2,3]`); `check_settings` refuses a key the config lacks before any
+work, naming the closest key and listing the keys a user sets (internal fields left out).
 """
 
 import argparse
@@ -14,6 +15,9 @@ import types
 import typing
 
 from contract import options
+
+# The namespace attribute that holds the config class whose fields the command's flags and `--set` are.
+_CONFIG = "_set_config"
 
 
 def _kind(kind):
@@ -38,6 +42,7 @@ def add_field_flags(parser, cls, flags: dict[str, str] | list[str], *, defaults:
     file decides) and its help names the key and the built-in default. `auto`: dests of int
     fields whose 0 means auto, so that the flag takes `auto` too (`--micro-batch auto`)."""
     pairs = flags.items() if isinstance(flags, dict) else [(name, name) for name in flags]
+    parser.set_defaults(**{_CONFIG: cls})  # --set takes cls's keys (check_settings)
     for dest, key in pairs:
         found = options.field_at(cls, key)
         if found is None:
@@ -65,11 +70,23 @@ def add_field_flags(parser, cls, flags: dict[str, str] | list[str], *, defaults:
 
 def add_set_flag(parser, example: str) -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help=f"set any config field, lists too, e.g. {example} (repeatable, wins over the flags; "
-                             "default: none)")
+                        help=f"set any config field, lists too, e.g. {example} (repeatable, wins over the flags; an "
+                             "unknown key is refused with the closest one and the keys there are; default: none)")
 
 
 def values_of(args, flags: dict[str, str] | list[str]) -> dict:
     """{dotted key: value} of the flags that were given (not None)."""
     pairs = flags.items() if isinstance(flags, dict) else [(name, name) for name in flags]
     return {key: getattr(args, dest) for dest, key in pairs if getattr(args, dest, None) is not None}
+
+
+def check_settings(args, where: str) -> None:
+    """Refuse the `--set` keys that the command's config (the class of its field flags) does not
+    have, with a did-you-mean and the keys it has. A command without field flags (`canine smoke`:
+    the keys of two configs) leaves its --set to its own loader."""
+    cls = getattr(args, _CONFIG, None)
+    if cls is None or not getattr(args, "set", None):
+        return
+    unknown = [key for key in options.parse_settings(args.set) if not options.settable(cls, key)]
+    if unknown:
+        raise ValueError(options.unknown_keys(where, unknown, options.keys(cls)))

@@ -50,7 +50,7 @@ SCHEMA = pa.schema(
 # Part of every cache file's name: a cache written by a version that stored other columns (or
 # cleaned differently) under the same config is never replayed (a run upgraded between a kill
 # and its resume parses its items again).
-_CACHE_VERSION = 2
+_CACHE_VERSION = 3  # 3: <math> kept as TeX source
 
 
 def clean_raw(page: sources.RawPage, cfg: PreprocessConfig = PreprocessConfig()) -> Cleaned:

@@ -18,7 +18,7 @@ from pipeline.wikitext.variants import check_variants
 @dataclasses.dataclass(frozen=True)
 class PreprocessConfig:
     inputs: tuple = option((), "fsspec URLs or globs: MediaWiki XML (.xml/.bz2/.gz), JSONL, Parquet")
-    output: str = option("", "output directory (fsspec URL); not part of the fingerprint")
+    output: str = option("", "output directory (fsspec URL); not part of the fingerprint", internal=True)
     seq_len: int = option(schema.DEFAULT_SEQ_LEN, "codepoints per example, CLS and SEPs included (paper: 2048)")
     seed: int = option(0, "root of every mask, sentence-order and sampling decision")
     vocab_size: int = option(32000, "WordPiece vocabulary to train for CANINE-S (when no --tokenizer is given)")
@@ -60,7 +60,8 @@ class PreprocessConfig:
                              "'whitespace' keeps the paper's whitespace-delimited runs", choices=CHAR_SPAN_RULES)
     char_span_max: int = option(CHAR_SPAN_MAX, "longest CANINE-C span of an unspaced script, in characters "
                                 "(a character with its combining marks) (with --char-spans bounded)")
-    input_fingerprints: tuple = option((), "((url, size, content id), ...) filled in by output.prepare")
+    input_fingerprints: tuple = option((), "((url, size, content id), ...) filled in by output.prepare",
+                                       internal=True)
 
     def fingerprint(self) -> dict:
         """The part of the config that determines the output, as JSON-ready data."""

@@ -23,13 +23,18 @@ Object stores, real protocol servers started as separate processes on 127.0.0.1 
     s3_store        moto's S3 server; sets AWS_* in os.environ for the session; .url(name) gives
                     a fresh s3://bucket/name URL
     gcs_store       gcp-storage-emulator; sets STORAGE_EMULATOR_HOST; .url(name) -> gs://...
+Compiled kernels: TORCHINDUCTOR_CACHE_DIR, unless set, is a folder per CPU setting (inductor_cache_dir
+below; docs/compile.md "The kernel cache and CPU settings").
 """
 
 import bz2
+import getpass
 import gzip
 import json
 import os
 import re
+import sys
+import tempfile
 import uuid
 from pathlib import Path
 from xml.sax.saxutils import unescape
@@ -49,6 +54,42 @@ from pipeline.synthetic import write_contract_shards
 # the driver's fit() to the workers' loop and 3.3 -> 0.7 s from their end to fit()'s return, so
 # ~4 s of each of the suite's ~20 Ray Train starts. Failure detection only gets faster.
 os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.25")
+
+# --- compiled kernels, a folder per CPU setting ---------------------------------------------------
+# Inductor caches what it compiles in TORCHINDUCTOR_CACHE_DIR (by default one folder per user under
+# the temp dir), and what it finds there does not depend on the CPU capability ATen runs with:
+# tests/training/test_compile.py under ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
+# MKL_ENABLE_INSTRUCTIONS=AVX2, then without them on one cache, segfaulted in libc10.so at the first
+# compiled test (a fresh cache passes). So each setting gets a folder of its own, unless the user
+# named one. Set once the test modules are imported: finding the capability needs torch, a 2-5 s
+# import that a run without a torch test does not pay (and compiles nothing).
+ISA_VARIABLES = {"ONEDNN_MAX_CPU_ISA": "onednn", "DNNL_MAX_CPU_ISA": "dnnl", "MKL_ENABLE_INSTRUCTIONS": "mkl"}
+_USER_INDUCTOR_CACHE = os.environ.get("TORCHINDUCTOR_CACHE_DIR")  # before anything imports torch
+
+
+def inductor_cache_key() -> str:
+    """The CPU setting compiled kernels belong to: ATen's effective capability (ATEN_CPU_CAPABILITY
+    or what the CPU has) and the ISA limits given to oneDNN and MKL, e.g. `aten-avx2_onednn-avx2_mkl-avx2`."""
+    import torch
+
+    parts = [f"aten-{torch.backends.cpu.get_cpu_capability()}"]
+    parts += [f"{short}-{os.environ[name]}" for name, short in ISA_VARIABLES.items() if os.environ.get(name)]
+    return re.sub(r"[^a-z0-9._-]+", ".", "_".join(parts).lower())
+
+
+def inductor_cache_dir() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container's)
+        user = f"uid{os.getuid()}"
+    return os.path.join(tempfile.gettempdir(), f"canine-inductor-{user}", inductor_cache_key())
+
+
+def pytest_collection_finish(session):
+    """Before any test runs, and before any Ray cluster or subprocess inherits the environment."""
+    if _USER_INDUCTOR_CACHE is None and "torch" in sys.modules:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = inductor_cache_dir()
+
 
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "pipeline" / "sample"
 REAL_DIR = Path(__file__).resolve().parent / "data" / "wiki"

@@ -29,8 +29,11 @@ pretrained on (paper §4.1): WikiExtractor-style text without templates and tabl
   is all an input without <siteinfo> gets; the prefix is compared as MediaWiki does: in any
   case, `_` = space, NFC (pipeline/wikitext/namespaces.py).
 - External links keep their label; bare or unlabeled URLs are dropped.
-- `<ref>`, `<references/>`, `<gallery>`, `<math>`, code blocks and the like are dropped;
-  other tags (`<b>`, `<span>`, `<blockquote>`, ...) keep their text.
+- `<ref>`, `<references/>`, `<gallery>`, code blocks, music scores and the like are dropped;
+  other tags (`<b>`, `<span>`, `<blockquote>`, `<code>`, ...) keep their text. What stands in a
+  sentence renders as its source, whitespace collapsed: formulas (`<math>` TeX, `<chem>`/`<ce>`
+  mhchem; spacing commands at the ends dropped, `{{`/`}}` written `{ {`/`} }`) and inline code
+  (`<syntaxhighlight inline>`); docs/text.md says why.
 - Lists keep item text without bullets. Headings keep their text on a line of its own; a
   heading with no text under it (e.g. a section that only held a table) is dropped and counted.
 - Paragraphs and line breaks become single newlines; HTML entities are decoded.
@@ -59,7 +62,7 @@ from dataclasses import dataclass, field
 from contract.schema import ALIASED_RANGE, REPLACEMENT_CHARACTER
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.wikitext.endmatter import is_end_matter
-from pipeline.wikitext.render import CELL, DROP_TAGS, TAG_REASONS, render
+from pipeline.wikitext.render import CELL, DROP_TAGS, INLINE_CODE_TAGS, SOURCE_TAGS, TAG_REASONS, render
 from pipeline.wikitext.sections import split_sections, split_tables, strip_quotes
 from pipeline.sources import RawPage, lone_surrogate
 from pipeline.sources.common import SiteInfo
@@ -98,11 +101,26 @@ _REF_RE = re.compile(
 )
 # Their body may not hold the same tag or a heading line: an unclosed one is not paired with a
 # later one's close; it ends with its paragraph (a gallery's or a formula's lines stay together).
+# Groups: the tag's name, its attributes, the body of a closed one.
 _DROP_TAG_RE = re.compile(
-    r"<(" + "|".join(sorted(DROP_TAGS - {"ref", "references", "table"})) + r")(?:\s[^>]*)?"
-    r"(?:/>|(?<!/)>(?:(?:(?!<\1[\s>/]|\n=).)*?</\1\s*>|(?:(?!\n[ \t]*\n|\n=).)*))",
+    r"<(" + "|".join(sorted(DROP_TAGS - {"ref", "references", "table"})) + r")(\s[^>]*)?"
+    r"(?:/>|(?<!/)>(?:((?:(?!<\1[\s>/]|\n=).)*?)</\1\s*>|(?:(?!\n[ \t]*\n|\n=).)*))",
     re.S | re.I,
 )
+# Formulas and inline code (render.SOURCE_TAGS, INLINE_CODE_TAGS) become a mark, KEPT_OPEN + their
+# number + KEPT_CLOSE, that nothing from parsing to _finish touches, and their source replaces it
+# in the finished text: TeX is full of `{{`, `}}`, `|`, `''` and `-{` that the parser, the
+# variant rules and _finish would take for markup. (XML 1.0 forbids U+0005 and U+0006.)
+KEPT_OPEN, KEPT_CLOSE = "\x05", "\x06"
+_KEPT_RE = re.compile(KEPT_OPEN + r"(\d+)" + KEPT_CLOSE)
+_INLINE_RE = re.compile(r"(?:^|\s)inline(?:[\s=/]|$)", re.I)
+# Rendering hints at a formula's ends, nothing a reader sees: `\displaystyle`, and the spacing that
+# editors add (`x^2\,\!`, once a way to force an image).
+_TEX_EDGES_RE = re.compile(r"^\s*(?:\\(?:display|text|script)style(?![a-zA-Z])\s*)+|"
+                           r"(?:\s*(?:\\[,;:!> ]|\\q?quad(?![a-zA-Z])|~))+\s*$")
+# `}}` in `\frac{a}{b^{2}}` would read as template markup to every check of the text: `} }` is the
+# same TeX.
+_DOUBLED_BRACKET_RE = re.compile(r"([{}\[\]])(?=\1)")
 _EMPTY_PARENS_RE = re.compile(r"(?: \(|\()\s*[,;:]*\s*\)|（\s*[,;:，；：]*\s*）")  # left by a dropped template
 _SPACES_RE = re.compile(r" [ \t]+|\t[ \t]*")  # runs of spaces and tabs -> one space
 # "the Hokkien {{...}}, which": no space before a , or . that ends a clause (".NET" keeps it)
@@ -201,7 +219,8 @@ def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dic
     <siteinfo> (RawPage.site), whose namespace names tell File and Category links."""
     headings = Headings() if headings is None else headings
     names = namespaces.of(site)
-    wikitext = _prestrip(wikitext, dropped)
+    kept = []  # the source of each formula and inline code, by its mark's number
+    wikitext = _prestrip(wikitext, dropped, kept)
     if "-{" in wikitext:  # the only cost a page without variant markup pays
         wikitext, n = render_variants(wikitext, lang, _variant(cfg, lang))
         if stats is not None:
@@ -215,7 +234,7 @@ def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dic
                 _count(dropped, "end_matter")
                 continue
             end_matter = 0
-            title = _render_title(title, lang, dropped, names)
+            title = _restore(_render_title(title, lang, dropped, names), kept)
             top = min(top, level)
             if not cfg.keep_end_matter and is_end_matter(title, lang, body, tail=bool(headings.dropped)):
                 _count(dropped, "end_matter")
@@ -226,7 +245,8 @@ def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dic
     headings.last_kept = next((title for level, title, _ in reversed(sections) if level == top), "")
     # One _finish for the whole page: its regex passes cost as much per call as per character.
     texts = _finish(_SECTION_BREAK.join(text for _, _, text in sections), cfg.keep_tables).split("\x04")
-    return _join([(level, title, text.strip()) for (level, title, _), text in zip(sections, texts)], dropped)
+    return _restore(_join([(level, title, text.strip()) for (level, title, _), text in zip(sections, texts)], dropped),
+                    kept)
 
 
 def _variant(cfg: PreprocessConfig, lang: str) -> str:
@@ -234,7 +254,9 @@ def _variant(cfg: PreprocessConfig, lang: str) -> str:
     return check_variants(cfg.variants).get(lang, "") if cfg.variants else ""
 
 
-def _prestrip(wikitext: str, dropped: dict) -> str:
+def _prestrip(wikitext: str, dropped: dict, kept: list) -> str:
+    """Comments, refs and dropped tags cut; formulas and inline code replaced by marks, their
+    source appended to `kept`."""
     if "<!--" in wikitext:
         wikitext = _COMMENT_RE.sub("", wikitext)
     if "<" not in wikitext:
@@ -242,7 +264,25 @@ def _prestrip(wikitext: str, dropped: dict) -> str:
     wikitext, n = _REF_RE.subn("", wikitext)
     if n:
         _count(dropped, "references", n)
-    return _DROP_TAG_RE.sub(lambda m: _count(dropped, TAG_REASONS.get(m.group(1).lower(), "")), wikitext)
+    return _DROP_TAG_RE.sub(lambda m: _cut_tag(m, dropped, kept), wikitext)
+
+
+def _cut_tag(m: re.Match, dropped: dict, kept: list) -> str:
+    """A dropped tag: "" (its drop counted), or the mark of a formula or inline code that keeps
+    its source. An unclosed one is dropped with the rest of its paragraph, whatever its name."""
+    name, body = m.group(1).lower(), m.group(3)
+    if body is not None and (name in SOURCE_TAGS or name in INLINE_CODE_TAGS and _INLINE_RE.search(m.group(2) or "")):
+        source = " ".join((_TEX_EDGES_RE.sub("", body) if name in SOURCE_TAGS else body).split())
+        if not source:  # nothing to keep: _finish tidies the space it leaves, as for a drop
+            return ""
+        kept.append(_DOUBLED_BRACKET_RE.sub(r"\1 ", source))
+        return f"{KEPT_OPEN}{len(kept) - 1}{KEPT_CLOSE}"
+    return _count(dropped, TAG_REASONS.get(name, ""))
+
+
+def _restore(text: str, kept: list) -> str:
+    """The source of each formula and inline code in place of its mark."""
+    return _KEPT_RE.sub(lambda m: kept[int(m.group(1))], text) if kept else text
 
 
 def _render_title(title: str, lang: str, dropped: dict, names: namespaces.Namespaces) -> str:

@@ -34,6 +34,12 @@ DROP_TAGS = frozenset(
     "script includeonly".split()
 )
 TAG_REASONS = {"ref": "references", "table": "tables", "gallery": "galleries", "imagemap": "images"}  # counted drops
+# Of those, the ones that stand in a sentence render as their source instead: formulas (TeX in
+# <math>, mhchem in <chem> and <ce>) and inline code (<syntaxhighlight inline>, <source inline>).
+# pipeline/wikitext/clean.py takes them out before parsing and puts their source back in the
+# finished text (docs/text.md says why); one that only the parser finds is dropped.
+SOURCE_TAGS = frozenset("math chem ce".split())
+INLINE_CODE_TAGS = frozenset("syntaxhighlight source".split())  # kept only with an `inline` attribute
 # Block-level tags: their content stands on its own lines.
 BREAK_TAGS = frozenset("br p div li dt dd tr blockquote hr ul ol dl center poem caption table".split())
 CELL = "\x03"  # before each kept table cell's text (XML 1.0 forbids U+0003: no page holds it); see clean.py

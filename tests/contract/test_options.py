@@ -21,6 +21,20 @@ class Outer:
     inner: Inner = options.option(factory=Inner, help="a section")
 
 
+@dataclasses.dataclass(frozen=True)
+class Spec:
+    size: str = options.option("base", "a size")
+    extra: dict = options.option(factory=dict, help="free-form, checked by its loader")
+
+
+@dataclasses.dataclass(frozen=True)
+class Marked:
+    seq_len: int = options.option(8, "a length")
+    seed: int = options.option(0, "a seed")
+    fingerprints: tuple = options.option((), "filled in by the program", internal=True)
+    spec: Spec = options.option(factory=Spec, help="a section with a free-form field")
+
+
 @pytest.mark.parametrize("text, kind, expected", [
     ("[2,3]", tuple[int, ...], (2, 3)), ("2, 3", tuple[int, ...], (2, 3)), ("[]", tuple[int, ...], ()),
     ([2, "3"], tuple[int, ...], (2, 3)), ("(a.xml,b.xml)", tuple, ("a.xml", "b.xml")),
@@ -63,3 +77,36 @@ def test_parse_settings_keeps_the_value_whole_and_refuses_a_pair_without_key():
     assert options.parse_settings(["a.b=x=y", "c= 1", "a.b=z"]) == {"a.b": "z", "c": " 1"}
     with pytest.raises(ValueError, match="expected KEY=VALUE"):
         options.parse_settings(["novalue"])
+
+
+def test_keys_hide_internal_fields_and_walk_sections():
+    assert options.keys(Marked) == ["seed", "seq_len", "spec.extra.KEY", "spec.size"]
+    assert options.keys(Outer) == ["inner.kind", "inner.rate", "name", "on", "orders"]
+    # An internal field is still a value of the config: it is hidden, not refused.
+    assert options.settable(Marked, "fingerprints")
+    assert options.build(Marked, {"fingerprints": "[a, b]"}, "m").fingerprints == ("a", "b")
+
+
+@pytest.mark.parametrize("key, expected", [
+    ("seq_len", True), ("spec.size", True), ("spec.extra.anything", True), ("spec.anything", True),
+    ("spec", False), ("seq_len.x", False), ("sepc.size", False), ("nothing", False), ("inner.rate", False),
+])
+def test_settable_takes_values_not_sections(key, expected):
+    assert options.settable(Marked, key) is expected
+
+
+def test_an_unknown_key_gets_the_closest_known_one_and_the_list():
+    known = options.keys(Marked)
+    assert options.closest("seq_lne", known) == "seq_len"
+    assert options.closest("spec.sise", known) == "spec.size"
+    assert options.closest("sise", known) == "spec.size"  # by the last part
+    assert options.closest("fingerprints", known) is None  # never an internal one
+    assert options.unknown_keys("m", ["seq_lne"], known) == (
+        "m: unknown key(s) ['seq_lne']; did you mean 'seq_len'? known: seed, seq_len, spec.extra.KEY, spec.size")
+    assert options.unknown_keys("m", ["zzz"], known) == "m: unknown key(s) ['zzz']; known: seed, seq_len, " \
+                                                        "spec.extra.KEY, spec.size"
+    assert "did you mean 'seq_lne' -> 'seq_len', 'sede' -> 'seed'?" in options.unknown_keys("m", ["seq_lne", "sede"],
+                                                                                            known)
+    with pytest.raises(ValueError, match=r"m: unknown key\(s\) \['sede'\]; did you mean 'seed'\? known: seed, seq_len, "
+                                         r"spec$"):
+        options.build(Marked, {"sede": 1}, "m")

@@ -1,12 +1,27 @@
-"""The `canine` command itself: --version, a mistyped command, help on every flag, credentials masked."""
+"""The `canine` command itself: --version, a mistyped command or flag or --set key, help on every
+flag, credentials masked."""
 
 import argparse
 import json
 import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from jobs import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ROOT / "pipeline" / "sample" / "kowiki-20261101-pages-articles.xml"
+
+
+def _canine(*args, cwd):
+    """`canine ARGS` as a user runs it, from the working directory `cwd`."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "jobs.cli", *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
 
 
 def _subparsers(parser):
@@ -27,6 +42,63 @@ def test_a_mistyped_command_names_the_closest_one(capsys):
     assert "usage:" not in err  # the one line, not the whole help
     assert cli.main(["xyzzy"]) == 2
     assert "the commands are preprocess, inspect" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command, typo, meant", [("pretrain", "--confg", "--config"),
+                                                   ("preprocess", "--outptu=out", "--output")])
+def test_a_misspelt_flag_gets_its_commands_usage_and_the_closest_flag(command, typo, meant, tmp_path):
+    args = ["--output", "out", typo, "x"] if command == "pretrain" else [SAMPLE, typo]
+    done = _canine(command, *args, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"usage: canine {command} [-h]"), done.stderr  # the command's usage, not canine's
+    last = done.stderr.strip().splitlines()[-1]
+    assert last == f"canine {command}: error: unrecognized arguments: {typo}; did you mean {meant}?"
+    assert not list(tmp_path.iterdir())  # nothing started
+    # No flag is close; a prefix argparse completes (--stop) passes; a stray word gets the command's usage too.
+    done = _canine("pretrain", "--dry-run", "--stop", "3", "--xyzzy", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.strip().endswith("canine pretrain: error: unrecognized arguments: --xyzzy")
+    done = _canine("pretrain", "--dry-run", "stray", cwd=tmp_path)
+    assert done.stderr.startswith("usage: canine pretrain [-h]") and done.stderr.strip().endswith("arguments: stray")
+
+
+def test_an_unknown_set_key_of_pretrain_names_the_closest_and_the_keys(tmp_path):
+    done = _canine("pretrain", "--config", "tiny", "--set", "trian.max_steps=3", "--dry-run", cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    (line,) = done.stderr.splitlines()  # one line, no usage
+    assert line.startswith("canine pretrain: pretrain: unknown key(s) ['trian.max_steps']; "
+                           "did you mean 'train.max_steps'? known: checkpoint.every, "), line
+    keys = line.split("known: ")[1].split(", ")
+    assert {"train.max_steps", "optim.lr", "model.size", "model.overrides.KEY", "output"} <= set(keys)
+    assert not {"train", "model", "model.overrides"} & set(keys)  # sections are not values
+    # By the last part alone, and several at once.
+    done = _canine("pretrain", "--set", "max_step=3", "--set", "optim.l=1", "--set", "zzz=1", "--dry-run", cwd=tmp_path)
+    assert "did you mean 'max_step' -> 'train.max_steps', 'optim.l' -> 'optim.lr'?" in done.stderr
+    # Known keys pass, model.FIELD (a CanineConfig field, which the config loader checks) too.
+    done = _canine("pretrain", "--set", "train.max_steps=3", "--set", "model.hidden_dropout_prob=0", "--dry-run",
+                   cwd=tmp_path)
+    assert done.returncode == 0 and "max_steps: 3\n" in done.stdout and "hidden_dropout_prob: 0.0" in done.stdout
+
+
+@pytest.mark.parametrize("where", ["relative", "absolute"])
+def test_an_unknown_set_key_of_preprocess_names_the_closest_before_any_work(where, tmp_path):
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / SAMPLE.name).write_bytes(SAMPLE.read_bytes())
+    base = Path(".") if where == "relative" else tmp_path
+    done = _canine("preprocess", base / "in" / SAMPLE.name, "--output", base / "out", "--set", "seq_lne=512", "--json",
+                   cwd=tmp_path)
+    assert done.returncode == 2
+    (line,) = done.stderr.splitlines()
+    assert line.startswith("canine preprocess: preprocess: unknown key(s) ['seq_lne']; did you mean 'seq_len'? "
+                           "known: alpha, "), line
+    assert json.loads(done.stdout) == {"error": line.removeprefix("canine preprocess: ")}  # --json: stdout stays JSON
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_keys_listed_for_preprocess_hide_what_the_program_fills_in(tmp_path):
+    done = _canine("preprocess", SAMPLE, "--output", tmp_path / "out", "--set", "input_fingerprint=1", cwd=tmp_path)
+    keys = done.stderr.split("known: ")[1].strip().split(", ")
+    assert "seq_len" in keys and "inputs" in keys
+    assert "input_fingerprints" not in keys and "output" not in keys and "did you mean" not in done.stderr
 
 
 @pytest.mark.parametrize("command", sorted(cli.COMMANDS))

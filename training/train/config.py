@@ -60,7 +60,7 @@ def _model_override(name: str, value, where: str):
     """A value for CanineConfig field `name`, typed by that field (e.g. ngram_orders '[2,3]' -> (2, 3))."""
     kinds = options.hints(CanineConfig)
     if name not in kinds:
-        raise ValueError(f"{where}: not a CanineConfig field; known: {sorted(kinds)}")
+        raise ValueError(options.unknown_keys(where, [name], sorted(kinds)))
     return options.coerce(value, kinds[name], where)
 
 

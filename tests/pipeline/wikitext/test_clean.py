@@ -38,7 +38,7 @@ RULES = {
     "external links keep label only": ("[https://x.org Label] [https://y.org] https://bare.org end", "Label end"),
     "entities decoded": ("caf&eacute; 5&nbsp;km &ndash; &amp; &#931; &#x3A3;", "café 5\xa0km – & Σ Σ"),
     "comments and magic words dropped": ("a<!-- hidden -->b __NOTOC__ __БЕЗ_ОГЛАВЛЕНИЯ__ c", "ab c"),
-    "media, math and code dropped": ("x<gallery>\nFile:a.jpg|cap\n</gallery>y<math>a^2</math>z<syntaxhighlight>q=1</syntaxhighlight>", "xyz"),
+    "media and code blocks dropped, math kept": ("x<gallery>\nFile:a.jpg|cap\n</gallery>y <math>a^2</math> z<syntaxhighlight>q=1</syntaxhighlight>", "xy a^2 z"),
     "tags keep their text": ("<blockquote>quoted</blockquote> a<sup>2</sup> <span>s</span>", "quoted\na2 s"),
     "line break tags": ("one<br />two<br>three", "one\ntwo\nthree"),
     "nowiki content is literal but unbracketed": ("<nowiki>[[raw]] ''x''</nowiki>", "raw x"),
@@ -301,7 +301,7 @@ def page_pieces(wikitext):
     from pipeline.wikitext.clean import _prestrip
     from pipeline.wikitext.sections import split_sections, split_tables, strip_quotes
 
-    for level, title, body in split_sections(strip_quotes(_prestrip(wikitext, {}))):
+    for level, title, body in split_sections(strip_quotes(_prestrip(wikitext, {}, []))):
         if level:
             yield title
         yield from (piece for _, piece in split_tables(body))
