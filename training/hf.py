@@ -1,6 +1,10 @@
 """Hugging Face interoperability: `export_hf(model, path)` and `import_hf(path)`.
 (A whole run, with its model card: training/export.py.)
 
+An export of a pretraining model also holds its head, for a fill-in query: training/hf_masked.py,
+copied in as modeling_canine_masked.py, is what `AutoModelForMaskedLM.from_pretrained(path,
+trust_remote_code=True)` loads; `AutoModel` still gives the plain CanineModel.
+
 `transformers` is imported inside the functions: it is an export / test extra
 (pyproject `[hf]`), not a requirement of training. Key layout: docs/canine.md "Hugging Face export
 layout". Every conversion is a split, concatenation or reshape, so a round trip is exact.
@@ -15,6 +19,7 @@ import tempfile
 import torch
 
 from training.canine_config import CanineConfig
+from training.heads import CaninePretrainingModel
 from training.model import CanineModel
 
 # Config fields that mean the same in transformers.CanineConfig and ours (same names on purpose).
@@ -122,15 +127,19 @@ def config_from_hf(hf_config) -> CanineConfig:
     return CanineConfig(**values)
 
 
-def export_hf(model, path, max_length: int | None = None, files: dict[str, bytes] | None = None) -> str:
+def export_hf(model, path, max_length: int | None = None, files: dict[str, bytes] | None = None,
+              subword_vocab: list[str] | None = None) -> str:
     """Write a directory that `transformers.AutoModel.from_pretrained(path)` (a CanineModel) and
     `AutoTokenizer.from_pretrained(path)` (a CanineTokenizer) load; returns `path`.
 
-    `model` is a CanineModel or anything holding one as `.encoder` (a pretraining model: its
-    head is dropped, as the paper throws away CANINE-S's vocabulary). The GELU variant is
-    written to config.json as `hidden_act`. `max_length` is the tokenizer's model_max_length
-    (default: the position table's size); `files` are written beside (a model card README.md).
-    `path` is a local directory or any fsspec URL; the export is published whole (`publish`).
+    `model` is a CanineModel or anything holding one as `.encoder`. A pretraining model's head
+    (not its SOP layer) is written too, for `AutoModelForMaskedLM` with trust_remote_code
+    (`masked_head`); fine-tuning uses the encoder alone, as the paper does. `subword_vocab`
+    (CANINE-S: the tokens by id, `subword_vocab_of`) lets its `fill` name the subwords. The GELU
+    variant is written to config.json as `hidden_act`. `max_length` is the tokenizer's
+    model_max_length (default: the position table's size); `files` are written beside (a model
+    card README.md). `path` is a local directory or any fsspec URL; the export is published
+    whole (`publish`).
     """
     from transformers import CanineConfig as HFConfig
     from transformers import CanineModel as HFModel
@@ -143,6 +152,10 @@ def export_hf(model, path, max_length: int | None = None, files: dict[str, bytes
     hf_model = HFModel(HFConfig(**hf_config_dict(encoder.config)))
     # strict: a key we forgot or invented fails here, not when someone loads the export.
     hf_model.load_state_dict({k: v.detach().to(torch.float32) for k, v in weights.items()}, strict=True)
+    head = masked_head(model, subword_vocab) if isinstance(model, CaninePretrainingModel) else None
+    if head is not None:
+        hf_model.config.pretraining_head = head[0]
+        hf_model.config.auto_map = {MASKED_AUTO_CLASS: f"{MASKED_MODULE}.{MASKED_CLASS}"}
     # CANINE's tokenizer has no vocabulary: its config alone (the special codepoints, the length).
     tokenizer = CanineTokenizer(model_max_length=max_length or encoder.config.max_position_embeddings)
 
@@ -150,12 +163,88 @@ def export_hf(model, path, max_length: int | None = None, files: dict[str, bytes
         with _progress_bars_off():
             hf_model.save_pretrained(directory)
         tokenizer.save_pretrained(directory)
+        if head is not None:
+            _write_head(directory, head[1], subword_vocab)
         for name, data in (files or {}).items():
             with open(os.path.join(directory, name), "wb") as f:
                 f.write(data)
 
     publish(write, str(path))
     return str(path)
+
+
+# The remote-code model of an export (training/hf_masked.py, copied in as MASKED_MODULE + ".py").
+MASKED_MODULE = "modeling_canine_masked"
+MASKED_CLASS = "CanineForMaskedPrediction"
+# The Auto class config.json's auto_map names: it is the one people reach for to predict masked
+# input (transformers' "fill-mask"); AutoModelForPreTraining would promise BERT's MLM + NSP pair.
+MASKED_AUTO_CLASS = "AutoModelForMaskedLM"
+# The head's tensors in model.safetensors. `AutoModel` (a CanineModel) loads the encoder and lists
+# these as UNEXPECTED in transformers' load report; the name says what they are.
+HEAD_PREFIX = "pretraining_head."
+
+
+def masked_head(model, subword_vocab: list[str] | None = None) -> tuple[dict, dict[str, torch.Tensor]]:
+    """(config.json's `pretraining_head`, the head's tensors under HEAD_PREFIX) of a
+    CaninePretrainingModel. Its module and tensor names are training/heads.py's, so the tensors
+    go across as they are; they are loaded strictly into hf_masked's head here, so a name
+    that differs fails at export, not when someone loads the export."""
+    from transformers import CanineConfig as HFConfig
+
+    from training import hf_masked
+
+    config = model.encoder.config
+    hf_config = HFConfig(**hf_config_dict(config))
+    if model.objective == "char":
+        spec = {"objective": "char", "char_reveal": config.char_reveal}
+        module = hf_masked.CharHead(hf_config, config.char_reveal)
+    else:
+        if subword_vocab is not None and len(subword_vocab) != config.num_subword_vocab:
+            raise ValueError(f"the subword vocabulary has {len(subword_vocab)} tokens, the model's CANINE-S head "
+                             f"{config.num_subword_vocab}: it was trained on other data; export with that data's "
+                             "tokenizer")
+        spec = {"objective": "subword", "vocab_size": config.num_subword_vocab}
+        module = hf_masked.SubwordHead(hf_config, config.num_subword_vocab)
+    tensors = {k.removeprefix("head."): v.detach().to(torch.float32).contiguous()
+               for k, v in model.state_dict().items() if k.startswith("head.")}
+    module.load_state_dict(tensors, strict=True)
+    return spec, {f"{HEAD_PREFIX}{k}": v for k, v in tensors.items()}
+
+
+def _write_head(directory: str, tensors: dict[str, torch.Tensor], subword_vocab: list[str] | None) -> None:
+    """Add the head's tensors to model.safetensors (the encoder's keep their CanineModel names),
+    and the remote-code module and CANINE-S vocabulary beside."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    from training import hf_masked
+
+    weights = os.path.join(directory, "model.safetensors")
+    with safe_open(weights, "pt") as f:
+        metadata = f.metadata()
+    save_file({**load_file(weights), **tensors}, weights, metadata=metadata)
+    shutil.copyfile(hf_masked.__file__, os.path.join(directory, f"{MASKED_MODULE}.py"))
+    if subword_vocab is not None:
+        with open(os.path.join(directory, hf_masked.SUBWORD_VOCAB_FILE), "w", encoding="utf-8") as f:
+            json.dump(subword_vocab, f, ensure_ascii=False)
+
+
+def subword_vocab_of(data_path: str) -> list[str] | None:
+    """CANINE-S's vocabulary, the tokens by id, from the tokenizer of the shards at `data_path`
+    (contract/schema.py TOKENIZER); None where it is missing or unreadable (the export then
+    names no subwords, its encoder is unaffected)."""
+    from tokenizers import Tokenizer
+
+    from contract import schema
+    from training import rundir
+
+    try:
+        raw = rundir.read(rundir.join(data_path, schema.TOKENIZER)) if data_path else None
+        vocab = Tokenizer.from_str(raw.decode("utf-8")).get_vocab(with_added_tokens=True) if raw else {}
+    except Exception:  # OSError reading it; the tokenizers library raises a bare Exception on bad JSON
+        return None
+    tokens = sorted(vocab, key=vocab.get)
+    return tokens if [vocab[t] for t in tokens] == list(range(len(tokens))) and tokens else None
 
 
 # Written last into an export: its files and their sha256. On an object store, where a folder

@@ -1,0 +1,247 @@
+"""An export of a pretraining model also holds its head (training/hf_masked.py, remote code):
+AutoModelForMaskedLM loads it with trust_remote_code, its logits are the pretraining model's, its
+`fill` answers a fill-in query in three lines; AutoModel still gives the plain CanineModel."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from safetensors import safe_open
+from transformers import AutoModel
+from transformers import CanineModel as HFModel
+
+from contract import schema
+from pipeline.tokenizer import train_wordpiece
+from training import hf_masked
+from training.canine_config import of_size
+from training.heads import CaninePretrainingModel
+from training.hf import HEAD_PREFIX, MASKED_MODULE, export_hf, subword_vocab_of
+
+from canine_fixtures import one_thread, padded_inputs  # noqa: F401 (autouse fixture)
+from test_export import write_run
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Relative to the logits' largest magnitude. Both sides run fp32; the encoders differ only in
+# their kernels' summation order (tests/training/test_hf.py measures that).
+REL_TOL = 1e-5
+
+
+def _model(objective: str, **overrides) -> CaninePretrainingModel:
+    torch.manual_seed(0)
+    vocab = {"num_subword_vocab": 300} if objective == "subword" else {}
+    model = CaninePretrainingModel(of_size("tiny", **{"sop_loss_weight": 0.0, **vocab, **overrides}), objective)
+    with torch.no_grad():  # a trained-looking head: biases and norms away from their 0 / 1 init
+        for name, p in model.head.named_parameters():
+            if "bias" in name or "norm" in name:
+                p.add_(0.05 * torch.randn_like(p))
+            else:
+                p.mul_(3)
+    return model.eval()
+
+
+def _batch(objective: str, L=150, lengths=(150, 97), P=12, seed=1) -> dict:
+    """Inputs with padding (row 2 from 97 on), P prediction slots of which the last 3 of row 2
+    are padding slots (position 0, weight 0), as training/batch.py builds them."""
+    ids, mask, types = padded_inputs(L, lengths, seed)
+    g = torch.Generator().manual_seed(seed)
+    positions = torch.stack([torch.randperm(n - 2, generator=g)[:P] + 1 for n in lengths])  # inside CLS .. SEP
+    weights = torch.ones(len(lengths), P)
+    weights[1, -3:] = 0
+    positions = positions * weights.long()
+    batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+    if objective == "char":
+        gold = torch.randint(1, 0x3000, positions.shape, generator=g) * weights.long()
+        order = torch.argsort(torch.rand(positions.shape, generator=g) + (weights == 0), 1)  # padding slots last
+        batch.update(char_positions=positions, char_gold_ids=gold, char_targets=gold % 2048, char_order=order,
+                     char_weights=weights)
+    else:
+        labels = torch.randint(0, 300, positions.shape, generator=g)
+        batch.update(subword_positions=positions, subword_labels=labels, subword_weights=weights)
+    return batch
+
+
+def _relative(ours, theirs) -> float:
+    return ((ours - theirs).abs().max() / theirs.abs().max()).item()
+
+
+@pytest.mark.parametrize("reveal", ["shifted", "two_stream"])
+def test_char_head_logits_are_the_pretraining_models(tmp_path, reveal):
+    model = _model("char", char_reveal=reveal)
+    export_hf(model, tmp_path)
+    masked = hf_masked.CanineForMaskedPrediction.from_pretrained(tmp_path).eval()
+    batch = _batch("char")
+    order = batch["char_order"]
+    with torch.no_grad():
+        ours = model(batch, return_logits=True).logits  # (B, P, buckets), step order
+        theirs = masked(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
+                        positions=batch["char_positions"].gather(1, order),
+                        gold_ids=batch["char_gold_ids"].gather(1, order)).logits
+    assert theirs.shape == ours.shape == (2, 12, 2048)
+    assert _relative(ours, theirs) <= REL_TOL
+    # The reveal order matters: the same steps read in another order give other logits.
+    with torch.no_grad():
+        other = masked(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
+                       positions=batch["char_positions"], gold_ids=batch["char_gold_ids"]).logits
+    assert _relative(ours, other) > 1e-3
+
+
+def test_subword_head_logits_are_the_pretraining_models(tmp_path):
+    model = _model("subword")
+    export_hf(model, tmp_path)
+    masked = hf_masked.CanineForMaskedPrediction.from_pretrained(tmp_path).eval()
+    batch = _batch("subword")
+    with torch.no_grad():
+        ours = model(batch, return_logits=True).logits  # (B, P, vocabulary)
+        theirs = masked(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"],
+                        positions=batch["subword_positions"], labels=batch["subword_labels"])
+    assert theirs.logits.shape == ours.shape == (2, 12, 300)
+    assert _relative(ours, theirs.logits) <= REL_TOL
+    everywhere = masked(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"]).logits  # (B, L, V)
+    assert everywhere.shape == (2, 150, 300)
+    # labels give transformers' usual mean cross-entropy
+    expected = torch.nn.functional.cross_entropy(ours.flatten(0, 1), batch["subword_labels"].flatten())
+    assert abs(theirs.loss.item() - expected.item()) <= 1e-5 * expected.item()
+
+
+def _greedy_fill_by_our_model(model: CaninePretrainingModel, text: str) -> list[str]:
+    """What fill must answer for CANINE-C, computed with the project's model: the masked
+    characters left to right, each step seeing the characters decided before it, each bucket
+    read as its lowest printable codepoint."""
+    ids = [schema.CLS] + [schema.MASK if c == "_" else ord(c) for c in text] + [schema.SEP]
+    masked = [i for i, c in enumerate(ids) if c == schema.MASK]
+    P, buckets = len(masked), model.config.num_hash_buckets
+    decided = []
+    for t in range(P):
+        gold = torch.tensor([[ord(c) for c in decided] + [schema.BOS] * (P - t)])
+        batch = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long),
+                 "token_type_ids": torch.zeros(1, len(ids), dtype=torch.long),
+                 "char_positions": torch.tensor([masked]), "char_gold_ids": gold, "char_order": torch.arange(P)[None],
+                 "char_targets": torch.zeros(1, P, dtype=torch.long), "char_weights": torch.ones(1, P)}
+        with torch.no_grad():
+            bucket = int(model(batch, return_logits=True).logits[0, t].argmax())
+        decided.append(next(chr(c) for c in range(bucket, 0x110000, buckets) if chr(c).isprintable()))
+    return decided
+
+
+def _three_lines(path: str, text: str) -> str:
+    return ("from transformers import AutoModelForMaskedLM\n"
+            f"model = AutoModelForMaskedLM.from_pretrained({path!r}, trust_remote_code=True)\n"
+            f"print(model.fill({text!r}))\n")
+
+
+# The venv has canine-pretrain installed; a user of an export may not: its packages made unimportable.
+_NOT_INSTALLED = "import sys; sys.modules.update(dict.fromkeys(['training', 'contract', 'pipeline', 'jobs']))\n"
+
+
+def _run_as_a_user(tmp_path, code: str, cwd) -> subprocess.CompletedProcess:
+    """`python -c code` without canine-pretrain, from another directory, offline, with
+    transformers' module and hub caches in tmp_path."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"), HF_MODULES_CACHE=str(tmp_path / "modules"))
+    return subprocess.run([sys.executable, "-c", _NOT_INSTALLED + code], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_canine_export_then_the_three_line_fill_in_example_runs_without_the_project(tmp_path):
+    model = write_run(str(tmp_path / "run"), str(tmp_path / "shards"))  # a finished CANINE-C run
+    (tmp_path / "shards").mkdir()
+    exported = subprocess.run([sys.executable, "-m", "jobs.cli", "export", "run", "--to", "exports/canine-c"],
+                              cwd=tmp_path, env={**os.environ, "PYTHONPATH": REPO}, capture_output=True, text=True,
+                              timeout=300)
+    assert exported.returncode == 0, exported.stderr
+    export = tmp_path / "exports" / "canine-c"
+    with open(os.path.join(REPO, "training", "hf_masked.py"), "rb") as f:
+        assert (export / f"{MASKED_MODULE}.py").read_bytes() == f.read()
+    text = "The capital of France is P____."
+    expected = _greedy_fill_by_our_model(model.eval(), text)
+    assert len(expected) == 4
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    # One interpreter (each start costs seconds): relative to its directory, then absolute.
+    code = _three_lines(os.path.join("..", "exports", "canine-c"), text) + _three_lines(str(export), text)
+    probe = "try:\n    import training\nexcept ModuleNotFoundError:\n    print('standalone')\n"
+    done = _run_as_a_user(tmp_path, code + probe, elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [repr(expected), repr(expected), "standalone"]
+
+
+def test_subword_fill_names_subwords_from_the_runs_vocabulary(tmp_path):
+    texts = ["the capital of france is paris", "paris is a city in france", "a city of lights"] * 20
+    tokenizer = train_wordpiece(texts, vocab_size=120)
+    (tmp_path / "data").mkdir()
+    tokenizer.save(str(tmp_path / "data" / schema.TOKENIZER))
+    vocab = subword_vocab_of(str(tmp_path / "data"))
+    assert vocab is not None and len(vocab) == tokenizer.vocab_size
+    assert all(tokenizer.hf.token_to_id(token) == i for i, token in enumerate(vocab))
+    assert subword_vocab_of(str(tmp_path / "nowhere")) is None
+
+    model = _model("subword", num_subword_vocab=len(vocab))
+    export_hf(model, tmp_path / "s", subword_vocab=vocab)
+    assert json.loads((tmp_path / "s" / hf_masked.SUBWORD_VOCAB_FILE).read_text(encoding="utf-8")) == vocab
+    text = "The capital of France is _____, a ___."  # two masked subwords: 5 and 3 characters
+    masked = hf_masked.CanineForMaskedPrediction.from_pretrained(tmp_path / "s").eval()
+    answer = masked.fill(text)
+    # Read at the first character of each run, over the exported vocabulary: the project's model says the same.
+    ids = [schema.CLS] + [schema.MASK if c == "_" else ord(c) for c in text] + [schema.SEP]
+    starts = [i for i, c in enumerate(ids) if c == schema.MASK and ids[i - 1] != schema.MASK]
+    batch = {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long),
+             "token_type_ids": torch.zeros(1, len(ids), dtype=torch.long), "subword_positions": torch.tensor([starts]),
+             "subword_labels": torch.zeros(1, 2, dtype=torch.long), "subword_weights": torch.ones(1, 2)}
+    with torch.no_grad():
+        best = model(batch, return_logits=True).logits[0].argmax(-1).tolist()
+    assert answer == [vocab[i] for i in best] and len(answer) == 2
+
+    export_hf(model, tmp_path / "no-vocab")  # the run's data was unreadable: the encoder still exports
+    bare = hf_masked.CanineForMaskedPrediction.from_pretrained(tmp_path / "no-vocab")
+    with pytest.raises(ValueError, match="subword_vocab.json"):
+        bare.fill(text)
+    bare.subword_vocab = vocab
+    assert bare.fill(text) == answer
+    with pytest.raises(ValueError, match="other data"):
+        export_hf(_model("subword", num_subword_vocab=len(vocab) + 1), tmp_path / "wrong", subword_vocab=vocab)
+
+
+def test_fill_alphabet_and_refusals(tmp_path):
+    model = _model("char", char_reveal="two_stream")
+    export_hf(model, tmp_path)
+    masked = hf_masked.CanineForMaskedPrediction.from_pretrained(tmp_path).eval()
+    assert masked.fill("a [?]b", mask="[?]") == masked.fill("a _b")  # any mask string, one character each
+    answer = masked.fill("Seoul is in ___.", alphabet="한국어ab")
+    assert len(answer) == 3 and set(answer) <= set("한국어ab")
+    with pytest.raises(ValueError, match="nothing to fill"):
+        masked.fill("no masks here")
+    with pytest.raises(ValueError, match="at most 2048"):
+        masked.fill("_" * 2047)
+    with pytest.raises(ValueError, match="positions and gold_ids"):
+        masked(torch.tensor([[schema.CLS, schema.MASK, 65, 66, schema.SEP]]))
+
+
+def test_automodel_still_loads_the_plain_encoder(tmp_path):
+    model = _model("char")
+    export_hf(model.encoder, tmp_path / "encoder")  # a bare encoder: exactly the export of before
+    assert sorted(os.listdir(tmp_path / "encoder")) == ["canine_export.json", "config.json", "model.safetensors",
+                                                         "tokenizer_config.json"]
+    config = json.loads((tmp_path / "encoder" / "config.json").read_text())
+    assert "auto_map" not in config and "pretraining_head" not in config
+    export_hf(model, tmp_path / "full")
+    config = json.loads((tmp_path / "full" / "config.json").read_text())
+    assert config["auto_map"] == {"AutoModelForMaskedLM": f"{MASKED_MODULE}.CanineForMaskedPrediction"}
+    assert config["pretraining_head"] == {"objective": "char", "char_reveal": "shifted"}
+    assert config["architectures"] == ["CanineModel"]
+
+    plain = HFModel.from_pretrained(tmp_path / "encoder")
+    full, info = AutoModel.from_pretrained(tmp_path / "full", output_loading_info=True)
+    assert type(full) is HFModel
+    assert not info["missing_keys"] and info["unexpected_keys"]
+    assert all(k.startswith(HEAD_PREFIX) for k in info["unexpected_keys"])  # the head, and nothing else
+    assert full.state_dict().keys() == plain.state_dict().keys()
+    for key, tensor in plain.state_dict().items():
+        assert torch.equal(full.state_dict()[key], tensor), key
+    # The masked model's state dict is model.safetensors as it is: nothing missing, nothing left over.
+    masked, info = hf_masked.CanineForMaskedPrediction.from_pretrained(tmp_path / "full", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    with safe_open(tmp_path / "full" / "model.safetensors", "pt") as f:
+        assert set(f.keys()) == set(masked.state_dict())

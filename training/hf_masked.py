@@ -1,0 +1,267 @@
+"""CANINE with its pretraining head, for transformers' `trust_remote_code`: masked prediction.
+
+canine-pretrain copies this file into an export of a pretraining run as modeling_canine_masked.py;
+config.json's `auto_map` points `AutoModelForMaskedLM` at `CanineForMaskedPrediction`:
+
+    from transformers import AutoModelForMaskedLM
+    model = AutoModelForMaskedLM.from_pretrained(PATH, trust_remote_code=True)
+    model.fill("The capital of France is P____.")   # CANINE-C: one character per "_"
+
+It imports only torch and transformers, so it runs where canine-pretrain is not installed. The
+encoder is transformers' own CanineModel (its weights keep the plain CanineModel names in
+model.safetensors, which `AutoModel` loads as before). The head is the run's objective, written
+out again with the module and tensor names of canine-pretrain's training/heads.py, so its
+weights are stored as they were trained, under the prefix `pretraining_head.`. config.json's
+`pretraining_head` names it: {"objective": "char", "char_reveal": "shifted" | "two_stream"}
+(CANINE-C, logits over codepoint % num_hash_buckets) or {"objective": "subword", "vocab_size": V}
+(CANINE-S, logits over the subword vocabulary written beside as subword_vocab.json).
+"""
+
+from __future__ import annotations  # `int | None` on Python 3.9, which transformers 4.x supports
+
+import json
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import CanineModel
+from transformers.modeling_outputs import MaskedLMOutput
+
+# CANINE's special codepoints (private use area), as CanineTokenizer has them.
+CLS, SEP, BOS, MASK = 0xE000, 0xE001, 0xE002, 0xE003
+# Hash k of codepoint x is ((x + 1) * PRIMES[k]) % num_hash_buckets (CANINE's hash embedding).
+PRIMES = (31, 43, 59, 61, 73, 97, 103, 113, 137, 149, 157, 173, 181, 193, 211, 223)
+SUBWORD_VOCAB_FILE = "subword_vocab.json"  # the CANINE-S vocabulary: a JSON list of tokens by id
+
+
+def gelu(x, name: str):
+    """GELU as config.hidden_act names it: exact erf for "gelu", else the tanh approximation."""
+    return F.gelu(x, approximate="none" if name == "gelu" else "tanh")
+
+
+class Transform(nn.Module):
+    """dense -> GELU -> LayerNorm (BERT's prediction-head transform)."""
+
+    def __init__(self, config, in_features: int):
+        super().__init__()
+        self.dense = nn.Linear(in_features, config.hidden_size)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.act = config.hidden_act
+
+    def forward(self, x):
+        return self.norm(gelu(self.dense(x), self.act))
+
+
+class TransformerLayer(nn.Module):
+    """A post-LayerNorm BERT layer with fused query / key / value rows (in that order)."""
+
+    def __init__(self, config):
+        super().__init__()
+        d = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.attn_out = nn.Linear(d, d)
+        self.attn_norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
+        self.ffn_in = nn.Linear(d, config.intermediate_size)
+        self.ffn_out = nn.Linear(config.intermediate_size, d)
+        self.ffn_norm = nn.LayerNorm(d, eps=config.layer_norm_eps)
+        self.act = config.hidden_act
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.attention_dropout = config.attention_probs_dropout_prob
+
+    def forward(self, x, visible, queries: int | None = None):
+        """x (B, Lk, d); visible (Lq, Lk) bool, True where a query sees a key; the queries are
+        the first `queries` rows of x (all of them by default)."""
+        B, Lk, d = x.shape
+        H = self.num_heads
+        residual = x if queries is None else x[:, :queries]  # (B, Lq, d)
+        w_q, w_kv = self.qkv.weight.split([d, 2 * d])
+        b_q, b_kv = self.qkv.bias.split([d, 2 * d])
+        q = F.linear(residual, w_q, b_q).view(B, -1, H, d // H).transpose(1, 2)  # (B, H, Lq, dh)
+        k, v = F.linear(x, w_kv, b_kv).view(B, Lk, 2, H, d // H).permute(2, 0, 3, 1, 4).unbind(0)  # (B, H, Lk, dh)
+        dropout_p = self.attention_dropout if self.training else 0.0
+        context = F.scaled_dot_product_attention(q, k, v, attn_mask=visible, dropout_p=dropout_p)  # (B, H, Lq, dh)
+        h = self.attn_norm(residual + self.dropout(self.attn_out(context.transpose(1, 2).reshape(B, -1, d))))
+        return self.ffn_norm(h + self.dropout(self.ffn_out(gelu(self.ffn_in(h), self.act))))
+
+
+class CharHead(nn.Module):
+    """CANINE-C: the predicted positions in a chosen order; each step predicts its character's
+    bucket (codepoint % num_hash_buckets) from its position's final encoding and the characters
+    of the earlier steps, through [y ; character embedding] -> d and one transformer layer.
+    The gold characters' embeddings are the encoder's own hash embeddings.
+
+    `reveal` is how the earlier characters are seen (config.json pretraining_head.char_reveal):
+    - "shifted": step t's row is [y(p_t) ; e(g_(t-1))] (BOS at step 0) under a causal mask.
+    - "two_stream": step t queries with [y(p_t) ; e(BOS)] (its position, nothing revealed) and
+      sees that row plus [y(p_s) ; e(g_s)] of every earlier step s (each character at its own
+      position)."""
+
+    def __init__(self, config, reveal: str):
+        super().__init__()
+        if reveal not in ("shifted", "two_stream"):
+            raise ValueError(f"pretraining_head.char_reveal must be 'shifted' or 'two_stream', got {reveal!r}")
+        self.reveal = reveal
+        self.project = Transform(config, 2 * config.hidden_size)
+        self.layer = TransformerLayer(config)
+        self.output = nn.Linear(config.hidden_size, config.num_hash_buckets)
+
+    def forward(self, y_steps, gold_steps, embed):
+        """y_steps (B, P, d) and gold codepoints (B, P) in step order -> (B, P, d) for `output`.
+        Step t never reads gold_steps[:, t:], so a greedy decoder may leave them anything."""
+        B, P = gold_steps.shape
+        steps = torch.arange(P, device=y_steps.device)
+        if self.reveal == "shifted":
+            previous = torch.cat([gold_steps.new_full((B, 1), BOS), gold_steps[:, :-1]], dim=1)  # (B, P)
+            x = self.project(torch.cat([y_steps, embed(previous)], dim=-1))  # (B, P, d)
+            return self.layer(x, visible=steps[None, :] <= steps[:, None])
+        nothing = embed(gold_steps.new_full((1, 1), BOS)).expand(B, P, -1)
+        queries = self.project(torch.cat([y_steps, nothing], dim=-1))  # (B, P, d)
+        content = self.project(torch.cat([y_steps, embed(gold_steps)], dim=-1))  # (B, P, d)
+        # Keys 0..P-1: the query rows (step t sees only its own); P..2P-1: content of steps s < t.
+        keys = torch.arange(2 * P, device=y_steps.device)
+        visible = (keys[None, :] == steps[:, None]) | ((keys[None, :] >= P) & (keys[None, :] - P < steps[:, None]))
+        return self.layer(torch.cat([queries, content], dim=1), visible=visible, queries=P)
+
+
+class SubwordHead(nn.Module):
+    """CANINE-S: the final encoding at one character of a masked subword, transform, logits over
+    the subword vocabulary."""
+
+    def __init__(self, config, vocab_size: int):
+        super().__init__()
+        self.transform = Transform(config, config.hidden_size)
+        self.output = nn.Linear(config.hidden_size, vocab_size)
+
+    def forward(self, y):
+        return self.transform(y)  # (B, P, d) for `output`
+
+
+class CanineForMaskedPrediction(CanineModel):
+    """transformers' CanineModel plus its run's pretraining head (`self.pretraining_head`).
+
+    A CanineModel extended, not one held as `self.canine`: its state dict is then exactly the
+    export's model.safetensors, the encoder under the plain CanineModel names, whatever the
+    transformers version (4.x refuses a wrapper whose checkpoint has the base model's names
+    beside a head's: "The state dictionary ... is corrupted").
+
+    forward(input_ids, ..., positions, gold_ids) gives the head's logits (B, P, classes) at
+    `positions` (B, P): CANINE-C, the steps in that order, each having seen the characters
+    (codepoints) `gold_ids` (B, P) of the steps before it (teacher forcing, as in pretraining);
+    CANINE-S, one prediction per position (default: every position). `encode` is the plain
+    CanineModel's forward; `fill(text)` is the fill-in query."""
+
+    def __init__(self, config):
+        super().__init__(config)
+        head = getattr(config, "pretraining_head", None) or {}
+        self.objective = head.get("objective")
+        if self.objective not in ("char", "subword"):
+            raise ValueError("config.json has no pretraining_head.objective ('char' or 'subword'): this export holds "
+                             "only the encoder; load it with AutoModel")
+        if self.objective == "char":
+            self.pretraining_head = CharHead(config, head.get("char_reveal", "shifted"))
+        else:
+            self.pretraining_head = SubwordHead(config, int(head["vocab_size"]))
+        self.subword_vocab = None  # list of tokens by id, read from SUBWORD_VOCAB_FILE on first use
+        self.post_init()
+
+    def encode(self, input_ids, attention_mask=None, token_type_ids=None):
+        """The encoder's final character encodings (B, L, d)."""
+        return super().forward(input_ids=input_ids, attention_mask=attention_mask,
+                               token_type_ids=token_type_ids).last_hidden_state
+
+    def embed_codepoints(self, ids):
+        """(..) codepoints -> (.., d): the encoder's hash embeddings (before position and type)."""
+        tables, B = self.char_embeddings, self.config.num_hash_buckets
+        return torch.cat([getattr(tables, f"HashBucketCodepointEmbedder_{k}")(((ids + 1) * prime) % B)
+                          for k, prime in enumerate(PRIMES[: self.config.num_hash_functions])], dim=-1)
+
+    def forward(self, input_ids, attention_mask=None, token_type_ids=None, positions=None, gold_ids=None,
+                labels=None, return_dict=None, **kwargs):
+        """labels (B, P): targets at the steps (CANINE-C: codepoint % num_hash_buckets), -100 = none."""
+        hidden = self.encode(input_ids, attention_mask, token_type_ids)  # (B, L, d)
+        if positions is None:
+            if self.objective == "char":
+                raise ValueError("CANINE-C predicts in a reveal order: pass positions and gold_ids (or use fill)")
+            positions = torch.arange(hidden.shape[1], device=hidden.device).expand(hidden.shape[0], -1)
+        y = hidden.gather(1, positions.unsqueeze(-1).expand(-1, -1, hidden.shape[-1]))  # (B, P, d)
+        if self.objective == "char":
+            if gold_ids is None:
+                raise ValueError("CANINE-C needs gold_ids: the characters revealed to the later steps")
+            h = self.pretraining_head(y, gold_ids, self.embed_codepoints)
+        else:
+            h = self.pretraining_head(y)
+        logits = self.pretraining_head.output(h)  # (B, P, classes)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
+        return MaskedLMOutput(loss=loss, logits=logits)
+
+    @torch.no_grad()
+    def fill(self, text: str, mask: str = "_", alphabet: str | None = None) -> list[str]:
+        """Predictions for the masked characters of `text`, each occurrence of `mask` being one.
+
+        CANINE-C: one character per masked character, decoded greedily left to right (pretraining
+        revealed them in a shuffled order; any order is one the head has learned). The head gives
+        a bucket, codepoint % num_hash_buckets, shared by several codepoints: the answer is the
+        lowest printable one, or with `alphabet` (a string) the best-scoring of its characters.
+        CANINE-S: one subword per run of consecutive masked characters (pretraining masked a
+        whole subword, one MASK per character, and read the prediction at one of its
+        characters: here the first), from subword_vocab.json."""
+        if not mask:
+            raise ValueError("mask must be a non-empty string")
+        parts = text.split(mask)
+        ids, masked = [CLS], []
+        for i, part in enumerate(parts):
+            if i:
+                masked.append(len(ids))
+                ids.append(MASK)
+            ids.extend(ord(c) for c in part)
+        ids.append(SEP)
+        if not masked:
+            raise ValueError(f"nothing to fill: the text has no {mask!r}")
+        if len(ids) > self.config.max_position_embeddings:
+            raise ValueError(f"{len(ids)} characters with CLS and SEP; the model reads at most "
+                             f"{self.config.max_position_embeddings}")
+        input_ids = torch.tensor([ids], device=self.device)
+        if self.objective == "subword":
+            starts = [p for i, p in enumerate(masked) if i == 0 or masked[i - 1] != p - 1]  # each run's first
+            logits = self(input_ids, positions=torch.tensor([starts], device=self.device)).logits[0]
+            vocab = self._subword_vocab()
+            return [vocab[i] for i in logits.argmax(-1).tolist()]
+        hidden = self.encode(input_ids)  # (1, L, d)
+        y = hidden[:, masked]  # (1, P, d), steps left to right
+        gold = torch.full((1, len(masked)), BOS, device=self.device)  # filled in as they are decided
+        head, answer = self.pretraining_head, []
+        for t in range(len(masked)):  # steps 0..t depend only on the characters before t
+            logits = head.output(head(y[:, : t + 1], gold[:, : t + 1], self.embed_codepoints))[0, t]
+            character = self._character(logits, alphabet)
+            gold[0, t] = ord(character)
+            answer.append(character)
+        return answer
+
+    def _character(self, logits, alphabet):
+        """The character of a CANINE-C prediction (logits over buckets)."""
+        buckets = logits.shape[-1]
+        if alphabet:
+            choices = sorted(set(alphabet))
+            scores = logits[torch.tensor([ord(c) % buckets for c in choices], device=logits.device)]
+            return choices[int(scores.argmax())]
+        bucket = int(logits.argmax())
+        return next((chr(c) for c in range(bucket, 0x110000, buckets) if chr(c).isprintable()), chr(bucket))
+
+    def _subword_vocab(self) -> list[str]:
+        if self.subword_vocab is None:
+            from transformers.utils import cached_file
+
+            where = self.config.name_or_path  # what from_pretrained was given: a directory or a hub name
+            try:
+                path = cached_file(where, SUBWORD_VOCAB_FILE) if where else None
+            except OSError:  # transformers' "does not appear to have a file named ..."
+                path = None
+            if path is None:
+                raise ValueError(f"{where or 'this model'} has no {SUBWORD_VOCAB_FILE}: the export could not read the "
+                                 "run's subword vocabulary; set model.subword_vocab to the list of tokens by id")
+            with open(path, encoding="utf-8") as f:
+                self.subword_vocab = json.load(f)
+        return self.subword_vocab
