@@ -14,6 +14,13 @@ The index (`offset:page_id:title`, ~100 pages per bz2 stream) is what lets Beam 
 that bz2 alone cannot (docs/canine.md, "Training-stack facts"); pipeline/sources/multistream.py finds it beside
 the dump by this same naming. `parse_dump` is pure: nothing is contacted. `pin_latest` and
 `missing_files` read the mirror, and only when called.
+
+A mirror that cannot be reached is not a missing dump: "missing on the mirror" is said only when
+the mirror answered that it has no such file; a refused connection, a host name that does not
+resolve, a time-out or an HTTP error status is named as such, with the host (InputError, from
+pipeline/sources/network.py). Each request to an HTTP(S) mirror waits at most
+network.TIMEOUT_S seconds to connect and between reads, and a wait of more than a second says in
+the log what it waits for.
 """
 
 import dataclasses
@@ -23,6 +30,8 @@ import re
 import xml.etree.ElementTree as ET
 
 import fsspec
+
+from contract.files import redact
 
 DEFAULT_MIRROR = "https://dumps.wikimedia.org"
 LATEST = "latest"
@@ -103,10 +112,14 @@ def pin_latest(dump: Dump) -> Dump:
     if dump.date != LATEST:
         return dump
     url = dump.latest_feed_url
+    fs, path = _mirror_fs(url)
     try:
-        with fsspec.open(url, "rb") as f:
+        with _waiting(url, f"the feed of {dump.wiki} latest"), fs.open(path, "rb") as f:
             feed = f.read()
-    except FileNotFoundError:
+    except OSError as e:  # fsspec's HTTP filesystem: FileNotFoundError for a refused connection too
+        _raise_if_unreachable(url, e, f"reading the feed of {dump.wiki} latest", dump)
+        if not isinstance(e, FileNotFoundError):
+            raise
         raise DumpNotFound(
             f"{url}: no feed for {dump.wiki} latest on this mirror; name the date instead "
             f"(--dump {dump.lang}:YYYYMMDD), or check --mirror ({dump.mirror})") from None
@@ -121,14 +134,57 @@ def pin_latest(dump: Dump) -> Dump:
     return dataclasses.replace(dump, date=_check_date(dates.pop(), url))
 
 
-def missing_files(dump: Dump) -> list[str]:
-    """The dump and index URLs that the mirror does not have (empty when both exist)."""
+def missing_files(dump: Dump, timeout_s: float | None = None) -> list[str]:
+    """The dump and index URLs that the mirror does not have (empty when both exist). Raises
+    InputError naming the host and what failed when the mirror cannot be reached; `timeout_s`
+    bounds each wait on an HTTP(S) mirror (network.TIMEOUT_S)."""
+    from pipeline.sources import network
+
     missing = []
     for url in (dump.dump_url, dump.index_url):
-        fs, path = fsspec.core.url_to_fs(url)
-        if not fs.exists(path):
+        fs, path = _mirror_fs(url, timeout_s)
+        with _waiting(url, url.rsplit("/", 1)[-1], timeout_s):
+            found = network.exists(fs, path, url, "checking the mirror for it", _todo(dump))
+        if not found:
             missing.append(url)
     return missing
+
+
+def _http(url: str) -> bool:
+    return url.split("://", 1)[0] in ("http", "https")
+
+
+def _mirror_fs(url: str, timeout_s: float | None = None):
+    """The filesystem and path of a mirror URL; on HTTP(S) with each wait bounded (to connect, and
+    between reads): aiohttp's default waits up to 5 minutes a request."""
+    if not _http(url):
+        return fsspec.core.url_to_fs(url)
+    import aiohttp
+
+    from pipeline.sources import network
+
+    t = network.TIMEOUT_S if timeout_s is None else timeout_s
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=t, sock_read=t)
+    return fsspec.core.url_to_fs(url, client_kwargs={"timeout": timeout})
+
+
+def _waiting(url: str, what: str, timeout_s: float | None = None):
+    """Says, once a wait on the mirror passes network.NOTICE_S, what it waits for."""
+    from pipeline.sources import network
+
+    timeout_s = network.TIMEOUT_S if timeout_s is None else timeout_s
+    return network.waiting(f"{redact(network.where(None, url))} to send {what}", timeout_s)
+
+
+def _raise_if_unreachable(url: str, error: BaseException, doing: str, dump: Dump) -> None:
+    from pipeline.sources import network
+
+    if (unreachable := network.unreachable(url, error, doing, _todo(dump))):
+        raise unreachable from None
+
+
+def _todo(dump: Dump) -> str:
+    return f"check the network, or give another --mirror (now {dump.mirror})"
 
 
 def output_subpath(dumps: list[Dump]) -> str:

@@ -6,6 +6,12 @@ same on every runner; only these options differ.
     canine preprocess pipeline/sample/*.xml --output out/shards --runner DaskRunner \\
         -- --dask_client_address tcp://scheduler:8786                                          # a running Dask cluster
 
+`check_launch` refuses, before anything is written, a DataflowRunner run that cannot work: an
+`--output` or input on this machine's disk (Dataflow's workers run on Google Cloud machines and
+cannot reach it) and a launch without network. Beam would otherwise find the latter by waiting:
+checking the staging bucket retries for minutes, and staging the job's files retries 7 times
+from 5 s, doubling (`apache_beam.utils.retry`), about 10 minutes, before it fails.
+
 `DaskRunner` is Beam's (apache_beam/runners/dask, Beam 2.77) with the gaps that break this job
 filled in (pipeline/dask_runner.py). Beam knows no runner of that short name, so it is mapped
 to that module's class path. This module imports Beam only when options are built, and Dask
@@ -15,6 +21,11 @@ this one and `canine inspect` stays light.
 
 # Short names Beam does not resolve itself -> the class path it imports.
 RUNNER_PATHS = {"DaskRunner": "pipeline.dask_runner.DaskRunner"}
+# Where a Dataflow launch goes: its staging bucket (Cloud Storage, or the emulator that
+# google-cloud-storage is pointed at by STORAGE_EMULATOR_HOST) and the Dataflow API
+# (--dataflow_endpoint, default below).
+STORAGE_ENDPOINT = "https://storage.googleapis.com"
+DATAFLOW_ENDPOINT = "https://dataflow.googleapis.com"
 
 
 def beam_options(workers: int, runner: str, extra_args=()):
@@ -45,3 +56,45 @@ def job_link(result, options) -> str | None:
         return None
     gcp = options.view_as(GoogleCloudOptions)
     return f"https://console.cloud.google.com/dataflow/jobs/{gcp.region}/{job_id()}?project={gcp.project}"
+
+
+def check_launch(runner: str, output: str, inputs=(), beam_args=(), timeout_s: float | None = None) -> None:
+    """Refuse a DataflowRunner run whose --output or inputs are local paths, or whose endpoints
+    (the Dataflow API, Cloud Storage) do not take a TCP connection within `timeout_s`
+    (network.TIMEOUT_S), naming the host and what failed; nothing for other runners. Options
+    Beam requires (--project, --temp_location) are left to Beam's own check, which names them:
+    without them there is nothing to launch. Raises ValueError."""
+    import os
+
+    if not runner.endswith("DataflowRunner"):
+        return
+    from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
+
+    from pipeline.sources import network
+
+    gcp = PipelineOptions(list(beam_args)).view_as(GoogleCloudOptions)
+    if not gcp.project or not (gcp.temp_location or gcp.staging_location):
+        return
+    if _local(output):
+        raise ValueError(f"--output {output}: a path on this machine, which Dataflow's workers (Google Cloud machines) "
+                         "cannot write; give a gs:// URL, e.g. --output gs://BUCKET/shards")
+    for path in inputs:
+        if _local(path):
+            raise ValueError(f"{path}: an input on this machine, which Dataflow's workers cannot read; copy it to a "
+                             "bucket (gcloud storage cp) and give its gs:// URL")
+    timeout_s = network.TIMEOUT_S if timeout_s is None else timeout_s
+    storage = os.environ.get("STORAGE_EMULATOR_HOST") or STORAGE_ENDPOINT
+    for url, what in ((gcp.dataflow_endpoint or DATAFLOW_ENDPOINT, "the Dataflow API, which the job is submitted to"),
+                      (storage, "Cloud Storage, where the job's files are staged")):
+        with network.waiting(f"{network.where(None, url)}, {what}", timeout_s):
+            failed = network.connect(url, timeout_s)
+        if failed is not None:
+            where, why = failed
+            raise ValueError(f"--runner {runner}: cannot reach {where} ({why}): {what}; check the network (and "
+                             "HTTPS_PROXY if this machine needs a proxy), then run the same command again")
+
+
+def _local(path: str) -> bool:
+    """A path only this machine can open: no protocol, or file://, local://, memory:// (one process's)."""
+    last = str(path).rsplit("::", 1)[-1]  # a chained URL (simplecache::gs://...) reads from its last part
+    return "://" not in last or last.split("://", 1)[0] in ("file", "local", "memory")

@@ -2,12 +2,15 @@
 
 One idea per module:
     plan.py         globs -> input files -> work items, sorted; the cheap checks; read_pages by kind
-    mediawiki.py    MediaWiki XML exports: the dump's language and <siteinfo> names, the expat page parser
+    mediawiki.py    MediaWiki XML exports (schemas 0.3-0.11): the dump's language and <siteinfo> names,
+                    the expat page parser, a page's namespace from its title where it has no <ns>
+    encoding.py     an export's character encoding, and the bytes of a UTF-8 one that are not UTF-8
     multistream.py  a bz2 multistream dump split by its index into ranges of whole streams
     jsonl.py        JSON Lines corpora, line by line
     parquet.py      Parquet corpora, in Arrow batches
     rows.py         a JSON Lines / Parquet row -> RawPage (markup "plain"), bad rows marked
     compressed.py   a file's bytes, read in blocks and bz2 / gzip-decompressed in bounded pieces
+    network.py      a network failure told from a missing file and named (host, what failed)
     common.py       WorkItem, RawPage, SiteInfo, InputError and the id / language / surrogate checks
 
 Inputs:
@@ -37,15 +40,22 @@ Bad input, decided as datatrove decides between a failed task and a dropped docu
   (a cut download; pages before the cut are not used: a shorter corpus that looks complete is
   worse than a failed run), a plain XML file that does not end with </mediawiki>, a JSON Lines
   file without rows, a Parquet file without its `id` / `text` columns, a file name that is not
-  UTF-8. The rest is found while reading, and fails the job naming the byte or line: corrupt or
-  cut compressed data, and XML that is not well-formed (an unclosed last <page> included, named
-  by its line and title). XML with a lone surrogate (`&#xD800;`) is one of those: expat refuses it,
-  as XML 1.0 §4.1 "Legal Character" requires, and MediaWiki never writes it.
+  UTF-8, an XML encoding the reader cannot read (named). The rest is found while reading, and
+  fails the job naming the byte or line: corrupt or cut compressed data, and XML that is not
+  well-formed (an unclosed last <page> included, named by its line and title; every container,
+  .xml, .bz2, .gz and multistream ranges, names the file, line, column, byte and expat's reason).
+  XML with a lone surrogate (`&#xD800;`) is one of those: expat refuses it, as XML 1.0 §4.1
+  "Legal Character" requires, and MediaWiki never writes it.
+- A host that cannot be reached (connection refused, name not resolved, time-out, an HTTP error
+  status) is named as such with the host, never as a missing file (network.py); an HTTP server
+  that does not answer range requests is named too.
 - Row-level rejects are pages with `error` set: the cleaner gives them outcome parse_errors and
   they go to rejects/ with their title. A JSON Lines line that is not JSON or not an object, a
   row with a bad id, text, title or language, and a lone surrogate in a row's title or text (a
   `\\ud800` JSON escape, or its UTF-8 bytes in a Parquet string column), which UTF-8, and so the
-  cache Parquet and the rejects file, cannot encode: the reason names it and its character.
+  cache Parquet and the rejects file, cannot encode: the reason names it and its character. A
+  page of a UTF-8 export that holds bytes that are not UTF-8: the reason names the bytes, their
+  offset and line (encoding.py); the rest of the file is read.
   A row that cannot say its language is counted under the language of the file's last good row.
 """
 

@@ -28,18 +28,22 @@ class InputError(Exception):
         super().__init__(redact(message))
 
 
-# The <siteinfo> namespaces a SiteInfo keeps: those pipeline/wikitext/namespaces.py reads
-# (Media, File, Category). Only these, so that a work item that carries one stays small.
+# The <siteinfo> namespaces SiteInfo.namespaces keeps: those pipeline/wikitext/namespaces.py reads
+# (Media, File, Category), so that its table is keyed by these names only.
 NAMESPACE_KEYS = frozenset({-2, 6, 14})
 
 
 @dataclass(frozen=True)
 class SiteInfo:
-    """What a MediaWiki dump's <siteinfo> says that the cleaner uses: the local names of the
-    namespaces in NAMESPACE_KEYS. Read once per dump when planning (pipeline/sources/mediawiki.py)
-    and carried by each of its work items; the pages of an item share their item's object."""
+    """What a MediaWiki dump's <siteinfo> says that the reader and the cleaner use: the local names
+    of the namespaces in NAMESPACE_KEYS, and of every namespace for title prefixes. Read once per
+    dump when planning (pipeline/sources/mediawiki.py) and carried by each of its work items; the
+    pages of an item share their item's object."""
 
     namespaces: tuple = ()  # ((key, name), ...) in the dump's order, e.g. ((-2, "Medium"), (6, "Datei"), (14, "Kategorie"))
+    # ((key, name), ...) of every namespace but the main one, in the dump's order: the namespace of
+    # a page without <ns> (export schema < 0.6) is the one its title's prefix names (mediawiki.py)
+    prefixes: tuple = ()
 
 
 @dataclass(frozen=True)

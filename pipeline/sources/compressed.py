@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import fsspec
 
+from pipeline.sources import network
 from pipeline.sources.common import InputError
 
 # Bytes read per block, and the most decompressed bytes handed on at once (one expat feed):
@@ -36,12 +37,21 @@ def _raw_chunks(path: str, start: int, end: int | None) -> Iterator[tuple[int, b
                     break
                 yield pos, data
                 pos += len(data)
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found while reading it (moved or deleted after the run started?); "
-                         "restore it and run the same command again") from None
-    except OSError as err:
-        raise InputError(f"{path}: read failed at byte {pos}: {err}; check the network and the credentials, then run "
-                         "the same command again (finished work items are reused)") from None
+    except Exception as err:
+        # The network first: fsspec's HTTP filesystem raises FileNotFoundError for a refused
+        # connection too, and aiohttp's ServerDisconnectedError is no OSError.
+        again = "run the same command again (finished work items are reused)"
+        if (error := network.unreachable(path, err, f"reading it at byte {pos}", f"check the network, then {again}")):
+            raise error from None
+        if isinstance(err, FileNotFoundError):
+            raise InputError(f"{path}: file not found while reading it (moved or deleted after the run started?); "
+                             "restore it and run the same command again") from None
+        if isinstance(err, OSError):
+            raise InputError(f"{path}: read failed at byte {pos}: {err}; check the network and the credentials, then "
+                             f"{again}") from None
+        if isinstance(err, ValueError) and "range requests" in str(err):  # fsspec's words for such a server
+            raise network.no_range_requests(path, pos) from None
+        raise
     if end is not None and pos < end:
         raise InputError(f"{path}: file ends at byte {pos}, before byte {end} where its work item ends (truncated file or stale index)")
 

@@ -1,7 +1,7 @@
-"""MediaWiki XML exports (`.xml`, `.xml.bz2`, `.xml.gz`, and ranges of multistream dumps):
-the dump's language from its <mediawiki> root and its namespace names from its <siteinfo> when
-planning, then its pages, parsed by expat callbacks that keep only the current page, so memory
-does not grow with the dump.
+"""MediaWiki XML exports (`.xml`, `.xml.bz2`, `.xml.gz`, and ranges of multistream dumps), export
+schemas 0.3 to 0.11: the dump's language from its <mediawiki> root and its namespace names from its
+<siteinfo> when planning, then its pages, parsed by expat callbacks that keep only the current page,
+so memory does not grow with the dump.
 
 The header (<mediawiki> and <siteinfo>) is read once per dump, when planning, and every work item
 carries it (WorkItem.site), so every page of a dump gets the same names whichever worker reads
@@ -9,19 +9,34 @@ which range: a multistream range past byte 0 does not hold the header stream. A 
 SiteInfo as RawPage.site, None where the dump has no <siteinfo> (the cleaner's fallback names,
 pipeline/wikitext/namespaces.py).
 
+Older and other exports: a page's namespace is its <ns>, which schema 0.6 (MediaWiki 1.17, 2011)
+added; without one (schemas 0.3-0.5, and exporters of other wikis) it follows from the title's
+prefix, as MediaWiki splits a title: the <siteinfo> names of every namespace, MediaWiki's canonical
+English names (valid on every wiki) and, without a <siteinfo>, the cleaner's hand list of File and
+Category names (pipeline/wikitext/namespaces.py); a title whose prefix is none of these is an
+article. A page-level `<redirect/>` (schemas 0.4-0.5) or `<redirect title="..."/>` (0.6 on) marks
+a redirect; schema 0.3 has neither, and the cleaner finds its redirects by their #REDIRECT text.
+Of several revisions (a full-history export) the last is the page's text.
+
+Encodings (pipeline/sources/encoding.py): UTF-8, UTF-16, ISO-8859-1, US-ASCII and any single-byte
+encoding an XML declaration names are read; another (Shift_JIS, UTF-32) fails when planning,
+naming it. In a UTF-8 export, a byte sequence that is not UTF-8 rejects the page that holds it
+(parse_errors, in rejects/ with the bytes, their offset and line) and the rest is read; one outside
+any page (in the header, between pages) fails the work item, since no page can be counted for it.
+
 A page's `source` is `path:line`, the line of its `<page>` tag in the decompressed file
 (`bzcat path | sed -n LINEp`), or `path@start:line` for a multistream range (line counted from
-the data decompressed at byte `start`). XML that is not well-formed fails the work item,
-naming line and column (and the open <page>); a page without id, title or text is kept with
-`error` set, for the cleaner to count as parse_errors.
+the data decompressed at byte `start`). XML that is not well-formed fails the work item, naming
+the file, line and column, the decompressed byte, the open <page> and expat's reason; a page
+without id, title or text is kept with `error` set, for the cleaner to count as parse_errors.
 """
 
 import dataclasses
 from collections.abc import Iterator
 from contextlib import closing
-from pyexpat import ExpatError, ParserCreate
+from pyexpat import ErrorString, ExpatError, ParserCreate, errors as expat_errors
 
-from pipeline.sources import multistream
+from pipeline.sources import encoding, multistream
 from pipeline.sources.common import LANG_RE, NAMESPACE_KEYS, InputError, RawPage, SiteInfo, WorkItem, as_id
 from pipeline.sources.compressed import codec_of, decoded_chunks
 
@@ -31,6 +46,16 @@ _EXPAT_BUFFER = 1 << 16
 # The <mediawiki> root must start within this many decompressed bytes of a dump, and its
 # <siteinfo> (a few KB) end within them to be read.
 _HEADER_LIMIT = 1 << 20
+# MediaWiki's canonical namespace names (NamespaceInfo::$canonicalNamespaces), and `Image`, the
+# name of File before MediaWiki 1.14 and its alias since: valid as a title prefix on every wiki.
+CANONICAL = (
+    (-2, "Media"), (-1, "Special"), (1, "Talk"), (2, "User"), (3, "User talk"), (4, "Project"),
+    (5, "Project talk"), (6, "File"), (6, "Image"), (7, "File talk"), (7, "Image talk"), (8, "MediaWiki"),
+    (9, "MediaWiki talk"), (10, "Template"), (11, "Template talk"), (12, "Help"), (13, "Help talk"),
+    (14, "Category"), (15, "Category talk"),
+)
+_ENCODING_ERRORS = {expat_errors.codes[expat_errors.XML_ERROR_UNKNOWN_ENCODING],
+                    expat_errors.codes[expat_errors.XML_ERROR_INCORRECT_ENCODING]}
 
 
 def plan_items(path: str, fs, fs_path: str, lang: str | None, streams_per_item: int) -> list[WorkItem]:
@@ -95,7 +120,9 @@ class _PageParser:
         self._names, self._key = None, None  # [(key, name)] while inside <siteinfo>; the <namespace> key being read
         self._prefix = len(prefix)  # bytes fed that are not in the file: shift byte positions
         self._source = item.path if item.start == 0 else f"{item.path}@{item.start}"
-        self._depth, self._page, self._field, self._buf = 0, None, None, []
+        self._depth, self._page, self._field, self._buf, self._child = 0, None, None, [], None
+        self._encoding, self._repair = None, None  # as the first bytes say; a Utf8Repair for UTF-8, else False
+        self._title_ns = None  # compared title prefix -> namespace, made for the first page without <ns>
         p = self._parser = ParserCreate()
         p.buffer_text, p.buffer_size = True, _EXPAT_BUFFER
         p.StartElementHandler, p.EndElementHandler = self._start, self._end
@@ -104,18 +131,65 @@ class _PageParser:
             self.feed(prefix)
 
     def feed(self, data: bytes, final: bool = False) -> None:
+        if self._repair is None:  # the first bytes: a byte-order mark or an XML declaration
+            self._encoding = encoding.declared(data[:256])
+            self._repair = encoding.is_utf8(self._encoding) and encoding.Utf8Repair()
+        if self._repair:
+            data = self._repair.repair(data, final)
         try:
             self._parser.Parse(data, final)
         except ExpatError as err:
-            where = "" if self.item.start == 0 else f" of the data decompressed from byte {self.item.start}"
-            byte = max(self._parser.ErrorByteIndex - self._prefix, 0)
-            page = self._page
-            if page is not None:  # e.g. a dump that ends inside its last <page>
-                where += f", in the <page> at line {page['line']}" + (f" ({page['title']!r})" if "title" in page else "")
-            raise InputError(
-                f"{self.item.path}: malformed XML at line {err.lineno}, column {err.offset}{where} "
-                f"(decompressed byte {byte}): {err}"
-            ) from None
+            raise self._malformed(err) from None
+        except (ValueError, LookupError):  # pyexpat: "multi-byte encodings are not supported", "unknown encoding: X"
+            raise self._unknown_encoding() from None
+        if final:
+            self._outside(None)
+
+    def _unknown_encoding(self) -> InputError:
+        return InputError(
+            f"{self.item.path}: its XML declaration names encoding {self._encoding!r}, which the XML reader does not "
+            f"read (it reads UTF-8, UTF-16, ISO-8859-1 and single-byte encodings); convert the file to UTF-8, e.g. "
+            f"iconv -f {self._encoding} -t UTF-8, and change its declaration to encoding=\"UTF-8\"")
+
+    def _malformed(self, err: ExpatError) -> InputError:
+        if err.code in _ENCODING_ERRORS:
+            if err.code == expat_errors.codes[expat_errors.XML_ERROR_UNKNOWN_ENCODING]:
+                return self._unknown_encoding()
+            return InputError(f"{self.item.path}: its XML declaration says encoding {self._encoding!r}, but its first "
+                              f"bytes are not in it; fix the declaration or convert the file")
+        where = "" if self.item.start == 0 else f" of the data decompressed from byte {self.item.start}"
+        byte = max(self._parser.ErrorByteIndex - self._prefix, 0)
+        page = self._page
+        if page is not None:  # e.g. a dump that ends inside its last <page>
+            where += f", in the <page> at line {page['line']}" + (f" ({page['title']!r})" if "title" in page else "")
+        reason = ErrorString(err.code)
+        found = self._repair.found if self._repair else []
+        bad = [b for b in found if b.line == err.lineno and b.offset <= self._parser.ErrorByteIndex]
+        if bad:  # an invalid byte inside markup (a tag's name), which the `?` put there cannot mend
+            reason = f"{bad[0].describe(self._prefix, self._compressed)} inside the markup ({reason})"
+        decompressed = "decompressed byte" if self._compressed else "byte"
+        return InputError(f"{self.item.path}: malformed XML at line {err.lineno}, column {err.offset}{where} "
+                          f"({decompressed} {byte}): {reason}")
+
+    @property
+    def _compressed(self) -> bool:
+        return codec_of(self.item.path) is not None
+
+    def _claim(self, before: int | None) -> list:
+        """The invalid byte sequences found before byte `before` of the fed data (all: None), taken."""
+        found = self._repair.found if self._repair else []
+        n = len(found) if before is None else next((i for i, b in enumerate(found) if b.offset >= before), len(found))
+        taken, found[:n] = found[:n], []
+        return taken
+
+    def _outside(self, before: int | None) -> None:
+        """Fail on an invalid byte sequence before byte `before`, outside any page: none to count it for."""
+        bad = self._claim(before)
+        if bad:
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            raise InputError(f"{self.item.path}: {bad[0].describe(self._prefix, self._compressed)}{more} outside any "
+                             f"<page> (in the header or between pages): the export is not UTF-8 there; fix or remove "
+                             f"the byte, or declare the file's real encoding in its <?xml ...?> declaration")
 
     def _start(self, name, attrs):
         self._depth += 1
@@ -124,12 +198,18 @@ class _PageParser:
             self.root_name, self.root_lang = name, attrs.get("xml:lang")
         elif depth == 2 and name == "page":
             self.header_done = True
+            self._outside(self._parser.CurrentByteIndex)
             if not self._header_only:
                 self._page = {"line": self._parser.CurrentLineNumber, "redirect": False}
         elif self._page is not None:
+            if depth == 3:
+                self._child = name
+                if name == "revision":  # a later revision's text replaces an earlier one's (full-history exports)
+                    self._page.pop("text", None)
             if (name, depth) in self._FIELDS and "deleted" not in attrs:  # <text deleted="deleted"/>
-                self._field, self._buf = name, []
-            elif name == "redirect" and depth == 3:
+                if depth == 3 or self._child == "revision":  # not a <logitem>'s or an <upload>'s <text>
+                    self._field, self._buf = name, []
+            elif name == "redirect" and depth == 3:  # <redirect/> (0.4, 0.5) or <redirect title="..."/> (0.6 on)
                 self._page["redirect"] = True
         elif depth == 2:
             if name == "siteinfo" and not self.header_done:
@@ -138,7 +218,7 @@ class _PageParser:
                 self.header_done = True
         elif depth == 4 and name == "namespace" and self._names is not None:  # <siteinfo><namespaces><namespace key=..>
             key = attrs.get("key", "")
-            if key.lstrip("-").isdigit() and int(key) in NAMESPACE_KEYS:
+            if key.lstrip("-").isdigit():
                 self._field, self._buf, self._key = name, [], int(key)
 
     def _chars(self, data):
@@ -154,12 +234,18 @@ class _PageParser:
             self._field = None
         if self._depth == 2:
             if self._page is not None:
+                self._page["bad"] = self._claim(self._parser.CurrentByteIndex)
                 self.pages.append(self._make(self._page))
                 self._page = None
             elif self._names is not None:  # </siteinfo>
+                self._outside(self._parser.CurrentByteIndex)
                 if self.site is None:
-                    self.site = SiteInfo(tuple((key, name) for key, name in self._names if name))
+                    names = tuple((key, name) for key, name in self._names if name)
+                    self.site = SiteInfo(tuple((k, n) for k, n in names if k in NAMESPACE_KEYS),
+                                         tuple((k, n) for k, n in names if k != 0))
                 self._names, self.header_done = None, True
+        elif self._depth == 3:
+            self._child = None
         self._depth -= 1
 
     def _make(self, page: dict) -> RawPage:
@@ -167,11 +253,32 @@ class _PageParser:
         if not lang:
             raise InputError(f"{self.item.path}: no language: the dump has no xml:lang and the work item none")
         page_id, id_error = as_id(page.get("id"), "<id>")
-        ns, ns_error = as_id(page.get("ns"), "<ns>")
-        error = id_error or ns_error or (None if "title" in page else "missing <title>")
+        title = page.get("title", "")
+        ns, ns_error = as_id(page["ns"], "<ns>") if "ns" in page else (self._namespace_of(title), None)
+        error = None
+        if page["bad"]:  # first: a `?` put in for a bad byte may be what makes another field wrong
+            bad = page["bad"]
+            error = bad[0].describe(self._prefix, self._compressed) + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+        error = error or id_error or ns_error or (None if "title" in page else "missing <title>")
         if "text" not in page:
             error = error or "missing <text> (no revision, or its text was deleted)"
         return RawPage(
-            page_id, page.get("title", ""), ns, page["redirect"], page.get("text", ""), lang,
+            page_id, title, ns, page["redirect"], page.get("text", ""), lang,
             f"{self._source}:{page['line']}", error, site=self.site,
         )
+
+    def _namespace_of(self, title: str) -> int:
+        """The namespace a title's prefix names (module docstring, "Older and other exports"); 0 for none."""
+        prefix, colon, _ = title.partition(":")
+        if not colon:
+            return 0
+        from pipeline.wikitext import namespaces  # the cleaner's name comparison and hand list (imports this package)
+
+        if self._title_ns is None:
+            table = {namespaces.key(name): k for k, name in CANONICAL}
+            if self.site is None:
+                table |= dict.fromkeys(namespaces.FALLBACK.files, 6) | dict.fromkeys(namespaces.FALLBACK.categories, 14)
+            else:
+                table |= {namespaces.key(name): k for k, name in self.site.prefixes}
+            self._title_ns = table
+        return self._title_ns.get(namespaces.key(prefix), 0)

@@ -9,6 +9,7 @@ import re
 
 import fsspec
 
+from pipeline.sources import network
 from pipeline.sources.common import InputError, WorkItem
 from pipeline.sources.compressed import MAGIC, decoded_chunks
 
@@ -21,14 +22,22 @@ _INDEX_OFFSET_RE = re.compile(rb"(?m)^(\d+):")
 def split(path: str, fs, fs_path: str, lang: str, streams_per_item: int) -> list[WorkItem]:
     """The dump's work items: ranges of `streams_per_item` streams if its index exists, else one."""
     index_name = r"multistream-index\1.txt\2.bz2"
-    if not _MULTISTREAM_RE.search(fs_path) or not fs.exists(_MULTISTREAM_RE.sub(index_name, fs_path)):
-        return [WorkItem(path, "xml", lang=lang)]  # no index: bz2 can't be split, one item per file
+    if not _MULTISTREAM_RE.search(fs_path):
+        return [WorkItem(path, "xml", lang=lang)]
     index = _MULTISTREAM_RE.sub(index_name, path)
+    if not network.exists(fs, _MULTISTREAM_RE.sub(index_name, fs_path), index, "looking for the index beside its dump"):
+        return [WorkItem(path, "xml", lang=lang)]  # no index: bz2 can't be split, one item per file
     offsets = _stream_offsets(index, fs.size(fs_path))
     with fsspec.open(path, "rb") as f:  # an index of another dump, seen now rather than by a worker
-        for offset in {*offsets[:1], *offsets[-1:]}:
-            f.seek(offset)
-            if f.read(3) != MAGIC["bz2"]:
+        for offset in sorted({*offsets[:1], *offsets[-1:]}):
+            try:
+                f.seek(offset)
+                head = f.read(3)
+            except ValueError as err:  # each work item starts at a stream: reading it needs ranges
+                if "range requests" not in str(err):
+                    raise
+                raise network.no_range_requests(path, offset) from None
+            if head != MAGIC["bz2"]:
                 raise InputError(f"{index}: offset {offset} is not the start of a bz2 stream of {path} (the index of another dump?)")
     # The first item starts at byte 0 so that it holds the <siteinfo> header stream, the last
     # runs to the end of the file so that it holds the </mediawiki> footer stream: together

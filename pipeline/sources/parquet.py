@@ -9,6 +9,7 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.sources import network
 from pipeline.sources.common import InputError, RawPage, WorkItem
 from pipeline.sources.rows import in_file_language, row_page
 
@@ -28,6 +29,8 @@ def _columns(path: str) -> list[str]:
         with fsspec.open(path, "rb") as f:
             names = pq.ParquetFile(f).schema_arrow.names
     except (pa.ArrowException, OSError) as err:
+        if (error := network.unreachable(path, err, "reading its footer", "check the network and the URL")):
+            raise error from None
         raise InputError(f"{path}: unreadable Parquet footer: {err}") from None
     missing = [c for c in ("id", "text") if c not in names]
     if missing:
@@ -48,6 +51,9 @@ def _pages(item: WorkItem) -> Iterator[RawPage]:
                     row += 1
                     yield row_page(record, item.lang, f"{item.path}#{row}", error)
     except (pa.ArrowException, OSError) as err:
+        if (error := network.unreachable(item.path, err, f"reading it after row {row}",
+                                         "check the network, then run the same command again")):
+            raise error from None
         raise InputError(f"{item.path}: unreadable Parquet data after row {row}: {err}") from None
 
 

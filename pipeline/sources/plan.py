@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import fsspec
 import fsspec.core
 
-from pipeline.sources import jsonl, mediawiki, multistream, parquet
+from pipeline.sources import jsonl, mediawiki, multistream, network, parquet
 from pipeline.sources.common import LANG_RE, SURROGATE_RE, InputError, RawPage, WorkItem
 from pipeline.sources.compressed import codec_of
 
@@ -41,7 +41,7 @@ def plan_work_items(patterns: list[str], lang: str | None = None, streams_per_it
         raise InputError(f"--lang {lang!r}: not a language code (e.g. en, zh-min-nan)")
     items = []
     for path, fs, fs_path in _expand(patterns):
-        kind, size = _kind(path), fs.size(fs_path)
+        kind, size = _kind(path), _size(fs, fs_path, path)
         if size == 0:
             raise InputError(f"{path}: empty file (0 bytes)")
         if kind == "xml":
@@ -81,12 +81,14 @@ def _expand(patterns: list[str]) -> list[tuple[str, fsspec.AbstractFileSystem, s
                 # isdir only for names that are not input files: on https:// it may fetch the body
                 if not (_kind(p) or multistream.INDEX_RE.search(p)) and fs.isdir(p):
                     files += sorted(f for f in fs.ls(p, detail=False) if _kind(f) and fs.isfile(f))
-                elif not literal or fs.exists(p):
+                elif not literal or network.exists(fs, p, pattern):
                     files.append(p)
                 else:
                     raise InputError(f"{pattern}: input not found; check the path or URL, and that these "
                                      "credentials can see it")
         except OSError as err:
+            if (error := network.unreachable(pattern, err, "listing the input", "check the network and the URL")):
+                raise error from None
             raise InputError(f"{pattern}: cannot list input: {err}; check the URL, the network and the "
                              "credentials") from None
         remote = "://" in pattern or "::" in pattern
@@ -105,6 +107,15 @@ def _expand(patterns: list[str]) -> list[tuple[str, fsspec.AbstractFileSystem, s
         if not matched:
             raise InputError(f"{pattern}: no input files match ({_KINDS})")
     return [(url, fs, p) for url, (fs, p) in sorted(found.items())]
+
+
+def _size(fs, fs_path: str, url: str) -> int | None:
+    try:
+        return fs.size(fs_path)
+    except OSError as err:  # fsspec's HTTP filesystem: FileNotFoundError for a refused connection too
+        if (error := network.unreachable(url, err, "asking for its size", "check the network and the URL")):
+            raise error from None
+        raise
 
 
 def _kind(path: str) -> str | None:
@@ -132,10 +143,19 @@ def _check_end(path: str, kind: str, size: int) -> None:
     except ValueError:  # a server that can't seek: the reader finds a cut just the same, later
         return
     except OSError as err:
+        if (error := network.unreachable(path, err, "reading its last bytes", "check the network and the URL")):
+            raise error from None
         raise InputError(f"{path}: cannot read its last bytes: {err}; check the network and the credentials") from None
     value = int.from_bytes(tail[-11:], "big")
     if codec == "bz2" and not any((value >> (32 + pad)) & (2**48 - 1) == _BZ2_END for pad in range(8)):
         raise InputError(f"{path}: truncated bz2 file: it does not end with a bz2 end-of-stream marker "
                          f"({size} bytes; an interrupted download?)")
-    if codec is None and not tail.rstrip().endswith(b"</mediawiki>"):
+    if codec is None and not _ends_xml(tail):
         raise InputError(f"{path}: truncated XML: it does not end with </mediawiki> ({size} bytes; an interrupted download?)")
+
+
+def _ends_xml(tail: bytes) -> bool:
+    """The last bytes of an XML export end with </mediawiki>, in UTF-8 or an encoding that writes
+    ASCII as it does (ISO-8859-1, windows-1252), or in UTF-16 (its even length keeps `tail`,
+    read from an offset of the size's parity, on whole code units)."""
+    return any(tail.decode(codec, "ignore").rstrip().endswith("</mediawiki>") for codec in ("utf-8", "utf-16-le", "utf-16-be"))

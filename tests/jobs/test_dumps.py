@@ -1,8 +1,11 @@
 """`--dump LANG:DATE` naming: URLs in Wikimedia's layout, output keyed by language and date,
-`latest` pinned from a local mirror's feed. No network: the mirror is a temp directory."""
+`latest` pinned from a local mirror's feed, and a mirror that cannot be reached named as such. No
+network beyond 127.0.0.1: the mirror is a temp directory, or a socket on the loopback."""
 
 import bz2
 import re
+import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -135,3 +138,54 @@ def test_resolve_pins_latest_and_checks_the_mirror(tmp_path):
         (tmp_path / "kowiki" / "20261101" / f"kowiki-20261101-{name}").write_bytes(b"")
     (ko,) = dumps.resolve(["ko:latest"], mirror=str(tmp_path))
     assert ko.date == "20261101" and dumps.output_path("out", [ko]) == "out/ko/20261101"
+
+
+# --- a mirror that cannot be reached is not a missing dump ----------------------------------------
+# Real sockets on 127.0.0.1: a closed port, and one that accepts and never answers; a host name
+# that cannot resolve (`.invalid`, RFC 6761). What a dump's absence looks like on an HTTP mirror
+# that answers: tests/jobs/test_inputs_cli.py.
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("mirror, where, what", [
+    ("http://127.0.0.1:{port}", "127.0.0.1:{port}", "connection refused"),
+    ("http://nonexistent.invalid", "nonexistent.invalid", "host name not resolved"),
+])
+def test_an_unreachable_mirror_is_named_not_missing(mirror, where, what):
+    from pipeline.sources import InputError
+
+    port = _closed_port()
+    mirror, where = mirror.format(port=port), where.format(port=port)
+    d = dumps.parse_dump("en:20261101", mirror=mirror)
+    with pytest.raises(InputError) as e:
+        dumps.missing_files(d)
+    assert not isinstance(e.value, FileNotFoundError)
+    assert str(e.value).startswith(f"{d.dump_url}: cannot reach {where}") and f"({what})" in str(e.value)
+    assert f"give another --mirror (now {mirror})" in str(e.value) and "missing" not in str(e.value)
+    with pytest.raises(InputError, match=rf"^{re.escape(dumps.parse_dump('en:latest', mirror=mirror).latest_feed_url)}: "
+                                         rf"cannot reach {re.escape(where)}.*\({what}\) while reading the feed of enwiki latest"):
+        dumps.resolve(["en:latest"], mirror=mirror)
+
+
+def test_a_mirror_that_does_not_answer_times_out_saying_what_it_waited_for(caplog):
+    """A server that accepts the connection and says nothing: each wait ends after timeout_s, and
+    one longer than network.NOTICE_S says what it waits for."""
+    from pipeline.sources import InputError, network
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        port = server.getsockname()[1]
+        d = dumps.parse_dump("en:20261101", mirror=f"http://127.0.0.1:{port}")
+        t = time.monotonic()
+        with caplog.at_level("INFO", logger="pipeline.sources.network"), \
+                pytest.raises(InputError, match=rf"cannot reach 127\.0\.0\.1:{port} \(timed out\) while checking the mirror"):
+            dumps.missing_files(d, timeout_s=network.NOTICE_S + 0.5)
+        assert time.monotonic() - t < 15  # aiohttp's own default would wait 5 minutes
+    assert f"waiting for 127.0.0.1:{port} to send enwiki-20261101-pages-articles-multistream.xml.bz2 (up to 2 s)" \
+        in caplog.messages

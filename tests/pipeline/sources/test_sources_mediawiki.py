@@ -68,7 +68,7 @@ def test_bad_input_fails_naming_file_and_position(name, bad_inputs, read_all):
 
 
 # --- <siteinfo>: the dump's namespace names, carried by every work item and page -----------------
-DE_SITE = SiteInfo(((-2, "Medium"), (6, "Datei"), (14, "Kategorie")))  # pipeline/sample/dewiki-*.xml
+DE_NAMES = ((-2, "Medium"), (6, "Datei"), (14, "Kategorie"))  # pipeline/sample/dewiki-*.xml: the names the cleaner reads
 
 
 def _without_siteinfo(xml_path, out_dir):
@@ -81,9 +81,10 @@ def _without_siteinfo(xml_path, out_dir):
 def test_siteinfo_names_are_read_once_and_shared_by_every_page(sample_xml):
     (item,) = plan_work_items([str(sample_xml["de"])])
     pages = list(read_pages(item))
-    assert item.site == DE_SITE and all(p.site is item.site for p in pages)  # one object, by reference
+    assert item.site.namespaces == DE_NAMES and all(p.site is item.site for p in pages)  # one object, by reference
+    assert (2, "Benutzer") in item.site.prefixes and (0, "") not in item.site.prefixes  # every name, for title prefixes
     hand_made = list(read_pages(WorkItem(str(sample_xml["de"]), "xml", lang="de")))  # read from the stream
-    assert {p.site for p in hand_made} == {DE_SITE} and len({id(p.site) for p in hand_made}) == 1
+    assert {p.site for p in hand_made} == {item.site} and len({id(p.site) for p in hand_made}) == 1
 
 
 @pytest.mark.parametrize("per_item", [1, 2])
@@ -91,12 +92,13 @@ def test_every_multistream_range_gets_the_header_streams_names(per_item, sample_
     dump, _ = make_multistream(sample_xml["de"], tmp_path, pages_per_stream=2)
     items = plan_work_items([str(dump)], streams_per_item=per_item)
     assert len(items) > 2 and all(it.start > 0 for it in items[1:])  # ranges without the header stream
-    assert all(it.site == DE_SITE for it in items)
-    assert all(p.site == DE_SITE for it in reversed(items) for p in read_pages(it))
+    site = plan_work_items([str(sample_xml["de"])])[0].site
+    assert site.namespaces == DE_NAMES and all(it.site == site for it in items)
+    assert all(p.site == site for it in reversed(items) for p in read_pages(it))
     # A range made by hand, without the planned site, reads the header stream itself.
     bare = WorkItem(items[-1].path, "xml", items[-1].start, items[-1].end, "de")
     pages = list(read_pages(bare))
-    assert pages and all(p.site == DE_SITE for p in pages)
+    assert pages and all(p.site == site for p in pages)
 
 
 def test_an_input_without_siteinfo_has_no_site(sample_xml, make_multistream, input_variants, tmp_path):
@@ -112,8 +114,9 @@ def test_an_input_without_siteinfo_has_no_site(sample_xml, make_multistream, inp
 
 
 def test_only_the_namespaces_the_cleaner_reads_are_kept(tmp_path):
-    """File (6), Media (-2) and Category (14), names stripped; a namespace without a name and one
-    with a key that is not a number are skipped. (No xml:lang, and a page right after the header:
+    """File (6), Media (-2) and Category (14), names stripped, for the cleaner; every namespace but
+    the main one for title prefixes; a namespace without a name and one with a key that is not a
+    number are skipped. (No xml:lang, and a page right after the header:
     reading the header when planning makes no page, which would have no language yet.)"""
     path = tmp_path / "cswiki-20261101-pages-articles.xml"
     path.write_text(
@@ -124,5 +127,6 @@ def test_only_the_namespaces_the_cleaner_reads_are_kept(tmp_path):
         '</namespaces></siteinfo><page><title>A</title><ns>0</ns><id>1</id><revision><text>a</text></revision></page>'
         '</mediawiki>', encoding="utf-8")
     (item,) = plan_work_items([str(path)], lang="cs")
-    assert item.site == SiteInfo(((-2, "Média"), (6, "Soubor"), (14, "Kategorie")))
+    assert item.site == SiteInfo(((-2, "Média"), (6, "Soubor"), (14, "Kategorie")),
+                                 ((-2, "Média"), (6, "Soubor"), (10, "Šablona"), (14, "Kategorie")))
     assert [p.site for p in read_pages(item)] == [item.site]
