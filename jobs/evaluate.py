@@ -8,11 +8,12 @@ probe of the pooled output for language identification of short snippets, overal
 language, with the languages that had no validation example to score (training/evaluate.py
 says how each is measured; --json: the same under "masked", "probe", "languages" and
 "unscored_languages"). Reads the run's config, its consolidated weights (written after the
-last step) and its shards. Exit codes: 0 evaluated, 2 refused (no such run, not finished).
+last step) and its shards. RUN is a local path (relative to the working directory) or any fsspec
+URL. Exit codes: 0 evaluated, 2 refused (no such run, not finished, no validation rows), with one
+line on stderr (jobs/errors.py).
 """
 
 import json
-import sys
 
 
 def add_arguments(p):
@@ -32,15 +33,13 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-    from contract.files import redact
+    from jobs import errors
     from training.evaluate import evaluate_run, format_evaluation
-    from training.export import ExportError
 
     try:
         result = evaluate_run(args.run, examples=args.examples, train_examples=args.train_examples,
                               snippet_chars=args.snippet_chars)
-    except (ExportError, FileNotFoundError, ValueError) as e:
-        print(f"canine evaluate: {redact(str(e))}", file=sys.stderr)
-        return 2
+    except Exception as e:  # our messages as they are, a bare path in words, anything else with its traceback file
+        return errors.report("evaluate", e, {args.run: "the run directory (RUN)"})
     print(json.dumps(result, indent=1) if args.json else format_evaluation(result))
     return 0

@@ -4,10 +4,11 @@
     canine export gs://bucket/runs/base --to /data/canine-c-base
     python -c "from transformers import AutoModel, AutoTokenizer; AutoModel.from_pretrained('runs/tiny/hf')"
 
-RUN and DIR are local paths or any fsspec URL (s3://, gs://). The directory holds the model
-(config.json, model.safetensors), the tokenizer config CANINE's tokenizer needs, and a model card
-(README.md: the run's config, the data manifest's hash, steps, final losses, evaluations); it is
-published whole (training/hf.py `publish`). Needs the `[hf]` extra. Exit codes: 0 written,
+RUN and DIR are local paths (relative to the working directory) or any fsspec URL (s3://, gs://).
+The directory holds the model (config.json, model.safetensors), the tokenizer config CANINE's
+tokenizer needs, and a model card (README.md: the run's config, the data manifest's hash, steps,
+final losses, evaluations); it is published whole (training/hf.py `publish`), its files with the
+modes the umask allows (0644 under umask 022). Needs the `[hf]` extra. Exit codes: 0 written,
 2 refused (no such run, not finished, the extra missing, no Hugging Face equivalent, a target that
 is a file or holds other things) or failed, with one line on stderr (jobs/errors.py).
 """

@@ -7,17 +7,20 @@
     canine pretrain --config base --dry-run            # print the resolved config, start nothing
 
 The config is a shipped name (tiny, small, base) or a YAML file; every field can be overridden with
-`--set section.field=value`, the common ones also with their own flag. The resolved config is saved
-as OUTPUT/config.yaml. Without a cluster address (--ray-address / RAY_ADDRESS) a local Ray cluster
-is started on 127.0.0.1. `--micro-batch auto` takes the largest micro batch that fits the GPU
-(keeping the global batch by accumulation; training/train/autobatch.py). CANINE_FAULT_STEP=k
-makes worker rank 1 kill itself once at step k (CANINE_FAULT_KIND: other faults, for tests;
-training/train/failures.py).
+`--set section.field=value`, the common ones also with their own flag. Local paths (--data,
+--output, --config, and data.path / output in a config file) are relative to the working directory
+of the command, and saved absolute. The resolved config is saved as OUTPUT/config.yaml. Without a
+cluster address (--ray-address / RAY_ADDRESS) a local Ray cluster is started on 127.0.0.1.
+`--micro-batch auto` takes the largest micro batch that fits the GPU (keeping the global batch by
+accumulation; training/train/autobatch.py). `--stop-at-step K` checkpoints and ends at step K; the
+same command without it (or with a later K) goes on. CANINE_FAULT_STEP=k makes worker rank 1 kill
+itself once at step k (CANINE_FAULT_KIND: other faults, for tests; training/train/failures.py).
 Exit codes: 0 done, 1 training failed (after --max-failures restarts), 2 refused before training
 (a bad config or data, a changed config on resume, another driver holding the output, a cluster
 that cannot place the run or cannot be reached) or stopped by an error no restart can fix (out of
-memory, a bad config or shard met by the workers, a run that trains nothing or diverged); every
-error is one line on stderr (jobs/errors.py).
+memory, a bad config or shard met by the workers, a run that trains nothing or diverged), 130
+interrupted (Ctrl-C: the line says the last checkpointed step; the same command resumes from it);
+every error is one line on stderr (jobs/errors.py).
 """
 
 import json
@@ -64,10 +67,11 @@ def objects(args, cfg=None) -> dict[str, str]:
 
 def main(args) -> int:
     from jobs import errors
+    from training.rundir import absolute_paths
     from training.train.config import load_config, to_yaml
 
     try:
-        cfg = load_config(args.config, overrides_from_args(args))
+        cfg = absolute_paths(load_config(args.config, overrides_from_args(args)))
     except Exception as e:
         return errors.report("pretrain", e, objects(args))
     if args.dry_run:
@@ -82,10 +86,12 @@ def main(args) -> int:
     from ray.train import TrainingFailedError
 
     from training.train import failures
-    from training.train.run import pretrain
+    from training.train.run import interrupted, pretrain
 
     try:
         summary = pretrain(cfg)
+    except KeyboardInterrupt as e:  # the workers are stopped (run._Interrupt); what is kept is on disk
+        raise errors.Interrupted(interrupted(cfg)) from e
     except TrainingFailedError as e:  # the workers' error, after --max-failures restarts
         limit = cfg.parallel.max_failures
         print(f"canine pretrain: training failed after {limit} restart(s) (--max-failures {limit}): "

@@ -4,7 +4,8 @@
     canine report gs://bucket/runs/base --json
 
 Reads only what the run wrote (metrics.jsonl, config.yaml, summary.json, and the shard
-manifest its config points to), so it works for any finished or running run.
+manifest its config points to), so it works for any finished or running run. RUN_DIR is a local
+path (relative to the working directory) or any fsspec URL; the curve goes to RUN_DIR/curves.png.
 """
 
 import io

@@ -45,8 +45,9 @@ from training.train.checkpoint import load_consolidated
 from training.train.stream import build_seed
 
 
-def read_rows(shards, limit: int) -> pa.Table:
-    """The first `limit` rows of a split, in stored order (read only as far as needed)."""
+def read_rows(shards, limit: int, split: str = "", data_url: str = "") -> pa.Table:
+    """The first `limit` rows of a split, in stored order (read only as far as needed). `split`
+    and `data_url` name it in the error for a split without rows."""
     tables, left = [], limit
     for shard in shards:
         if left <= 0:
@@ -56,7 +57,12 @@ def read_rows(shards, limit: int) -> pa.Table:
             tables.append(data.read_unit(shard.url, shard.sha256, 0, n))
             left -= n
     if not tables:
-        raise ValueError("the split has no rows")
+        where = f"{redact(data_url)}: the {split or 'data'} split" if data_url else f"the {split or 'data'} split"
+        fix = ("nothing was held out to evaluate on; preprocess again with --validation-fraction 0.05 (5% of each "
+               "language's pages; the default, 0.005, holds out none of a language under 20 kept pages) and "
+               "pretrain on that output" if split == "validation" else "nothing to evaluate on; rerun `canine "
+               "preprocess` with more input")
+        raise ValueError(f"{where} has no rows: {fix}")
     return pa.concat_tables(tables)
 
 
@@ -217,8 +223,8 @@ def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, sni
     cfg, manifest, pretrained, initial = load_run(run)
     model_cfg = pretrained.config
     seq_len = cfg.data.seq_len or manifest.seq_len
-    val_rows = read_rows(manifest.splits["validation"], examples)
-    train_rows = read_rows(manifest.splits["train"], train_examples)
+    val_rows = read_rows(manifest.splits["validation"], examples, "validation", manifest.url)
+    train_rows = read_rows(manifest.splits["train"], train_examples, "train", manifest.url)
     objective = cfg.train.objective
     classes = model_cfg.num_hash_buckets if objective == "char" else model_cfg.num_subword_vocab
 

@@ -16,13 +16,14 @@ it, e.g. once the `[hf]` extra is installed.
 
 import hashlib
 import json
+import os
 import pickle
 
 import fsspec
 import yaml
 
 from contract import schema
-from contract.files import redact
+from contract.files import is_local, redact
 from training import rundir
 
 
@@ -160,4 +161,21 @@ def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | No
         export_hf(model, target, max_length=cfg.data.seq_len, files={"README.md": card.encode("utf-8")})
     except ValueError as e:  # no HF equivalent (n-grams), or the target is a file or holds other things
         raise ExportError(str(e)) from e
+    _modes_as_umask(target)
     return target
+
+
+def _modes_as_umask(target: str) -> None:
+    """Every file of a local export with the mode the umask allows (0644 under umask 022), as
+    the files written with open() have: safetensors 0.8's save_file creates model.safetensors
+    0600, which would hide the weights alone from the other users who can read the rest. An
+    object store has no modes."""
+    fs, path = fsspec.core.url_to_fs(target)
+    if not is_local(fs):
+        return
+    mask = os.umask(0)  # the only way to read it; set back at once
+    os.umask(mask)
+    for name in os.listdir(path):
+        file = os.path.join(path, name)
+        if os.path.isfile(file):
+            os.chmod(file, 0o666 & ~mask)

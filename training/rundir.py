@@ -7,17 +7,21 @@ any fsspec URL; and the one summary of its metrics.jsonl, which summary.json, `c
     OUTPUT/tensorboard/           TENSORBOARD: the same figures as TensorBoard events
     OUTPUT/profile.txt            PROFILE: torch.profiler's ops table (log.profile_steps)
     OUTPUT/ray_train/checkpoint_stepNNNNNNNN/   CHECKPOINTS: Ray Train's checkpoints (training/train/checkpoint.py)
+    OUTPUT/ray_train/checkpoint_manager_snapshot.json   RAY_SNAPSHOT: Ray Train's record of them (last_checkpoint)
     OUTPUT/final/model_fp32.pt    CONSOLIDATED: the fp32 weights, written after the last step
     OUTPUT/summary.json           SUMMARY: the run's figures (summarize), written when a start ends
     OUTPUT/hf/                    HF: the Hugging Face export (training/export.py)
     OUTPUT/curves.png             CURVES: `canine report`'s loss and accuracy curves
 
 It imports no torch: `canine report` reads runs without it. `join` is contract/files.py's, one join
-for every URL.
+for every URL; `absolute` makes a local path absolute, as every command does with the paths it is
+given before anything else reads them.
 """
 
+import dataclasses
 import json
 import logging
+import os
 import statistics
 
 import fsspec
@@ -32,12 +36,51 @@ METRICS = "metrics.jsonl"
 TENSORBOARD = "tensorboard"
 PROFILE = "profile.txt"
 CHECKPOINTS = "ray_train"  # Ray Train's run name: RunConfig(name=...) under storage_path=OUTPUT
+# Ray Train's record of a run's checkpoints, the one a new trainer of the same RunConfig restores
+# from: ray/train/v2/_internal/constants.py CHECKPOINT_MANAGER_SNAPSHOT_FILENAME, rewritten by
+# ray/train/v2/_internal/execution/checkpoint/checkpoint_manager.py after each checkpoint it
+# registers. tests/training/train/test_train_run_paths.py pins the name and the fields read here.
+RAY_SNAPSHOT = "checkpoint_manager_snapshot.json"
 CONSOLIDATED = "final/model_fp32.pt"
 SUMMARY = "summary.json"
 HF = "hf"
 CURVES = "curves.png"
 
 EDGE_STEPS = 5  # losses are the mean of the first / last 5 steps: one step is noisy
+
+
+def absolute(url: str) -> str:
+    """A local path made absolute against this process's working directory; a URL (s3://, gs://,
+    file://, ...) and "" as they are. The Ray workers run in a working directory of their own,
+    where a relative --data or --output would name another place (or nothing)."""
+    if not url or "://" in url:
+        return url
+    return os.path.abspath(os.path.expanduser(url))
+
+
+def absolute_paths(cfg):
+    """A pretraining config (training/train/schema.py) with its data.path and output `absolute`:
+    what the workers are sent and the run saves."""
+    return dataclasses.replace(cfg, output=absolute(cfg.output),
+                               data=dataclasses.replace(cfg.data, path=absolute(cfg.data.path)))
+
+
+def last_checkpoint(run: str) -> tuple[int, str] | None:
+    """(step, URL) of the checkpoint a rerun of `run` resumes from, as Ray Train's snapshot records
+    it (RAY_SNAPSHOT); None before the first one. A checkpoint folder that the snapshot does not
+    name (a copy cut short by a Ctrl-C or a crash) is never resumed from, so it is not read here."""
+    url = join(run, CHECKPOINTS, RAY_SNAPSHOT)
+    raw = read(url)
+    if raw is None:
+        return None
+    try:
+        latest = json.loads(raw).get("latest_checkpoint_result")
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{redact(url)}: not JSON ({e}), so the run's last checkpoint is unknown; Ray Train "
+                         "cannot resume it either: remove the run's ray_train folder to start it again") from e
+    if not latest:
+        return None
+    return int(latest["metrics"]["step"]), join(run, CHECKPOINTS, latest["checkpoint_dir_name"])
 
 
 def exists(url: str) -> bool:

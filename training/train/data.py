@@ -25,7 +25,9 @@ a resumed run could not skip to its position without replaying the epoch.
 
 Each shard is checked against the manifest's sha256 the first time a process reads it (hashed as
 it streams, once per shard per process), so a corrupt or replaced file stops the run by name
-instead of training on what it holds.
+instead of training on what it holds. Before that, the driver reads every shard's Parquet footer
+(`check_shards`, before Ray starts): a missing, cut or replaced shard fails in seconds, not once
+the workers meet it.
 
 Of the project's other packages only the contract is imported (contract/schema.py, and
 contract/manifest.py, which reads and checks the manifest); files are read through fsspec, so the
@@ -33,6 +35,7 @@ data may be local or on any fsspec filesystem (gs://, s3://, ...).
 """
 
 import functools
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import fsspec
@@ -83,6 +86,43 @@ def open_dataset(data_url: str) -> Dataset:
         raise ValueError(f"{contract_manifest.manifest_url(data_url)}: the train split has no rows")
     return Dataset(url=data_url, splits=splits, seq_len=m.seq_len, config_sha256=m.config_sha256,
                     tokenizer_url=join(data_url, m.tokenizer.path))
+
+
+_CORRUPT = "(a damaged or replaced file; rerun `canine preprocess` or restore it)"
+
+
+def _footer_problem(shard: ShardRef) -> str | None:
+    """What is wrong with a shard that its Parquet footer shows (None: nothing): missing, not
+    Parquet (cut, appended to, overwritten at its end), another row count than the manifest's,
+    columns of the contract missing. Only the footer is read: a few KB at the end of the file."""
+    try:
+        with fsspec.open(shard.url, "rb") as f:
+            meta = pq.ParquetFile(f).metadata
+    except FileNotFoundError:
+        return (f"{shard.url}: missing: the manifest lists it with {shard.rows} rows; restore it or rerun "
+                "`canine preprocess`")
+    except pa.ArrowInvalid as e:  # "Parquet magic bytes not found in footer", "file size is 0 bytes", ...
+        return f"{shard.url}: corrupt shard: not a readable Parquet file ({str(e).strip().splitlines()[0]}) {_CORRUPT}"
+    if meta.num_rows != shard.rows:
+        return f"{shard.url}: corrupt shard: it holds {meta.num_rows} rows, the manifest records {shard.rows} {_CORRUPT}"
+    missing = set(schema.COLUMNS) - set(meta.schema.to_arrow_schema().names)
+    if missing:
+        return f"{shard.url}: corrupt shard: columns {sorted(missing)} of the shard contract are missing {_CORRUPT}"
+    return None
+
+
+def check_shards(ds: Dataset, threads: int = 16) -> None:
+    """What the driver can check of the shards before Ray starts, in seconds: every shard's footer
+    (`_footer_problem`), read `threads` at a time (on an object store each is a round trip or
+    two). Raises a ValueError naming the first bad shard in the manifest's order. Bytes changed
+    inside a shard leave its footer whole: the workers' sha256 check (verify_shard) finds those."""
+    shards = [s for split in ds.splits.values() for s in split]
+    if not shards:
+        return
+    with ThreadPoolExecutor(min(threads, len(shards))) as pool:
+        for problem in pool.map(_footer_problem, shards):
+            if problem:
+                raise ValueError(f"{problem}; `canine validate {ds.url}` checks every shard whole")
 
 
 def vocab_size(tokenizer_url: str) -> int:
@@ -205,8 +245,7 @@ def verify_shard(url: str, sha256: str) -> None:
         return
     actual = file_sha256(url)
     if actual != sha256:
-        raise ValueError(f"{url}: corrupt shard: its sha256 is {actual}, the manifest records {sha256} "
-                         "(a damaged or replaced file; rerun `canine preprocess` or restore it)")
+        raise ValueError(f"{url}: corrupt shard: its sha256 is {actual}, the manifest records {sha256} {_CORRUPT}")
     _verified.add((url, sha256))
 
 

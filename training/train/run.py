@@ -8,8 +8,16 @@ training/train/loop.py, then exports the consolidated weights to Hugging Face fo
     summary = pretrain(cfg)
 
 Running it again with the same output resumes from the newest checkpoint (Train V2 restores a run
-re-created with the same RunConfig(storage_path, name)); for a finished run (its consolidated
-weights and summary are there) it returns the saved summary at once.
+re-created with the same RunConfig(storage_path, name)) and says from which step; for a finished
+run (its consolidated weights and summary are there) it returns the saved summary at once, without
+starting Ray. A run that never checkpointed holds nothing to continue: a rerun starts it afresh,
+with whatever config it is given (a smaller micro batch after an out-of-memory at step 1).
+
+Local paths are made absolute first (rundir.absolute_paths): the workers run in another working
+directory. What the driver can check it checks before Ray starts (the config, the manifest, every
+shard's Parquet footer, a finished run), so a bad input fails in seconds and leaves no run
+directory. A Ctrl-C stops the workers through Ray Train's controller (`_Interrupt`) and leaves as a
+KeyboardInterrupt; `interrupted` says how far the run got and that the same command resumes.
 
 The data and the output may be local or on an object store (s3://, gs://, any fsspec URL): the
 checkpoints, metrics.jsonl, TensorBoard events, config.yaml, summary.json and the HF export all go
@@ -28,6 +36,7 @@ policy retries every error alike (failures.py says why and what of Ray's it reli
 import json
 import os
 import shlex
+import signal
 import sys
 
 import fsspec
@@ -76,9 +85,16 @@ def _check_reachable(address: str, where: str, timeout_s: float = 10.0) -> None:
                                  f"{_CHECK_ADDRESS}") from None
 
 
+def _say(text: str) -> None:
+    """One line of the driver's own on stderr, at once (a log may buffer it)."""
+    sys.stderr.write(f"canine pretrain: {text}\n")
+    sys.stderr.flush()
+
+
 def _connect(cfg) -> bool:
     """Use the current Ray cluster, the one cfg / RAY_ADDRESS names, or start a local one on
-    127.0.0.1. Returns True if this call started Ray (and so should stop it)."""
+    127.0.0.1, saying which first (a local start takes 10-50 s). Returns True if this call started
+    Ray (and so should stop it)."""
     import ray
 
     if ray.is_initialized():
@@ -87,6 +103,7 @@ def _connect(cfg) -> bool:
     if address:
         where = f"--ray-address {address}" if cfg.parallel.ray_address else f"RAY_ADDRESS={address}"
         _check_reachable(address, redact(where))
+        _say(f"connecting to the Ray cluster at {redact(address)} ...")
         try:
             ray.init(address=address, log_to_driver=True)
         except ConnectionError as e:  # something answers, not a Ray head: "Failed to connect to Ray cluster at ..."
@@ -95,10 +112,15 @@ def _connect(cfg) -> bool:
     workers = cfg.parallel.workers or 2
     # Training workers reserve their CPUs; leave at least 2 logical CPUs to the input pipeline's read tasks.
     cpus = max(os.cpu_count() or 1, int(workers * cfg.parallel.cpus_per_worker) + 2)
+    _say(f"starting a local Ray cluster on 127.0.0.1 ({cpus} CPUs) ...")
     # Worker logs stay in /tmp/ray/session_*/logs: the console gets our progress lines
     # (metrics.ProgressPrinter) and, on failure, the error that fit() raises.
-    ray.init(address="local", num_cpus=cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
-             log_to_driver=False)
+    try:
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
+                 log_to_driver=False)
+    except BaseException:  # a Ctrl-C while it starts: stop the processes it started
+        ray.shutdown()
+        raise
     return True
 
 
@@ -123,17 +145,22 @@ def _saved_micro_batch(cfg, saved: dict | None):
     return cfg
 
 
-def _save_or_check_config(cfg) -> None:
-    """Save the resolved config with the run; a resumption must not change the trajectory."""
+def _check_config(cfg, saved: dict | None) -> None:
+    """A resumption must not change the trajectory. `saved`: the run's config.yaml where the run
+    holds a trajectory (a checkpoint, or finished), else None (anything goes)."""
+    if saved is None:
+        return
     url = rundir.join(cfg.output, rundir.CONFIG)
-    current = config.to_dict(cfg)
-    saved = rundir.read_saved_config(cfg.output)
-    if saved is not None:
-        conflicts = config.resume_conflicts(config.saved_run_config(saved, url), current)
-        if conflicts:
-            raise ValueError(f"{url}: this output holds a run with another config; resuming it with these changes "
-                             f"would not continue the same run: {'; '.join(conflicts)} (use a new --output)")
-    atomic_write(url, config.to_yaml(cfg).encode("utf-8"))
+    conflicts = config.resume_conflicts(config.saved_run_config(saved, url), config.to_dict(cfg))
+    if conflicts:
+        raise ValueError(f"{redact(url)}: this output holds a run with another config; resuming it with these "
+                         f"changes would not continue the same run: {'; '.join(conflicts)} (use a new --output)")
+
+
+def _save_or_check_config(cfg, saved: dict | None) -> None:
+    """Save the resolved config with the run, once checked (`_check_config`)."""
+    _check_config(cfg, saved)
+    atomic_write(rundir.join(cfg.output, rundir.CONFIG), config.to_yaml(cfg).encode("utf-8"))
 
 
 def _storage(output: str) -> dict:
@@ -166,10 +193,9 @@ def export(cfg, consolidated_url: str) -> str | None:
     try:
         export_run(cfg.output, to=target, cfg=cfg, consolidated=consolidated_url)
     except ExportError as e:
-        sys.stderr.write(f"canine pretrain: no Hugging Face export: {redact(str(e))}; "
-                         f"then: canine export {redact(cfg.output)}\n")
+        _say(f"no Hugging Face export: {redact(str(e))}; then: canine export {redact(cfg.output)}")
         return None
-    sys.stderr.write(f"canine pretrain: Hugging Face CanineModel exported to {redact(target)}\n")
+    _say(f"Hugging Face CanineModel exported to {redact(target)}")
     return target
 
 
@@ -199,32 +225,109 @@ def _trainer(cfg, progress=None):
     )
 
 
+class _Interrupt:
+    """Ctrl-C while Ray Train runs, in place of its own handler. Train V2's fit() installs one
+    (ray/train/v2/api/data_parallel_trainer.py `_register_sigint_handler`, called by
+    `_initialize_and_run_controller` in the main thread before it waits on the controller) that
+    logs a notice, aborts the controller and then calls sys.exit inside the signal handler: the
+    driver exits 1 with that notice alone, and the handler stays installed after fit() returns.
+    Ours asks the controller to abort (it stops the workers; a checkpoint is resumed from only once
+    Ray Train has registered it, rundir.last_checkpoint), lets the wait end with the controller's
+    death, and `_fit` turns that into a KeyboardInterrupt; a second Ctrl-C stops waiting at once.
+    tests/training/train/test_train_run_paths.py pins the upstream call this relies on."""
+
+    def __init__(self):
+        self.count = 0
+        self.controller = None
+
+    def install(self, controller) -> None:
+        self.controller = controller
+        signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        self.count += 1
+        if self.count > 1:
+            raise KeyboardInterrupt
+        self.controller.abort.remote()  # not awaited: the controller exits, ending fit()'s wait
+
+
 def _fit(cfg, progress, before_restart=lambda: None):
     """Ray Train's fit(), restarted after a worker failure from the last checkpoint (a new trainer
     of the same RunConfig resumes it) up to parallel.max_failures times (-1: always); a
-    failures.FatalError of any worker ends the run at once. `before_restart`: the lock's check."""
+    failures.FatalError of any worker ends the run at once. `before_restart`: the lock's check.
+    A Ctrl-C during fit() leaves as a KeyboardInterrupt once the workers have stopped (_Interrupt)."""
     from ray.train import TrainingFailedError
 
     limit, restarts = cfg.parallel.max_failures, 0
     while True:
+        interrupt, previous = _Interrupt(), signal.getsignal(signal.SIGINT)
         try:
-            return _trainer(cfg, progress).fit()
-        except TrainingFailedError as e:
+            trainer = _trainer(cfg, progress)
+            trainer._register_sigint_handler = interrupt.install  # see _Interrupt
+            return trainer.fit()
+        except BaseException as e:
+            if interrupt.count:  # the controller's death, or the second Ctrl-C itself
+                raise KeyboardInterrupt from None
+            if not isinstance(e, TrainingFailedError):
+                raise
             fatal = failures.fatal_of(e)
             if fatal is not None:
                 raise fatal from None  # the workers' one line; their tracebacks are in the Ray logs
             if limit != -1 and restarts >= limit:
                 raise
-            restarts += 1
-            before_restart()
-            sys.stderr.write(f"canine pretrain: the workers failed ({failures.summary(e)}); restart {restarts} of "
-                             f"{'unlimited' if limit == -1 else limit} (--max-failures) from the last checkpoint\n")
-            cfg = _saved_micro_batch(cfg, rundir.read_saved_config(cfg.output))
+            failed = e
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        restarts += 1
+        before_restart()
+        _say(f"the workers failed ({failures.summary(failed)}); restart {restarts} of "
+             f"{'unlimited' if limit == -1 else limit} (--max-failures) from the last checkpoint")
+        cfg = _saved_micro_batch(cfg, rundir.read_saved_config(cfg.output))
 
 
 def _lock_command(cfg) -> str:
     """The command a lock record names (credentials in URLs masked)."""
     return redact(shlex.join(["canine", "pretrain", "--data", cfg.data.path, "--output", cfg.output]))
+
+
+def interrupted(cfg) -> str:
+    """The line for a Ctrl-C: how far the run at cfg.output got, and what the same command does."""
+    output = rundir.absolute(cfg.output)
+    records = rundir.read_metrics(output)
+    trained = f" at step {records[-1]['step']}" if records else ""
+    last = rundir.last_checkpoint(output)
+    if last is None:
+        return (f"interrupted{trained}, before {redact(output)} had a checkpoint (every {cfg.checkpoint.every} "
+                "steps, --checkpoint-every); the same command starts the run again")
+    step, url = last
+    return (f"interrupted{trained}; {redact(output)} is checkpointed at step {step} ({redact(url)}); "
+            f"the same command resumes from step {step}")
+
+
+def _no_evaluation(cfg, manifest: data.Dataset, workers: int = 0) -> str | None:
+    """Why this run will not be evaluated, or None. Each worker evaluates an equal share of the
+    first data.eval_examples validation rows (stream.eval_batches): fewer rows than workers, none.
+    workers 0 (before the cluster says how many): only what does not depend on them."""
+    rows = sum(s.rows for s in manifest.splits.get("validation", ()))
+    if not cfg.data.eval_examples:
+        return "data.eval_examples is 0; --set data.eval_examples=1024 evaluates on the first 1024 validation rows"
+    if rows and (not workers or min(cfg.data.eval_examples, rows) >= workers):
+        return None
+    held = f"holds {rows} validation examples, fewer than the {workers} workers" if rows else "holds no validation examples"
+    return (f"{redact(manifest.url)} {held}: canine preprocess --validation-fraction 0.05 holds out 5% of each "
+            "language's pages (its default, 0.005, holds out none of a language under 20 kept pages)")
+
+
+def _finished(cfg, manifest: data.Dataset, saved: dict | None) -> dict:
+    """A finished run's saved summary, once its config is checked against this one: no Ray needed
+    (resolve takes the device, workers and precision from the run's config.yaml)."""
+    from contract.lock import OutputLock
+
+    cfg = resolve(cfg, manifest, 0, saved)
+    with OutputLock(cfg.output, command=_lock_command(cfg)):
+        _save_or_check_config(cfg, saved)
+        _say(f"{redact(cfg.output)} holds this run, finished at step {cfg.train.max_steps}; nothing to do")
+        return json.loads(rundir.read(rundir.join(cfg.output, rundir.SUMMARY)))
 
 
 def pretrain(cfg) -> dict:
@@ -236,30 +339,43 @@ def pretrain(cfg) -> dict:
 
     if not cfg.output or not cfg.data.path:
         raise ValueError("pretraining needs output (--output) and data.path (--data)")
+    cfg = rundir.absolute_paths(cfg)
     config.validate(cfg)
     manifest = data.open_dataset(cfg.data.path)
+    data.check_shards(manifest)
+    consolidated, summary_url = rundir.join(cfg.output, rundir.CONSOLIDATED), rundir.join(cfg.output, rundir.SUMMARY)
+    checkpointed = rundir.last_checkpoint(cfg.output)
+    finished = rundir.exists(consolidated) and rundir.exists(summary_url)  # written only after the last step
+    saved = rundir.read_saved_config(cfg.output) if checkpointed or finished else None
+    if finished:
+        return _finished(cfg, manifest, saved)
+    if saved is not None:  # a resumption's device, workers and precision come from its config.yaml, not
+        # the cluster (config.resolve): a changed config is refused before Ray starts
+        _check_config(resolve(cfg, manifest, 0, saved), saved)
+    why = _no_evaluation(cfg, manifest)
+    if why:
+        _say(f"no validation loss or accuracy in this run: {why}")
     started = _connect(cfg)
     try:
-        cfg = resolve(cfg, manifest, ray.cluster_resources().get("GPU", 0), rundir.read_saved_config(cfg.output))
-        consolidated, summary_url = rundir.join(cfg.output, rundir.CONSOLIDATED), rundir.join(cfg.output, rundir.SUMMARY)
+        cfg = resolve(cfg, manifest, ray.cluster_resources().get("GPU", 0), saved)
         # Before the lock creates the output: a run the cluster cannot place leaves nothing behind.
-        if not (rundir.exists(consolidated) and rundir.exists(summary_url)):
-            resources.await_resources(resources.needs(cfg), cfg.parallel.resource_wait_s)
+        resources.await_resources(resources.needs(cfg), cfg.parallel.resource_wait_s)
         with OutputLock(cfg.output, command=_lock_command(cfg)) as lock:
-            _save_or_check_config(cfg)
-            if rundir.exists(consolidated) and rundir.exists(summary_url):  # written only after the last step
-                sys.stderr.write(f"canine pretrain: {cfg.output} holds this run, finished; nothing to do\n")
-                return json.loads(rundir.read(summary_url))
-            p = cfg.parallel
-            sys.stderr.write(f"canine pretrain: {p.workers} {p.device} workers, ZeRO-{p.zero_stage}, {p.precision}, "
-                             f"{cfg.train.objective} objective, {cfg.train.max_steps} steps -> {cfg.output}\n")
-            with metrics.ProgressPrinter(cfg.train.max_steps) as progress:
+            _save_or_check_config(cfg, saved)
+            if checkpointed:
+                _say(f"resuming from step {checkpointed[0]} (the last checkpoint, {redact(checkpointed[1])})")
+            p, t = cfg.parallel, cfg.train
+            _say(f"{p.workers} {p.device} workers, ZeRO-{p.zero_stage}, {p.precision}, {t.objective} objective, "
+                 f"{t.max_steps} steps -> {redact(cfg.output)}")
+            late = None if why else _no_evaluation(cfg, manifest, p.workers)  # fewer validation rows than workers
+            if late:
+                _say(f"no validation loss or accuracy in this run: {late}")
+            with metrics.ProgressPrinter(t.max_steps) as progress:
                 result = _fit(cfg, progress.sink, before_restart=lock.check)
             lock.check()  # another driver took the output over: write no summary or export over its run
-            if not cfg.train.micro_batch:
+            if not t.micro_batch:
                 cfg = _saved_micro_batch(cfg, rundir.read_saved_config(cfg.output))
-                sys.stderr.write(f"canine pretrain: --micro-batch auto chose {cfg.train.micro_batch} per worker "
-                                 f"(saved in {rundir.CONFIG})\n")
+                _say(f"--micro-batch auto chose {cfg.train.micro_batch} per worker (saved in {rundir.CONFIG})")
             summary = summarize(cfg, rundir.read_metrics(cfg.output))
             # The URL, not Ray's path on the storage filesystem (which drops the s3:// of a store).
             summary["checkpoint"] = (rundir.join(cfg.output, rundir.CHECKPOINTS, os.path.basename(result.checkpoint.path))
@@ -268,6 +384,10 @@ def pretrain(cfg) -> dict:
                 summary["consolidated"] = consolidated
                 summary["hf_export"] = export(cfg, consolidated)
             atomic_write(summary_url, json.dumps(summary, indent=1).encode("utf-8"))
+            if t.stop_at_step and not summary["finished"] and summary["steps"]:
+                _say(f"stopped at step {summary['steps']} of {t.max_steps} (--stop-at-step {t.stop_at_step}), "
+                     f"checkpointed in {redact(summary['checkpoint'] or cfg.output)}; to go on, the same command "
+                     "without --stop-at-step (or with a later one)")
             return summary
     finally:
         if started:

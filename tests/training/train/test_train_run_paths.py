@@ -1,0 +1,145 @@
+"""The driver's paths and what it says before and around a run (training/train/run.py, training/rundir.py):
+local paths are made absolute against the caller's working directory before anything reaches Ray
+(URLs as they are); a run that will not be evaluated says why before Ray starts; a run that failed
+before its first checkpoint leaves only what a rerun with another config accepts; the two things
+of Ray Train the driver relies on for Ctrl-C and for "resuming from step N" are pinned here.
+
+The whole chain with relative paths, Ctrl-C and --stop-at-step through `canine` processes is
+tests/jobs/test_readme_paths.py; a bad shard refused before Ray starts is in tests/jobs/test_errors.py.
+"""
+
+import inspect
+import os
+import shutil
+import socket
+
+import pytest
+import yaml
+
+from jobs import cli
+from training import rundir
+from training.train import config
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("given, absolute", [
+    ("runs/tiny", "{cwd}/runs/tiny"), ("./out/../out/shards", "{cwd}/out/shards"), ("/data/shards", "/data/shards"),
+    ("", ""), ("s3://b/runs/x", "s3://b/runs/x"), ("gs://b/shards", "gs://b/shards"),
+    ("file:///data/shards", "file:///data/shards"), ("memory://b/x", "memory://b/x"),
+])
+def test_a_local_path_is_made_absolute_and_a_url_kept(given, absolute, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert rundir.absolute(given) == absolute.format(cwd=tmp_path)
+
+
+def _dry_run(capsys, *args) -> dict:
+    assert cli.main(["pretrain", *args, "--dry-run"]) == 0
+    return yaml.safe_load(capsys.readouterr().out)
+
+
+def test_pretrain_takes_relative_paths_from_the_callers_directory(tmp_path, monkeypatch, capsys):
+    """The flags, and a config file named relatively that names relative paths itself: all from the
+    working directory, as the resolved config (the one the workers get and the run saves) shows."""
+    monkeypatch.chdir(tmp_path)
+    saved = _dry_run(capsys, "--data", "out/shards", "--output", "runs/tiny", "--config", "tiny")
+    assert (saved["data"]["path"], saved["output"]) == (f"{tmp_path}/out/shards", f"{tmp_path}/runs/tiny")
+
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "mine.yaml").write_text("model: {size: tiny}\noutput: runs/mine\ndata: {path: out/shards}\n")
+    saved = _dry_run(capsys, "--config", "configs/mine.yaml")
+    assert (saved["data"]["path"], saved["output"]) == (f"{tmp_path}/out/shards", f"{tmp_path}/runs/mine")
+
+    saved = _dry_run(capsys, "--data", "gs://b/shards", "--output", "s3://b/runs/x")
+    assert (saved["data"]["path"], saved["output"]) == ("gs://b/shards", "s3://b/runs/x")
+
+
+@pytest.fixture(scope="module")
+def no_validation(tmp_path_factory) -> str:
+    from pipeline.synthetic import write_contract_shards
+
+    return write_contract_shards(str(tmp_path_factory.mktemp("shards")), train_rows=(64,), validation_rows=0)
+
+
+@pytest.mark.parametrize("extra, why", [
+    ([], "holds no validation examples: canine preprocess --validation-fraction 0.05 holds out 5% of each "
+         "language's pages"),
+    (["--set", "data.eval_examples=0"], "data.eval_examples is 0; --set data.eval_examples=1024"),
+])
+def test_a_run_that_will_not_be_evaluated_says_why_before_ray_starts(extra, why, no_validation, contract_shards,
+                                                                      tmp_path, monkeypatch, capsys):
+    """Said before Ray starts: here the address names a closed port, so the command ends right after."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    data = contract_shards if extra else no_validation
+    args = ["pretrain", "--data", data, "--output", tmp_path / "run", "--ray-address", f"127.0.0.1:{_free_port()}"]
+    assert cli.main([str(a) for a in args + extra]) == 2
+    first, second = capsys.readouterr().err.strip().splitlines()
+    assert first.startswith("canine pretrain: no validation loss or accuracy in this run: ") and why in first
+    assert "no Ray cluster answers at" in second
+    assert not (tmp_path / "run").exists()
+
+
+def test_ray_train_does_what_the_driver_relies_on():
+    """run._Interrupt replaces the SIGINT handler that Train V2's fit() installs, by the method fit()
+    calls, with the controller whose abort() it then calls; rundir.last_checkpoint reads the snapshot
+    of checkpoints that Train V2 restores a run from. A Ray upgrade that moves either fails here."""
+    from ray.train.v2._internal import constants
+    from ray.train.v2._internal.execution.checkpoint import checkpoint_manager
+    from ray.train.v2._internal.execution.controller.controller import TrainController
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+    source = inspect.getsource(DataParallelTrainer._initialize_and_run_controller)
+    assert "self._register_sigint_handler(controller)" in source
+    assert source.index("_register_sigint_handler") < source.index("ray.get(controller.run.remote())")
+    assert inspect.iscoroutinefunction(TrainController.abort)
+    assert constants.CHECKPOINT_MANAGER_SNAPSHOT_FILENAME == rundir.RAY_SNAPSHOT
+    fields = checkpoint_manager._TrainingResultState.model_fields
+    assert {"checkpoint_dir_name", "metrics"} <= set(fields)
+    assert "latest_checkpoint_result" in checkpoint_manager._CheckpointManagerState.model_fields
+
+
+def test_no_snapshot_no_checkpoint_and_a_torn_one_is_named(tmp_path):
+    assert rundir.last_checkpoint(str(tmp_path)) is None
+    (tmp_path / rundir.CHECKPOINTS).mkdir()
+    (tmp_path / rundir.CHECKPOINTS / rundir.RAY_SNAPSHOT).write_text('{"latest_checkpoint_result": nu')
+    with pytest.raises(ValueError, match=rf"{rundir.RAY_SNAPSHOT}: not JSON .*remove the run's ray_train folder"):
+        rundir.last_checkpoint(str(tmp_path))
+
+
+def _corrupt_inside(shards: str) -> None:
+    """Bytes of every train shard overwritten at its start: its footer is whole, so the driver's
+    check passes and the workers' sha256 check (data.verify_shard) fails at their first read."""
+    for root, _, files in os.walk(os.path.join(shards, "train")):
+        for name in files:
+            if name.endswith(".parquet"):
+                with open(os.path.join(root, name), "r+b") as f:
+                    f.write(b"garbage!" * 64)
+
+
+def test_a_run_that_failed_before_its_first_checkpoint_takes_another_config(contract_shards, ray_local, tmp_path,
+                                                                            capsys):
+    """It leaves its config.yaml, and nothing to resume: the rerun, with good data and another seed
+    (which a resumption refuses), trains without any cleanup."""
+    good = str(tmp_path / "good")
+    shutil.copytree(contract_shards, good)
+    bad = shutil.copytree(contract_shards, tmp_path / "bad")
+    _corrupt_inside(str(bad))
+    run = tmp_path / "run"
+    short = ["--set", "train.max_steps=2", "--set", "checkpoint.every=2", "--set", "train.eval_every=0",
+             "--set", "data.eval_examples=16", "--set", "log.tensorboard=false", "--max-failures", "0"]
+    assert cli.main(["pretrain", "--data", str(bad), "--output", str(run), *short]) == 2
+    err = capsys.readouterr().err
+    assert "corrupt shard: its sha256 is" in err and "a restart would fail the same way" in err
+    assert (run / rundir.CONFIG).exists() and rundir.last_checkpoint(str(run)) is None
+
+    assert cli.main(["pretrain", "--data", good, "--output", str(run), *short, "--seed", "7"]) == 0
+    err = capsys.readouterr().err
+    assert "resuming" not in err and "another config" not in err
+    saved = config.from_dict(yaml.safe_load((run / rundir.CONFIG).read_text()))
+    assert saved.train.seed == 7 and saved.data.path == good
+    assert [r["step"] for r in rundir.read_metrics(str(run))] == [1, 2]
+    assert rundir.last_checkpoint(str(run)) == (2, f"{run}/{rundir.CHECKPOINTS}/checkpoint_step00000002")
