@@ -9,7 +9,10 @@ fp32 weights (final/model_fp32.pt, written after the last step), metrics.jsonl (
 evaluations) and the shard manifest the config names (its hash, languages, examples). What it
 writes (training/hf.py `export_hf`, published whole): config.json + model.safetensors
 (`AutoModel` gives a `CanineModel`), tokenizer_config.json (`AutoTokenizer` gives a
-`CanineTokenizer`: CANINE has no vocabulary, only its special codepoints and a length), and
+`CanineTokenizer`: CANINE has no vocabulary, only its special codepoints and a length),
+the pretraining head (its tensors under `pretraining_head.` in model.safetensors,
+modeling_canine_masked.py and `auto_map`: `AutoModelForMaskedLM` with trust_remote_code=True
+fills in masked characters; CANINE-S adds subword_vocab.json from the data's tokenizer) and
 README.md, the model card. `canine pretrain` calls it when a run finishes; `canine export` redoes
 it, e.g. once the `[hf]` extra is installed.
 """
@@ -59,6 +62,11 @@ def _manifest(data_path: str):
         return None, None, f"unreadable ({e})"
 
 
+# The model card's fill-in line per objective (training/hf_masked.py `fill`).
+FILL_EXAMPLE = {"char": 'print(model.fill("The capital of France is P____."))  # a character for each _',
+                "subword": 'print(model.fill("The capital of France is _____."))  # a subword for each run of _'}
+
+
 def model_card(cfg, encoder_config, records: list[dict], manifest, manifest_sha: str | None,
                manifest_missing: str = "") -> str:
     """README.md of an export: what was trained, on what, for how long, and how well."""
@@ -73,14 +81,21 @@ def model_card(cfg, encoder_config, records: list[dict], manifest, manifest_sha:
     lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", "",
              f"# CANINE encoder ({cfg.model.size} size), pretrained with canine-pretrain", "",
              f"A `CanineModel` (Clark et al., TACL 2022) pretrained with the {objective[cfg.train.objective]} "
-             "objective. Only the encoder is here: the pretraining head is dropped, as the paper does "
-             "(§3.2). It reads Unicode codepoints, so the tokenizer has no vocabulary.", "",
+             "objective. It reads Unicode codepoints, so the tokenizer has no vocabulary. The pretraining "
+             "head is here too, for a fill-in query (below): `AutoModel` loads the encoder alone and lists the "
+             "head's `pretraining_head.*` tensors as unused.", "",
              "```python",
              "from transformers import AutoModel, AutoTokenizer",
              "tokenizer = AutoTokenizer.from_pretrained(PATH)  # this directory",
              "model = AutoModel.from_pretrained(PATH)",
              'batch = tokenizer(["Hello, world", "안녕하세요"], padding=True, return_tensors="pt")',
              "characters = model(**batch).last_hidden_state  # (batch, characters, hidden_size)",
+             "```", "",
+             "A fill-in query with the pretraining head (its code is modeling_canine_masked.py, here):", "",
+             "```python",
+             "from transformers import AutoModelForMaskedLM",
+             "model = AutoModelForMaskedLM.from_pretrained(PATH, trust_remote_code=True)",
+             FILL_EXAMPLE[cfg.train.objective],
              "```", "",
              "## Model", "",
              f"- hidden size {encoder_config.hidden_size}, {encoder_config.num_hidden_layers} deep layers, "
@@ -128,7 +143,7 @@ def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | No
     if why:
         raise ExportError(why)
     from training.heads import CaninePretrainingModel
-    from training.hf import export_hf
+    from training.hf import export_hf, subword_vocab_of
     from training.train import config
     from training.train.checkpoint import load_consolidated
     if cfg is None:
@@ -158,7 +173,9 @@ def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | No
     manifest, manifest_sha, missing = _manifest(cfg.data.path)
     card = model_card(cfg, model.encoder.config, records, manifest, manifest_sha, missing)
     try:
-        export_hf(model, target, max_length=cfg.data.seq_len, files={"README.md": card.encode("utf-8")})
+        vocab = subword_vocab_of(cfg.data.path) if cfg.train.objective == "subword" else None
+        export_hf(model, target, max_length=cfg.data.seq_len, files={"README.md": card.encode("utf-8")},
+                  subword_vocab=vocab)
     except ValueError as e:  # no HF equivalent (n-grams), or the target is a file or holds other things
         raise ExportError(str(e)) from e
     _modes_as_umask(target)

@@ -43,7 +43,7 @@ import fsspec
 
 from contract.files import atomic_write, is_local, redact
 from training import rundir
-from training.train import autobatch, data, failures, metrics, resources
+from training.train import autobatch, data, failures, metrics, resources, tracking
 from training.train import config
 from training.train.failures import FAULT_ENV, FAULT_KIND_ENV
 from training.train.loop import train_loop_per_worker
@@ -355,6 +355,7 @@ def pretrain(cfg) -> dict:
     why = _no_evaluation(cfg, manifest)
     if why:
         _say(f"no validation loss or accuracy in this run: {why}")
+    tracking.check(cfg)  # an MLflow server that cannot be reached: said before Ray starts
     started = _connect(cfg)
     try:
         cfg = resolve(cfg, manifest, ray.cluster_resources().get("GPU", 0), saved)
@@ -384,11 +385,15 @@ def pretrain(cfg) -> dict:
                 summary["consolidated"] = consolidated
                 summary["hf_export"] = export(cfg, consolidated)
             atomic_write(summary_url, json.dumps(summary, indent=1).encode("utf-8"))
+            tracking.finish_run(cfg, "FINISHED" if summary["finished"] else "KILLED")  # artifacts, the run's end
             if t.stop_at_step and not summary["finished"] and summary["steps"]:
                 _say(f"stopped at step {summary['steps']} of {t.max_steps} (--stop-at-step {t.stop_at_step}), "
                      f"checkpointed in {redact(summary['checkpoint'] or cfg.output)}; to go on, the same command "
                      "without --stop-at-step (or with a later one)")
             return summary
+    except BaseException as e:  # the MLflow run ends with the run: Ctrl-C is KILLED, anything else FAILED
+        tracking.end_run(cfg, "KILLED" if isinstance(e, KeyboardInterrupt) else "FAILED")
+        raise
     finally:
         if started:
             ray.shutdown()

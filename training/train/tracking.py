@@ -182,6 +182,45 @@ class Tracker:
         self.client.set_terminated(self.run_id, status=status)
 
 
+def check(cfg, timeout_s: float = 15.0) -> None:
+    """Before Ray starts (the driver): log.mlflow names a store this process can reach, or one
+    line saying why not. Nothing is created: a run that fails before its first step leaves no
+    MLflow run and no OUTPUT/mlflow.json."""
+    if not cfg.log.mlflow:
+        return
+    Client = _mlflow()
+    uri = tracking_uri(cfg.log.mlflow, cfg.output)
+    if uri.startswith("sqlite:"):
+        return  # a file this run creates
+    # One bounded try: MLflow's HTTP client otherwise retries with backoff for minutes.
+    saved = {k: os.environ.get(k) for k in ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")}
+    os.environ.update(MLFLOW_HTTP_REQUEST_MAX_RETRIES="0", MLFLOW_HTTP_REQUEST_TIMEOUT=str(int(timeout_s)))
+    try:
+        Client(tracking_uri=uri).search_experiments(max_results=1)
+    except Exception as e:
+        raise TrackingError(f"log.mlflow {redact(uri)}: {type(e).__name__}: {redact(str(e)).splitlines()[0][:300]}; "
+                            "check the server (mlflow server), its address and credentials") from e
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def end_run(cfg, status: str) -> None:
+    """Mark the run directory's MLflow run ended (FAILED, KILLED) when pretraining stops early; a
+    tracking server that fails here does not hide the error that ended the run."""
+    if not cfg.log.mlflow or _read_record(cfg.output) is None:
+        return
+    try:
+        Client = _mlflow()
+        Client(tracking_uri=tracking_uri(cfg.log.mlflow, cfg.output)).set_terminated(
+            _read_record(cfg.output)["run_id"], status=status)
+    except Exception:  # noqa: BLE001 (best effort: the run's own error is what the user must see)
+        pass
+
+
 def finish_run(cfg, status: str = "FINISHED") -> None:
     """At the end of `canine pretrain` (the driver): the artifacts and the end of the MLflow run
     the workers logged into; nothing when log.mlflow is unset or no MLflow run was made."""

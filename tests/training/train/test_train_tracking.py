@@ -114,3 +114,29 @@ def test_unusable_settings_are_refused_in_one_line(tmp_path):
     finally:
         del os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
     assert not (tmp_path / "run" / tracking.RECORD).exists()
+
+
+@pytest.mark.slow
+def test_pretrain_tracks_a_stopped_and_resumed_run_once_per_step(tmp_path, contract_shards):
+    """`canine pretrain --set log.mlflow=on` through the CLI: stopped at step 2, resumed to 4;
+    the MLflow run holds steps 1-4 once each, the config once, and ends FINISHED with the
+    run's artifacts. An unreachable server is refused before Ray starts, leaving nothing."""
+    from jobs import cli
+
+    common = ["pretrain", "--config", "tiny", "--data", contract_shards, "--output", str(tmp_path / "run"),
+              "--set", "train.max_steps=4", "--set", "train.eval_every=0", "--set", "checkpoint.every=2",
+              "--set", "parallel.workers=1", "--set", "log.mlflow=on"]
+    assert cli.main([*common, "--stop-at-step", "2"]) == 0
+    client = mlflow.MlflowClient(tracking_uri=tracking.tracking_uri("on", str(tmp_path / "run")))
+    run_id = json.loads((tmp_path / "run" / tracking.RECORD).read_text())["run_id"]
+    assert client.get_run(run_id).info.status == "KILLED"
+    assert cli.main(common) == 0
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.params["train.max_steps"] == "4"
+    assert [s for s, _ in _history(client, run_id, "loss")] == [1, 2, 3, 4]
+    assert {"summary.json", "config.yaml", "README.md"} <= {a.path for a in client.list_artifacts(run_id)}
+
+    closed = f"http://127.0.0.1:{_free_port()}"
+    code = cli.main(["pretrain", "--config", "tiny", "--data", contract_shards, "--output", str(tmp_path / "other"),
+                     "--set", f"log.mlflow={closed}"])
+    assert code == 2 and not (tmp_path / "other").exists()
