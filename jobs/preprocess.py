@@ -8,6 +8,18 @@
 
 Flags and `--set` keys are PreprocessConfig's fields (pipeline/preprocess_config.py), defaults and help included.
 `preprocess()` is the one entry of every run: dump resolution, the output lock, the Beam job.
+
+What it prints: on stderr the progress lines (pipeline/progress.py) and `canine preprocess: ...`
+lines (a note, or the one line of a failure: jobs/errors.py); on stdout the manifest as
+`canine inspect` prints it, and how the run went. No line of Beam's, Dask's or any other
+library's (tests/jobs/test_preprocess_endings.py counts them).
+- Ctrl-C: `canine preprocess: interrupted after 12 of 40 work items (kept); the same command
+  resumes`, exit 130; the finished work items stay in the output's staging folder.
+- No training example (every page rejected, or nothing read): nothing is published, exit 2, and
+  the line counts the pages read by outcome with the commonest reasons (pipeline/output.py
+  NothingKept); a scheduled run of a wrong input fails instead of publishing an empty output.
+- A language with kept pages but no validation page is named in a note, with the
+  --validation-fraction that would hold one out.
 """
 
 import dataclasses
@@ -65,7 +77,8 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
 
     from contract.lock import OutputLock
     from jobs import dumps as dump_specs
-    from pipeline import output, sources
+    from jobs import errors, quiet
+    from pipeline import output, runners, sources
 
     if workers < 1:
         raise ValueError(f"--workers {workers}: must be 1 or more (worker processes of the runner)")
@@ -73,8 +86,14 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
         resolved = dump_specs.resolve(list(dumps), mirror=mirror, lang=cfg.lang)
         cfg = dataclasses.replace(cfg, inputs=(*cfg.inputs, *(d.dump_url for d in resolved)),
                                   output=dump_specs.output_path(cfg.output, resolved))
+        # What `latest` resolved to and where the shards go: a scheduled run's log says which dump it read.
+        for spec, d in zip(dumps, resolved):
+            print(f"canine preprocess: --dump {spec}: {d.wiki} {d.date} ({redact(d.dump_url)})", file=sys.stderr)
+        print(f"canine preprocess: output {redact(cfg.output)}", file=sys.stderr)
     # A bad flag or input is found here, before the lock creates the output folder.
     if runner != "DirectRunner":  # the default is known good; another may be misspelled or miss its options
+        # First: Beam's own option check already contacts Cloud Storage, retrying for minutes.
+        runners.check_launch(runner, cfg.output, cfg.inputs, list(beam_args))
         _check_runner(workers, runner, beam_args)
     plan = output.prepare(cfg)
     created = output.missing_root(cfg.output)
@@ -84,14 +103,22 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
         # config would otherwise clean up each other's staging (contract/lock.py).
         with OutputLock(cfg.output, command=command) as lock:
             try:
-                result = output.run(cfg, workers=workers, runner=runner, beam_args=list(beam_args),
-                                    before_publish=lock.check, plan=plan, progress=progress)
+                with quiet.runner_errors_held():
+                    result = output.run(cfg, workers=workers, runner=runner, beam_args=list(beam_args),
+                                        before_publish=lock.check, plan=plan, progress=progress)
                 return cfg.output, result
             except sources.InputError:
                 # Bad input found while reading: the staging of this config (and its cache of
                 # items) is useless once the input is fixed, since the fix changes the config.
                 output.remove_staging(cfg.output, only=output.staging_url(plan.cfg))
                 raise
+    except output.RunInterrupted as e:
+        raise errors.Interrupted(f"interrupted after {e.done} of {e.total} work items (kept); "
+                                 "the same command resumes") from e
+    except KeyboardInterrupt as e:
+        if created:
+            output.remove_empty(cfg.output, created)
+        raise errors.Interrupted("interrupted before the job started; nothing was written") from e
     except BaseException:
         if created:
             output.remove_empty(cfg.output, created)
@@ -149,11 +176,26 @@ def main(args) -> int:
         cfg = config_from_args(args)
         where, result = preprocess(cfg, dumps=args.dump, mirror=args.mirror, workers=args.workers,
                                    runner=args.runner, beam_args=args.passthrough)
-    except Exception as e:  # our errors as they are, a bare path in words, anything else with its traceback file
+    except (Exception, KeyboardInterrupt) as e:
+        # our errors as they are, a bare path in words, Ctrl-C as 130, anything else with its traceback file
         return errors.report("preprocess", e, objects(args, cfg), as_json=args.json)
     if result.up_to_date:
         # stderr under --json: stdout stays one JSON document on every path
-        print(f"{where}: already complete for this config ({result.manifest.config_sha256[:12]}); "
+        print(f"{where}: already complete for these settings and inputs (config {result.manifest.config_sha256[:12]}); "
               "nothing to do", file=sys.stderr if args.json else sys.stdout)
     print_manifest(result, as_json=args.json)
+    if result.without_validation:
+        print(f"canine preprocess: note: {no_validation_note(result.without_validation, cfg.validation_fraction)}",
+              file=sys.stderr)
     return 0
+
+
+def no_validation_note(kept: dict[str, int], fraction: float) -> str:
+    """The note for languages that got no validation page: {lang: kept pages}."""
+    from pipeline import job, output
+
+    langs = ", ".join(f"{lang} ({n} kept page{'s' * (n != 1)})" for lang, n in sorted(kept.items()))
+    needed = output.validation_fraction_for(min(kept.values()))
+    return (f"no validation page for {langs}: a language of fewer than {job.MIN_PAGES_FOR_VALIDATION} kept pages "
+            f"gets only its share ({fraction:g} of its pages, rounded); --validation-fraction {needed:g} holds "
+            "out at least one page of each (and that share of every language)")

@@ -1,18 +1,27 @@
 """Third-party lines that a normal `canine` run would print and that say nothing to its user,
 silenced where they come from, one by one, each with the reason it is harmless. Records at
-ERROR or above always pass, so a failure still shows in full; anything not listed here shows.
+ERROR or above pass these filters, so a failure still shows in full; anything not listed here
+shows. The one exception, a Beam job's own error records, which the failure's report repeats,
+is `runner_errors_held`: it keeps them for the traceback file of an unexpected failure.
 
 `install()` runs in jobs/cli.py before a command. What is silenced elsewhere, and why:
 - transformers' "Writing model shards" bar: training/hf.py turns off its bars around the save;
 - Ray's worker logs: a local cluster is started with log_to_driver=False (training/train/run.py);
 - Beam's "Failed to import GCSFileSystem" / "apitools not found": gone since apache-beam[gcp]
-  is a dependency (tests/jobs/test_smoke.py counts every line `canine smoke` prints).
+  is a dependency (tests/jobs/test_smoke.py counts every line `canine smoke` prints);
+- Beam's "Using fallback deterministic coder" and "input type hint will be ignored": the job's
+  keys have a coder of their own and its steps declare their types (pipeline/elements.py);
+- dask.distributed's INFO lines of a DaskRunner run: pipeline/dask_runner.py;
+- a failed Beam job's own ERROR records: held while the job runs (`runner_errors_held`).
 """
 
+import contextlib
 import faulthandler
 import logging
 import os
 import re
+import threading
+import traceback
 
 # (logger, message pattern, the module that says it, why it is noise). Logger filters see the
 # records that logger itself creates: exactly these messages. tests/jobs/test_quiet.py checks
@@ -34,6 +43,10 @@ NOISE = (
      "docs/cluster.md)"),
     ("ray._private.worker", r"^Started a local Ray instance\.$", "ray._private.worker",
      "`canine pretrain` says itself how many workers it starts and where"),
+    ("ray._private.authentication.authentication_token_setup", r"^Generated new authentication token and saved to ",
+     "ray._private.authentication.authentication_token_setup",
+     "the first local cluster on a machine makes Ray's token file (~/.ray/auth_token); Ray reads it itself, there "
+     "is nothing to do"),
 )
 
 # Environment defaults, set before Ray or Beam start (a value already set is kept).
@@ -67,3 +80,64 @@ def install() -> None:
         logger = logging.getLogger(logger_name)
         if not any(isinstance(f, DropNoise) and f.pattern.pattern == pattern for f in logger.filters):
             logger.addFilter(DropNoise(pattern))
+
+
+# Beam logs a step's failure where it happens (apache_beam.runners.common: "ERROR ... [while
+# running 'STEP']" and a traceback; a worker process's records relayed by local_job_service), and
+# what breaks as a job stops (its gRPC channels, its worker handlers; on Ctrl-C the thread that
+# waits for each worker process raises "Worker subprocess exited with return code -2", as the
+# shell Beam starts it with dies of the SIGINT), then raises the failure to the launcher, where
+# jobs/errors.py reports it: our one line for a known error (a bad input) or Ctrl-C, its type and
+# a traceback file otherwise. So what they print says again what the report says.
+RUNNER_LOGGERS = "apache_beam.runners"
+
+
+class _Hold(logging.Filter):
+    """On the root logger's handlers: keeps Beam runner records at ERROR or above instead of
+    letting them through."""
+
+    def __init__(self):
+        super().__init__()
+        self.records = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and record.name.startswith(RUNNER_LOGGERS):
+            self.records.append(record)
+            return False
+        return True
+
+
+@contextlib.contextmanager
+def runner_errors_held():
+    """While a Beam job runs: its runner's error records, and the exceptions that end a thread,
+    are held. A failure that becomes our one line (a known error, Ctrl-C) drops them; an
+    unexpected one carries them as notes, which its traceback file shows (jobs/errors.py
+    write_traceback); after a job that succeeded they are printed as they would have been."""
+    from jobs import errors
+
+    hold, handlers = _Hold(), list(logging.getLogger().handlers)
+    threads, hook = [], threading.excepthook
+    for handler in handlers:
+        handler.addFilter(hold)
+    threading.excepthook = threads.append
+    try:
+        yield
+    except BaseException as e:
+        if not (errors.is_known(e) or isinstance(e, KeyboardInterrupt)):
+            formatter = logging.Formatter("%(levelname)s %(name)s: %(message)s")
+            for record in hold.records:
+                e.add_note(f"logged while the job ran: {formatter.format(record)}")
+            for args in threads:
+                text = "".join(traceback.format_exception(args.exc_type, args.exc_value, args.exc_traceback))
+                e.add_note(f"raised in thread {getattr(args.thread, 'name', '?')} while the job ran: {text}")
+        raise
+    finally:
+        threading.excepthook = hook
+        for handler in handlers:
+            handler.removeFilter(hold)
+    for record in hold.records:
+        for handler in handlers:
+            if record.levelno >= handler.level:
+                handler.handle(record)
+    for args in threads:
+        hook(args)

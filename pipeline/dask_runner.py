@@ -26,6 +26,10 @@ asks for the DaskRunner, so DirectRunner runs and `canine inspect` never load Da
 
 import contextlib
 import functools
+import logging
+import re
+import signal
+import threading
 
 import dask
 import dask.bag as db
@@ -46,6 +50,14 @@ from apache_beam.transforms.sideinputs import SideInputMap
 from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils.counters import CounterFactory
 
+# dask.distributed logs its scheduler's and nannies' lives at INFO ("State start", "Register worker",
+# "Nanny asking worker to close", ...): ~30 lines a run, printed by the root logger's handler
+# when there is one (`canine preprocess` sets one, and distributed then adds none of its own, so
+# LocalCluster's silence_logs does not reach them). WARNING and above still show; a level given
+# in Dask's config (DASK_LOGGING__DISTRIBUTED=info) wins.
+if "distributed" not in (dask.config.get("logging", default=None) or {}):
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+
 
 def local_cluster(workers: int | None):
     """The cluster a DaskRunner run starts when given no --dask_client_address, and closes when
@@ -57,6 +69,63 @@ def local_cluster(workers: int | None):
 
     return LocalCluster(n_workers=workers, processes=True, threads_per_worker=1, host="127.0.0.1",
                         dashboard_address="127.0.0.1:0")
+
+
+def _not_a_step_failure(record: logging.LogRecord) -> bool:
+    """Beam's DoFnRunner logs a step's exception ("... [while running 'STEP']") before raising it."""
+    return not _STEP_FAILURE.search(record.getMessage())
+
+
+def _not_a_failed_task(record: logging.LogRecord) -> bool:
+    """distributed's worker logs a task's exception ("Compute Failed", key, task, traceback)."""
+    return not record.getMessage().startswith("Compute Failed")
+
+
+def _not_a_cancelled_task(record: logging.LogRecord) -> bool:
+    """distributed's worker warns of each task that was running when the run was cancelled (Ctrl-C)."""
+    return not ("Async instruction for" in record.getMessage() and "Task cancelled" in record.getMessage())
+
+
+_STEP_FAILURE = re.compile(r"\[while running '[^']*'\]$")
+
+
+class LocalWorkerSetup(ddist.WorkerPlugin):
+    """The worker processes of the run's LocalCluster share the launcher's terminal. There:
+    - Ctrl-C is ignored: it reaches the whole process group, and each worker's event loop would
+      end with a KeyboardInterrupt traceback; the launcher alone ends the run on it, and closes
+      the workers (DaskRunnerResult.wait_until_finish);
+    - no record of a step's failure, which the run raises to the launcher and `canine
+      preprocess` reports in one line: without a handler of their own, Beam's record would print
+      with its traceback through Python's last-resort handler, and distributed's "Compute Failed"
+      with the task's; nor of each task cancelled by Ctrl-C.
+    A cluster given by address keeps its workers as they are."""
+
+    name = "canine-local-worker-setup"
+
+    def setup(self, worker):
+        if threading.current_thread() is threading.main_thread():  # a worker's event loop runs there
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        logging.getLogger("apache_beam.runners.common").addFilter(_not_a_step_failure)
+        logging.getLogger("distributed.worker").addFilter(_not_a_failed_task)
+        logging.getLogger("distributed.worker.state_machine").addFilter(_not_a_cancelled_task)
+        logging.getLogger("distributed.worker").addFilter(_HeartbeatWhileClosing(worker))
+
+
+class _HeartbeatWhileClosing(logging.Filter):
+    """A heartbeat in flight when the run closes its worker fails on the closed connection
+    ("Failed to communicate with scheduler during heartbeat" with a StreamClosedError traceback,
+    seen on a loaded machine): the worker is going away as asked, so that record says nothing.
+    While the worker runs, the same failure still shows."""
+
+    def __init__(self, worker):
+        super().__init__()
+        self.worker = worker
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from distributed.core import Status
+
+        closing = (Status.closing, Status.closing_gracefully, Status.closed, Status.stopping, Status.stopped)
+        return not ("during heartbeat" in record.getMessage() and self.worker.status in closing)
 
 
 class LocalClusterOptions(PipelineOptions):
@@ -259,6 +328,11 @@ class DaskRunnerResult(PipelineResult):
                 return self._state
         try:
             updates = self._future.result()
+        except KeyboardInterrupt:  # Ctrl-C: the workers' running tasks are not waited for
+            self._state = PipelineState.CANCELLED
+            self._future.cancel()
+            _close(self._client, self._cluster, interrupted=True)
+            raise
         except BaseException:  # a DoFn's own exception, "[while running 'STEP']" appended
             self._state = PipelineState.FAILED
             self._close()
@@ -284,11 +358,44 @@ class DaskRunnerResult(PipelineResult):
         _close(self._client, self._cluster)
 
 
-def _close(client, cluster):
-    # The client before the cluster, or it spends 30 s trying to reconnect.
+# How long a worker process of the run's LocalCluster may take to exit. Closed by the cluster, a
+# nanny gives it 4 s, then kills it with a warning; this job's workers need about that: tearing down
+# an interpreter that imported Beam takes 1.4 s on an idle core of the test machine, and a
+# loaded machine doubles it.
+WORKER_EXIT_S = 30
+
+
+async def _close_workers(cluster, timeout: float):
+    import asyncio
+
+    await asyncio.gather(*(nanny.close(timeout=timeout) for nanny in list(cluster.workers.values())))
+
+
+def _no_kill_warning(record: logging.LogRecord) -> bool:
+    return not record.getMessage().startswith("Worker process still alive after")
+
+
+# After Ctrl-C: the task a worker runs (a work item, cached whole or not at all) is not waited
+# for; the worker is killed after this long, without the nanny's warning.
+INTERRUPTED_EXIT_S = 1
+
+
+def _close(client, cluster, interrupted: bool = False):
+    """Close the client, then the cluster the run started (the other way round, the client
+    spends 30 s trying to reconnect)."""
     client.close()
-    if cluster is not None:
-        cluster.close()
+    if cluster is None:
+        return
+    if interrupted:
+        nanny = logging.getLogger("distributed.nanny")
+        nanny.addFilter(_no_kill_warning)
+        try:
+            cluster.sync(_close_workers, cluster, INTERRUPTED_EXIT_S)
+        finally:
+            nanny.removeFilter(_no_kill_warning)
+    else:
+        cluster.sync(_close_workers, cluster, WORKER_EXIT_S)
+    cluster.close()
 
 
 class DaskRunner(upstream_runner.DaskRunner):
@@ -306,6 +413,8 @@ class DaskRunner(upstream_runner.DaskRunner):
             client_options["address"] = cluster.scheduler_address
         client = ddist.Client(**client_options)
         try:
+            if cluster is not None:
+                client.register_plugin(LocalWorkerSetup())
             pipeline.replace_all(overrides.dask_overrides())
             translate = Translate(bag_kwargs, threads=sum(client.nthreads().values()) or 1)
             pipeline.visit(translate)

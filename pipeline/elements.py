@@ -1,10 +1,20 @@
 """The elements that flow between the steps of the preprocessing job (pipeline/job.py), each a
 NamedTuple read by field name: datatrove passes one Document between its steps, Beam's examples
-use named fields. NamedTuples pickle, and Beam encodes them deterministically as keys. A
-GroupByKey / CombinePerKey input stays Beam's (key, value) pair, with named keys and values.
+use named fields. A GroupByKey / CombinePerKey input stays Beam's (key, value) pair, with named
+keys and values.
+
+The NamedTuples that are keys (KEYS) have a coder of their own, KeyCoder, registered with Beam:
+the step that makes a key declares its output type (`.with_output_types(Tuple[SplitLang, int])`),
+so Beam encodes the key with it. Beam's own choices both fall short: its default coder encodes an
+unknown type as a key with a pickle-based "fallback deterministic coder" and logs a warning for
+each step and worker process that does, and its RowCoder decodes a NamedTuple, in a worker
+process, as a class it generates from the fields, not as this one.
 """
 
+import typing
 from typing import NamedTuple
+
+import apache_beam as beam
 
 from pipeline import examples
 
@@ -123,3 +133,44 @@ class Stat(NamedTuple):  # one row of stats.json, in CollectStats
         if self.outcome is None:
             return [self.kind, self.lang, self.value]
         return [self.kind, self.lang, self.outcome, self.value]
+
+
+class KeyCoder(beam.coders.Coder):
+    """A NamedTuple of str and int fields as a key: encoded as the tuple of its fields (Beam's
+    TupleCoder of StrUtf8Coder and VarIntCoder: deterministic, the same bytes in every worker
+    process) and decoded as the NamedTuple again."""
+
+    def __init__(self, cls):
+        self.cls = cls
+        fields = typing.get_type_hints(cls).values()
+        if not set(fields) <= {str, int}:
+            raise TypeError(f"KeyCoder: {cls.__name__} has a field that is not str or int")
+        self._fields = beam.coders.TupleCoder([beam.coders.registry.get_coder(t) for t in fields])
+
+    @classmethod
+    def from_type_hint(cls, typehint, unused_registry):
+        return cls(typehint)
+
+    def encode(self, value) -> bytes:
+        return self._fields.encode(tuple(value))
+
+    def decode(self, encoded: bytes):
+        return self.cls(*self._fields.decode(encoded))
+
+    def is_deterministic(self) -> bool:
+        return True
+
+    def to_type_hint(self):
+        return self.cls
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.cls is other.cls
+
+    def __hash__(self):
+        return hash((type(self), self.cls))
+
+
+# The keys of the job's GroupByKey and CombinePerKey steps (a language alone is a str key).
+KEYS = (Outcome, SplitLang, PackGroup, ShardKey)
+for _key in KEYS:
+    beam.coders.registry.register_coder(_key, KeyCoder)

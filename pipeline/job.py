@@ -27,6 +27,11 @@ stable hash (pipeline/hashing.py) and every group is sorted before use.
 
 import json
 import math
+import os
+import signal
+import sys
+import threading
+from typing import Tuple
 
 import apache_beam as beam
 import fsspec
@@ -46,6 +51,49 @@ from pipeline.hashing import stable_int, stable_unit
 from pipeline.tokenizer import WordPieceTokenizer, train_wordpiece
 
 _NS = "canine.preprocess"
+
+
+# --- the DirectRunner's worker processes ----------------------------------------------------------
+# With --workers 2 or more the DirectRunner runs the job in worker processes that share the
+# launcher's terminal. While the job runs, the launcher names its process id in LAUNCHER_PID and
+# has each worker import this module first, as a Beam plugin, in the worker's main thread before
+# its harness starts (pipeline/output.py); set_up_worker_process runs then.
+LAUNCHER_PID = "CANINE_PREPROCESS_LAUNCHER_PID"
+
+
+class _HarnessStderr:
+    """A worker's sys.stderr without the traceback Beam's harness prints for a failed bundle
+    (SdkHarness._execute: `print(traceback_string, file=sys.stderr)`, Beam 2.77; tests/jobs/
+    test_quiet.py checks the line is still there). The same traceback is the bundle's error,
+    which the launcher raises and jobs/errors.py reports: one line for a bad input."""
+
+    def __init__(self, stream, harness_code):
+        self._stream, self._harness_code = stream, harness_code
+
+    def write(self, text):
+        if sys._getframe(1).f_code is self._harness_code:  # print() adds no frame: write's caller is print's
+            return len(text)
+        return self._stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+def set_up_worker_process() -> None:
+    """In a worker process of the launcher named by LAUNCHER_PID: ignore SIGINT (a terminal's
+    Ctrl-C reaches the whole process group; the launcher alone ends the job on it, and closes
+    the workers), and drop the harness's printed copy of a failed bundle's traceback. Anywhere
+    else (the launcher, a process importing this module from another thread) it does nothing."""
+    launcher = os.environ.get(LAUNCHER_PID)
+    if not launcher or launcher == str(os.getpid()) or threading.current_thread() is not threading.main_thread():
+        return
+    from apache_beam.runners.worker import sdk_worker
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.stderr = _HarnessStderr(sys.stderr, sdk_worker.SdkHarness._execute.__code__)
+
+
+set_up_worker_process()
 
 
 class _RouteFn(beam.DoFn):
@@ -76,8 +124,10 @@ class _RouteFn(beam.DoFn):
 
 
 def _route(cleaned):
-    return cleaned | "Route" >> beam.ParDo(_RouteFn()).with_outputs("outcomes", "replaced", "dropped", "headings",
-                                                                    "rejects", main="kept")
+    route = beam.ParDo(_RouteFn()).with_output_types(Page, outcomes=Outcome, replaced=Replaced, dropped=Dropped,
+                                                      headings=Headings, rejects=Reject)
+    tags = ("outcomes", "replaced", "dropped", "headings", "rejects")
+    return cleaned | "Route" >> route.with_outputs(*tags, main="kept")
 
 
 class CleanPages(beam.PTransform):
@@ -246,6 +296,7 @@ class PackExamples(beam.PTransform):
         group_counts = (
             split_pages
             | "PageSize" >> beam.Map(lambda sp: (SplitLang(sp.split, sp.page.lang), len(sp.page.text)))
+            .with_output_types(Tuple[SplitLang, int])
             | "LangSplitSize" >> beam.CombinePerKey(sum)
             | "Groups" >> beam.MapTuple(lambda key, size: (key, max(1, math.ceil(size / cfg.pack_group_codepoints))))
             | "GroupDict" >> beam.combiners.ToDict()
@@ -264,7 +315,7 @@ class PackExamples(beam.PTransform):
 
         return (
             split_pages
-            | "KeyGroup" >> beam.Map(key, pvalue.AsSingleton(group_counts))
+            | "KeyGroup" >> beam.Map(key, pvalue.AsSingleton(group_counts)).with_output_types(Tuple[PackGroup, Page])
             | "Group" >> beam.GroupByKey()
             | "Pack" >> beam.FlatMap(pack)
         )
@@ -328,6 +379,7 @@ class SampleLanguages(beam.PTransform):
         plan = (
             packed
             | "ExampleSize" >> beam.Map(lambda x: (SplitLang(x.split, x.lang), Size(1, len(x.example.codepoints))))
+            .with_output_types(Tuple[SplitLang, Size])
             | "SumSizes" >> beam.CombinePerKey(_add_sizes)
             | "SizeDict" >> beam.combiners.ToDict()
             | "Sizing" >> beam.Map(sizing, cfg.alpha, cfg.shard_codepoints)
@@ -394,7 +446,7 @@ class WriteShards(beam.PTransform):
 
         return (
             sampled
-            | "KeyShard" >> beam.Map(key, pvalue.AsSingleton(self.sizing))
+            | "KeyShard" >> beam.Map(key, pvalue.AsSingleton(self.sizing)).with_output_types(Tuple[ShardKey, Sampled])
             | "GroupShard" >> beam.GroupByKey()
             | "PlanAndWrite" >> beam.ParDo(_PlanAndWriteFn(self.cfg, self.staging), pvalue.AsSingleton(self.tokenizer_json))
             .with_outputs("masks", main="shards")

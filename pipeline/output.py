@@ -14,19 +14,34 @@ config, which is a no-op that also clears staging a run killed after publishing 
 Crash safety: a run killed at any moment (reading, tokenizer training, writing, publishing)
 leaves either no manifest, and the next run of the same config recomputes everything from the
 cached work items, or a complete manifest; each step is idempotent from there
-(tests/pipeline/test_crash.py kills a 2-worker run at each point).
+(tests/pipeline/test_crash.py kills a 2-worker run at each point). Ctrl-C is the same, told:
+`run` raises RunInterrupted with the work items finished, which the same command reuses.
+
+Inputs are identified by content: an output is up to date for a run whose config differs from
+its own only in how the inputs are named (the patterns as given, each file's URL: a relative
+path, a copy elsewhere) and whose files have the same sizes and content ids (`data_identity`);
+a given tokenizer counts by its text. A file whose bytes changed makes another config.
+
+A run that keeps no training example publishes nothing: NothingKept (an input error: no
+manifest, this config's staging removed by `canine preprocess`) names the pages read, the
+outcomes that rejected them and the commonest reasons, so a scheduled run of a wrong input
+fails instead of publishing an empty output as a success.
 """
 
+import collections
+import contextlib
 import dataclasses
+import hashlib
 import json
 import logging
+import os
 import re
 import time
 
 import fsspec
 
 from contract import schema
-from contract.files import file_sha256, is_local
+from contract.files import file_sha256, is_local, redact
 from contract.manifest import FileRef, Language, Manifest, Shard, Split, write_manifest
 from contract.manifest import read_manifest as _read_manifest
 from pipeline import faults, runners, sources
@@ -42,6 +57,20 @@ class OutputExistsError(RuntimeError):
 class PublishError(RuntimeError):
     """A file the job wrote to staging is missing or not what it recorded; no manifest was
     written, so the output is not usable and a rerun of the same command redoes the work."""
+
+
+class NothingKept(sources.InputError):
+    """The job made no training example (every page rejected, or none read): nothing was
+    published. An input error: the input, not the run, has to change."""
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C while the job ran or published: `done` of `total` work items were finished, and
+    are kept in staging for the same command to reuse."""
+
+    def __init__(self, done: int, total: int):
+        super().__init__(f"{done} of {total} work items done")
+        self.done, self.total = done, total
 
 
 def _fs(url):
@@ -77,8 +106,10 @@ class RunResult:
     """What `run` returns: the output's manifest, and whether and how this run made it."""
 
     manifest: Manifest
-    up_to_date: bool = False  # the output was already complete for this config: nothing ran
+    up_to_date: bool = False  # the output was already complete for this config's data (existing_output): nothing ran
     run: RunStats | None = None
+    # {lang: kept pages} of the languages that got no validation page in this run (not in to_dict)
+    without_validation: dict = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """The manifest's JSON data plus `run` / `up_to_date` when set: `canine preprocess --json`."""
@@ -114,33 +145,74 @@ def _content_id(fs, path: str, info: dict) -> str:
 
 def fingerprint_inputs(items) -> tuple:
     """(url, size, content id) per input file: changed bytes give a different config sha,
-    a changed modification time alone does not."""
+    a changed modification time alone does not. A local path is recorded normalized
+    (`cwd/../data/x.xml` as `data/x.xml`, absolute), as the manifest and a refusal show it."""
     out = []
     for path in sorted({i.path for i in items}):
         fs, p = fsspec.core.url_to_fs(path)
         info = fs.info(p)
-        out.append((path, int(info.get("size") or 0), _content_id(fs, p, info)))
-    return tuple(out)
+        out.append((recorded_url(path), int(info.get("size") or 0), _content_id(fs, p, info)))
+    return tuple(sorted(out))
 
 
-def describe_change(old: dict, new: dict) -> str:
-    """What differs between two config fingerprints, input by input and field by field."""
+def recorded_url(path: str) -> str:
+    """An input file's URL as input_fingerprints records it: a local path normalized."""
+    return path if "://" in path or "::" in path else os.path.normpath(path)
+
+
+# Fingerprint fields that name where the inputs are, not what they hold (data_identity).
+_NAMING = ("inputs", "tokenizer")
+
+
+def data_identity(fingerprint: dict, tokenizer_sha256: str | None = None) -> dict:
+    """A config fingerprint with the inputs identified by content alone: without the patterns
+    as given and each file's URL, the files as sorted (size, content id) pairs, a given
+    tokenizer as the sha256 of its text. Equal identities make the same shards (the rejects
+    name each page's source by the path it was read from)."""
+    d = {k: v for k, v in fingerprint.items() if k not in (*_NAMING, "input_fingerprints")}
+    d["input_fingerprints"] = sorted([f[1], f[2]] for f in fingerprint.get("input_fingerprints", []))
+    d["tokenizer"] = tokenizer_sha256 if fingerprint.get("tokenizer") else None
+    return d
+
+
+def text_sha256(text: str) -> str:
+    """sha256 of a text as the job publishes it (contract.files.save_text: UTF-8)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def describe_change(old: dict, new: dict, tokenizer_changed: bool = False) -> str:
+    """What differs between two config fingerprints, input by input and field by field. An input
+    found under another name with the same size and content id is no change."""
     changes = []
     before = {f[0]: f for f in old.get("input_fingerprints", [])}
     after = {f[0]: f for f in new.get("input_fingerprints", [])}
+    # (size, content id) of the files each side names and the other does not: the same bytes
+    # under another name on the other side are no change
+    only_before = collections.Counter(tuple(before[u][1:]) for u in before.keys() - after.keys())
+    only_after = collections.Counter(tuple(after[u][1:]) for u in after.keys() - before.keys())
     for url in sorted(before.keys() | after.keys()):
         a, b = before.get(url), after.get(url)
         if a is None:
-            changes.append(f"input {url} is new")
+            if only_before[tuple(b[1:])] > 0:
+                only_before[tuple(b[1:])] -= 1
+            else:
+                changes.append(f"input {url} is new")
         elif b is None:
-            changes.append(f"input {url} is no longer given")
+            if only_after[tuple(a[1:])] > 0:
+                only_after[tuple(a[1:])] -= 1
+            else:
+                changes.append(f"input {url} is no longer given")
         elif a[1] != b[1]:
             changes.append(f"input {url} changed size ({a[1]} -> {b[1]} bytes)")
         elif a[2] != b[2]:
             changes.append(f"input {url} changed content ({a[2]} -> {b[2]})")
-    for key in sorted((old.keys() | new.keys()) - {"input_fingerprints"}):
+    if tokenizer_changed:
+        changes.append(f"tokenizer {new.get('tokenizer') or old.get('tokenizer')} changed content")
+    for key in sorted((old.keys() | new.keys()) - {*_NAMING, "input_fingerprints"}):
         if old.get(key) != new.get(key):
             changes.append(f"{key}: {old.get(key)!r} -> {new.get(key)!r}")
+    if (old.get("tokenizer") is None) != (new.get("tokenizer") is None):
+        changes.append(f"tokenizer: {old.get('tokenizer')!r} -> {new.get('tokenizer')!r}")
     return "; ".join(changes) or "the config hashes differ"
 
 
@@ -179,15 +251,22 @@ def prepare(cfg: PreprocessConfig) -> Plan:
     return Plan(cfg, items, tokenizer_json)
 
 
-def existing_output(cfg: PreprocessConfig) -> Manifest | None:
-    """The manifest already at cfg.output if it was made by this very config, None if there is
-    none; OutputExistsError naming what changed if it was made by another."""
+def existing_output(cfg: PreprocessConfig, tokenizer_json: str | None = None) -> Manifest | None:
+    """The manifest already at cfg.output if it was made from the same data (`data_identity`:
+    this config, or one that names the same input bytes otherwise), None if there is none;
+    OutputExistsError naming what changed if it was made by another. `tokenizer_json`: the
+    text of cfg.tokenizer, compared with the tokenizer the output published."""
     existing = published_manifest(cfg.output)
-    if existing is not None and existing.config_sha256 != cfg.sha256():
+    if existing is None:
+        return None
+    given = text_sha256(tokenizer_json) if cfg.tokenizer and tokenizer_json is not None else None
+    published = existing.tokenizer.sha256 if existing.config.get("tokenizer") else None
+    if data_identity(existing.config, published) != data_identity(cfg.fingerprint(), given or published):
+        tokenizer_changed = bool(given and published and given != published)
         raise OutputExistsError(
             f"{cfg.output} already holds a complete output made with a different config "
             f"(config_sha256 {existing.config_sha256[:12]}…, this run {cfg.sha256()[:12]}…): "
-            f"{describe_change(existing.config, cfg.fingerprint())}; "
+            f"{describe_change(existing.config, cfg.fingerprint(), tokenizer_changed)}; "
             "choose another --output or remove it first"
         )
     return existing
@@ -195,11 +274,12 @@ def existing_output(cfg: PreprocessConfig) -> Manifest | None:
 
 def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", beam_args=(), before_publish=None,
         plan: Plan | None = None, progress: bool = False) -> RunResult:
-    """Run the whole job and return its manifest (the existing one if the output is up to date).
-    `plan` is `prepare(cfg)` if the caller made it already (before taking the output's lock).
-    `before_publish()` runs after the pipeline, before anything is moved into place: a lock
-    holder's check that it still owns the output. `progress`: report on stderr while the job
-    runs (pipeline/progress.py), and name the Dataflow job's page."""
+    """Run the whole job and return its manifest (the existing one if the output is up to date:
+    the caller says so). `plan` is `prepare(cfg)` if the caller made it already (before taking
+    the output's lock). `before_publish()` runs after the pipeline, before anything is moved
+    into place: a lock holder's check that it still owns the output. `progress`: report on
+    stderr while the job runs (pipeline/progress.py), and name the Dataflow job's page.
+    Ctrl-C while the job runs or publishes raises RunInterrupted."""
     import apache_beam as beam
 
     from pipeline import job
@@ -208,10 +288,10 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
     started = time.time()
     plan = plan or prepare(cfg)
     cfg = plan.cfg
-    existing = existing_output(cfg)
+    existing = existing_output(cfg, plan.tokenizer_json)
     if existing is not None:
         remove_staging(cfg.output)  # a run killed between its manifest and its clean-up left it
-        log.info("%s is up to date (config %s): nothing to do", cfg.output, cfg.sha256()[:12])
+        log.debug("%s is up to date (config %s): nothing to do", cfg.output, existing.config_sha256[:12])
         return RunResult(existing, up_to_date=True)
     staging = staging_url(cfg)
     fs, staging_path = _fs(staging)
@@ -224,37 +304,134 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
         if name.rstrip("/").rsplit("/", 1)[-1] != "items":
             fs.rm(name, recursive=True)
     fs.makedirs(staging_path, exist_ok=True)
-    options = runners.beam_options(workers, runner, beam_args)
+    options = runners.beam_options(workers, runner, [*beam_args, *_worker_plugins(runner, workers)])
     p = beam.Pipeline(options=options)
     job.build(p, cfg, plan.items, staging, plan.tokenizer_json)
     watch = None
     if progress:
         sizes = {url: size for url, size, _ in cfg.input_fingerprints}
+        sizes = {item.path: sizes.get(recorded_url(item.path), 0) for item in plan.items}
         watch = ItemProgress(plan.items, sizes, staging).start(len(cfg.input_fingerprints))
     else:
         log.info("%d work items from %d input files", len(plan.items), len(cfg.input_fingerprints))
-    finished = False
+    finished, result = False, None
     try:
-        result = p.run()  # the DirectRunner runs the job here; remote runners return once it is submitted
-        link = runners.job_link(result, options)
-        if link and watch is not None:
-            watch.note(f"Dataflow job {link}")
-        elif link:
-            log.info("Dataflow job %s", link)
-        result.wait_until_finish()
+        with _launcher_pid_for_workers():
+            result = p.run()  # the DirectRunner runs the job here; remote runners return once it is submitted
+            link = runners.job_link(result, options)
+            if link and watch is not None:
+                watch.note(f"Dataflow job {link}")
+            elif link:
+                log.info("Dataflow job %s", link)
+            result.wait_until_finish()
         finished = True
+    except KeyboardInterrupt as e:
+        _cancel(result)
+        raise RunInterrupted(*_items_done(plan.items, staging)) from e
     except (RuntimeError, sources.InputError) as e:
+        if _interrupted(e):  # in-process DirectRunner: Beam wraps a DoFn's KeyboardInterrupt
+            raise RunInterrupted(*_items_done(plan.items, staging)) from e
         raise _input_error_in(e) or e
     finally:
         if watch is not None:
             watch.stop(ok=finished)
     counters = _counters(result)
-    if before_publish is not None:
-        before_publish()
-    manifest = finalize(cfg, staging)
+    try:
+        if before_publish is not None:
+            before_publish()
+        records = _read_staged_json(fs, staging_path, "stats.json")
+        manifest = finalize(cfg, staging, records)
+    except KeyboardInterrupt as e:
+        raise RunInterrupted(*_items_done(plan.items, staging)) from e
     stats = RunStats(round(time.time() - started, 2), len(plan.items), counters.get("items_parsed", 0),
                      counters.get("items_reused", 0))
-    return RunResult(manifest, run=stats)
+    return RunResult(manifest, run=stats,
+                     without_validation=without_validation(records, manifest.languages, cfg.validation_fraction))
+
+
+# Ctrl-C in a terminal reaches every process of the foreground group: the DirectRunner's worker
+# processes too, each of which would print its own KeyboardInterrupt traceback while the launcher
+# stops the job. They ignore it instead (pipeline/job.py `set_up_worker_process`, run when a
+# worker imports that module as a Beam plugin, before its harness starts), and the launcher, whose
+# KeyboardInterrupt ends the job, closes them.
+def _worker_plugins(runner: str, workers: int) -> list[str]:
+    """Beam options that make the DirectRunner's worker processes import pipeline.job first."""
+    return ["--beam_plugins=pipeline.job"] if runner == "DirectRunner" and workers > 1 else []
+
+
+@contextlib.contextmanager
+def _launcher_pid_for_workers():
+    """pipeline.job.LAUNCHER_PID in the environment while the job runs: worker processes
+    started meanwhile inherit it, and know they are not the launcher."""
+    from pipeline.job import LAUNCHER_PID
+
+    previous = os.environ.get(LAUNCHER_PID)
+    os.environ[LAUNCHER_PID] = str(os.getpid())
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(LAUNCHER_PID, None)
+        else:
+            os.environ[LAUNCHER_PID] = previous
+
+
+def _interrupted(e: BaseException) -> bool:
+    """Whether a runner's failure is a KeyboardInterrupt it wrapped ("KeyboardInterrupt [while
+    running 'STEP']", raised while handling it)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _cancel(result) -> None:
+    """Stop a remote job (Dataflow) that Ctrl-C stopped waiting for; the local runners stopped
+    with the launcher."""
+    if result is None:
+        return
+    try:
+        result.cancel()
+    except Exception as e:  # a finished or local job has nothing to cancel
+        log.debug("cancel after Ctrl-C: %s", e)
+
+
+def _items_done(items, staging: str) -> tuple[int, int]:
+    """(work items whose cache file is in staging, all work items): what a rerun reuses."""
+    from pipeline import itemcache
+
+    fs, path = _fs(f"{staging}/items")
+    fs.invalidate_cache(path)  # the workers wrote there from other processes
+    try:
+        names = {n.rstrip("/").rsplit("/", 1)[-1] for n in fs.ls(path, detail=False)}
+    except FileNotFoundError:
+        names = set()
+    expected = [itemcache.cache_url("", item).rsplit("/", 1)[-1] for item in items]
+    return sum(name in names for name in expected), len(expected)
+
+
+def without_validation(records, languages: dict[str, Language], fraction: float) -> dict[str, int]:
+    """{lang: kept pages} of the languages with kept pages but none held out for validation
+    (a language of fewer than MIN_PAGES_FOR_VALIDATION pages gets only its share, usually none);
+    {} when the config asked for no validation split."""
+    if fraction <= 0:
+        return {}
+    held = {rec[1]: rec[2] for rec in records if rec[0] == "validation_pages"}
+    return {lang: c.kept for lang, c in languages.items() if c.kept and not held.get(lang)}
+
+
+def validation_fraction_for(kept: int) -> float:
+    """The smallest --validation-fraction, in hundredths, that holds out a page of a language of
+    `kept` pages (pipeline/job.py validation_pages: fraction x kept, rounded half up)."""
+    from pipeline.job import validation_pages
+
+    hundredths = 1
+    while hundredths < 99 and not validation_pages(kept, hundredths / 100):
+        hundredths += 1
+    return hundredths / 100
 
 
 def missing_root(output: str) -> str | None:
@@ -376,6 +553,42 @@ def languages_from_stats(records) -> dict[str, Language]:
     return {lang: Language(**c) for lang, c in sorted(langs.items())}
 
 
+# A reject's reason without the values it quotes or counts: "parse error: non-integer id 'a'" and
+# "... id 'b'" are one reason.
+_REASON_VALUES = re.compile(r"'[^']*'|\"[^\"]*\"|\b\d+\b")
+_REASONS_SHOWN = 3
+
+
+def _reasons(fs, stage: str, rejects: list[str]) -> list[tuple[str, int]]:
+    """The commonest reasons in the staged rejects files, with their counts."""
+    counts = collections.Counter()
+    for rel in rejects:
+        with fs.open(f"{stage}/{rel}", "rt", encoding="utf-8") as f:
+            for line in f:
+                counts[_REASON_VALUES.sub("…", json.loads(line)["reason"])] += 1
+    return counts.most_common(_REASONS_SHOWN)
+
+
+def nothing_kept(cfg: PreprocessConfig, languages: dict[str, Language], reasons) -> str:
+    """NothingKept's message: the inputs, the pages read and what became of them, what to do."""
+    shown = [redact(u) for u in cfg.inputs[:3]] + ([f"and {len(cfg.inputs) - 3} more"] if len(cfg.inputs) > 3 else [])
+    names, read = ", ".join(shown), sum(c.pages_read for c in languages.values())
+    kept = sum(c.kept for c in languages.values())
+    head = f"{names}: no training example, so nothing was published"
+    if not read:
+        return (f"{head}: no page was read; check that the input holds pages (MediaWiki <page> elements, "
+                "or JSONL / Parquet rows)")
+    if kept:
+        return (f"{head}: all {kept} kept pages went to the validation split (--validation-fraction "
+                f"{cfg.validation_fraction:g}); lower --validation-fraction")
+    outcomes = ", ".join(f"{n} {o}" for o in schema.PAGE_OUTCOMES
+                         if (n := sum(getattr(c, o) for c in languages.values())))
+    commonest = ", ".join(f'"{reason}" {n}' for reason, n in reasons)
+    return (f"{head}: none of the {read} pages read was kept ({outcomes}"
+            + (f"; commonest reasons: {commonest}" if commonest else "") + "); check that the input is articles "
+            "in a format canine preprocess reads: MediaWiki XML, or JSONL / Parquet rows with an integer id and a text")
+
+
 def check_accounting(languages: dict[str, Language]) -> None:
     for lang, c in languages.items():
         if problem := c.accounting_error():
@@ -402,7 +615,9 @@ def _publish(fs, src: str, dst: str, size: int | None = None) -> None:
         raise _publish_error(fs, src, f"was copied to {fs.unstrip_protocol(dst)} as {placed} bytes, not {staged}")
 
 
-def finalize(cfg: PreprocessConfig, staging: str) -> Manifest:
+def finalize(cfg: PreprocessConfig, staging: str, records=None) -> Manifest:
+    """Publish what the job staged and write the manifest (module docstring); NothingKept, with
+    nothing published, if it made no training example. `records`: stats.json, if read already."""
     fs, root = _fs(cfg.output)
     _, stage = _fs(staging)
     # Everything in staging was written by the job's workers: other processes, other machines.
@@ -413,10 +628,12 @@ def finalize(cfg: PreprocessConfig, staging: str) -> Manifest:
     # invalidate_cache"). From here on this process is the only writer, and its own writes keep
     # the cache right.
     fs.invalidate_cache()
-    languages = languages_from_stats(_read_staged_json(fs, stage, "stats.json"))
+    languages = languages_from_stats(_read_staged_json(fs, stage, "stats.json") if records is None else records)
     check_accounting(languages)
     shard_records = _read_staged_json(fs, stage, "shards.json")
     rejects = _read_staged_json(fs, stage, "rejects.json")
+    if not any(r["split"] == "train" and r["rows"] for r in shard_records):
+        raise NothingKept(nothing_kept(cfg, languages, _reasons(fs, stage, rejects)))
     # Exactly the files the job recorded writing, by name: no listing of staging.
     published = [(r["path"], r["bytes"]) for r in shard_records] + [(schema.TOKENIZER, None)]
     published += [(rel, None) for rel in rejects]

@@ -17,7 +17,9 @@ from pipeline.wikitext.variants import check_variants
 
 @dataclasses.dataclass(frozen=True)
 class PreprocessConfig:
-    inputs: tuple = option((), "fsspec URLs or globs: MediaWiki XML (.xml/.bz2/.gz), JSONL, Parquet")
+    inputs: tuple = option((), "fsspec URLs or globs: MediaWiki XML exports (.xml/.bz2/.gz, schema 0.3-0.11; "
+                           "a multistream dump with its -index file), or rows as JSONL or Parquet: an integer `id`, "
+                           "`text` (plain text), optional `title` and `lang`")
     output: str = option("", "output directory (fsspec URL); not part of the fingerprint", internal=True)
     seq_len: int = option(schema.DEFAULT_SEQ_LEN, "codepoints per example, CLS and SEPs included (paper: 2048)")
     seed: int = option(0, "root of every mask, sentence-order and sampling decision")

@@ -11,18 +11,18 @@ language nobody checked (`canine inspect` prints them):
   combine by addition, so they do not depend on how examples were spread over shards or workers.
 """
 
-from typing import NamedTuple
+from typing import NamedTuple, Tuple
 
 import apache_beam as beam
 
 from contract.files import save_json
-from pipeline.elements import Stat
+from pipeline.elements import Outcome, Stat
 
 # Headings listed per language in the manifest: the most frequent first, ties by title.
 TOP_HEADINGS = 20
 
 
-class StatsInputs(NamedTuple):  # the PCollections CollectStats reads
+class StatsInputs(NamedTuple):  # the PCollections CollectStats reads: a tuple of them, which Beam takes as an input
     outcomes: beam.PCollection  # Outcome
     replaced: beam.PCollection  # Replaced
     dropped: beam.PCollection  # Dropped
@@ -118,9 +118,12 @@ class CollectStats(beam.PTransform):
         super().__init__()
         self.staging = staging
 
-    def expand(self, inputs: StatsInputs):
+    # `inputs`: a StatsInputs. Not annotated: Beam reads an annotation of expand() as a type hint
+    # of its input, and ignores, with a warning, one that is not a PCollection.
+    def expand(self, inputs):
         records = (
-            inputs.outcomes | "CountOutcomes" >> beam.combiners.Count.PerElement()
+            inputs.outcomes | "OutcomeKey" >> beam.Map(lambda o: (o, 1)).with_output_types(Tuple[Outcome, int])
+            | "CountOutcomes" >> beam.CombinePerKey(sum)
             | "OutcomeRec" >> beam.MapTuple(lambda o, n: Stat("outcome", o.lang, n, outcome=o.outcome)),
             inputs.replaced | "ReplacedByLang" >> beam.Map(lambda r: (r.lang, r.characters))
             | "SumReplaced" >> beam.CombinePerKey(sum)

@@ -4,8 +4,8 @@ Every problem is reported with where it is (shard path, example_id, column); not
 The checks are the contract's: the manifest's schema (contract/manifest.py), the row rules the
 batch builder applies too (contract/rows.py) and two that need the pipeline's own definitions
 (whole CANINE-C spans of the rule the output was made with, the tokenizer's spans); plus what the manifest promises:
-hashes, counts, the per-language accounting identity, train/validation page disjointness, the
-per-language validation split (each language's held-out pages are the ones the job's rule
+hashes, counts, at least one training example, the per-language accounting identity, train/validation page
+disjointness, the per-language validation split (each language's held-out pages are the ones the job's rule
 picks, pipeline/job.py AssignSplit), and that the folder holds nothing the manifest does not
 account for (a stray Parquet file would be
 read by every dataset reader).
@@ -41,6 +41,9 @@ def _check_manifest(m: Manifest, out: Problems) -> None:
     """What the manifest promises of itself (its schema is checked as it is read)."""
     if config_sha256(m.config) != m.config_sha256:
         out.add(schema.MANIFEST, "config_sha256 does not match config")
+    if not (m.splits.get("train") and m.splits["train"].rows):  # canine preprocess no longer publishes one
+        out.add(f"{schema.MANIFEST} splits.train", "no training example: nothing to pretrain on (every page of the "
+                "input rejected? its rejects files say why)")
     for lang, c in m.languages.items():
         if problem := c.accounting_error():
             out.add(f"{schema.MANIFEST} languages.{lang}", problem)

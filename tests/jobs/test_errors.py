@@ -395,3 +395,158 @@ def test_every_known_error_class_exists():
 def test_a_bare_os_error_is_told_from_one_of_our_sentences(error, bare):
     assert errors.is_known(error) is not bare
     assert (errors._bare(error)) is bare
+
+
+@pytest.mark.parametrize("argv, phrase", [
+    (["--address", "127.0.0.1:9", "list", "j1"], "usage: canine submit --address URL list"),
+    (["--address", "127.0.0.1:9", "--python", "bin/python", "--", "pretrain"], "a relative path would be looked up"),
+])
+def test_submit_list_and_python_refusals(argv, phrase, capsys):
+    code, _, line = run(capsys, ["submit", *argv])
+    assert code == 2
+    says(line, argv[3], phrase)
+
+
+def test_a_job_whose_python_lacks_the_stack_is_one_line_and_6(capsys):
+    """What Ray keeps of a job stopped by submit's preflight (its entrypoint, exit code, log tail),
+    read back into one line: the interpreter, what it lacks, the flags that fix it."""
+    from types import SimpleNamespace
+
+    from jobs import submit
+
+    spec = submit.SubmitSpec(("pretrain", "--config", "tiny"), python="/usr/bin/python3")
+    tail = (f"Running entrypoint for job raysubmit_x: {spec.entrypoint()}\n"  # Ray's first log line holds the mark too
+            "canine-preflight: /usr/bin/python3 (Python 3.11.2) cannot import: pyarrow torch deepspeed\n")
+    info = SimpleNamespace(status="FAILED", submission_id="raysubmit_x", driver_exit_code=submit.EXIT_MISSING,
+                           entrypoint=spec.entrypoint(), message="Job entrypoint command failed with exit code 6, "
+                           "last available logs (truncated to 20,000 chars):\n" + tail)
+    assert submit.exit_code(info, None, "http://127.0.0.1:8265") == submit.EXIT_MISSING == 6
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    says(line, "/usr/bin/python3", "cannot import pyarrow, torch, deepspeed, so the job stopped before running")
+    assert "--python PATH" in line and "--image IMAGE" in line and "%s" not in line
+
+    info.driver_exit_code, info.message = 127, "/bin/sh: 1: /usr/bin/python3: not found\n"
+    assert submit.exit_code(info, None, "http://127.0.0.1:8265") == submit.EXIT_MISSING
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    says(line, "/usr/bin/python3", "no interpreter <obj> on the cluster's head (not found)")
+
+    info.driver_exit_code, info.message = 6, "Job entrypoint command failed with exit code 6\n"  # no preflight line
+    assert submit.exit_code(info, None, "http://127.0.0.1:8265") == 6
+    assert "FAILED: Job entrypoint command failed with exit code 6" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("make, phrase", [
+    (lambda t, port: (["--dump", "ko:20261101", "--mirror", f"http://127.0.0.1:{port}"],
+                      f"http://127.0.0.1:{port}/kowiki/20261101/"), "cannot reach 127.0.0.1:{port} (connection refused)"),
+    (lambda t, port: (["--dump", "ko:latest", "--mirror", "http://nonexistent.invalid"], "http://nonexistent.invalid/kowiki/"),
+     "(host name not resolved) while reading the feed of kowiki latest"),
+    (lambda t, port: ([f"http://127.0.0.1:{port}/x/kowiki-pages-articles.xml"], f"http://127.0.0.1:{port}/x/"),
+     "(connection refused) while checking that it exists"),
+    (lambda t, port: ([_file(t / "a-pages-articles.xml", b'<?xml version="1.0" encoding="Shift_JIS"?><mediawiki/>')],
+                      str(t / "a-pages-articles.xml")), "its XML declaration names encoding 'Shift_JIS'"),
+], ids=["mirror refused", "mirror unresolved", "input refused", "unknown encoding"])
+def test_network_and_encoding_errors_are_one_line(make, phrase, tmp_path, capsys):
+    """A host that cannot be reached is named with what failed, never as a missing file; an
+    encoding the reader cannot read is named. Before anything is written."""
+    port = _free_port()
+    argv, obj = make(tmp_path, port)
+    code, stdout, line = run(capsys, ["preprocess", *argv, "--output", tmp_path / "out", "--json"])
+    assert code == 2
+    says(line, obj, phrase.format(port=port))
+    assert "missing" not in line and "not found" not in line and "traceback" not in line
+    assert json.loads(stdout) == {"error": line}
+    assert not (tmp_path / "out").exists()
+
+
+# --- pretrain: what the driver checks before Ray starts; Ctrl-C; evaluate without validation rows ---
+
+
+def _shard_cut(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:-100])
+
+
+def _shard_appended(path: Path) -> None:
+    path.write_bytes(path.read_bytes() + b"damage")
+
+
+def _shard_short_a_row(path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    pq.write_table(table.slice(1), path)
+
+
+@pytest.mark.parametrize("damage, phrase", [
+    (_shard_cut, "corrupt shard: not a readable Parquet file (Parquet magic bytes not found in footer"),
+    (_shard_appended, "corrupt shard: not a readable Parquet file (Parquet magic bytes not found in footer"),
+    (_shard_short_a_row, "corrupt shard: it holds 63 rows, the manifest records 64"),
+    (Path.unlink, "missing: the manifest lists it with 64 rows; restore it or rerun `canine preprocess`"),
+], ids=["cut", "appended to", "a row short", "missing"])
+def test_a_bad_shard_is_refused_before_ray_starts(damage, phrase, shards, tmp_path, capsys, monkeypatch):
+    """The driver reads every shard's footer first: one line naming the shard, before any Ray
+    cluster (no "starting a local Ray cluster" line; none is running after) or run directory."""
+    import shutil
+
+    import ray
+
+    from training.train import data
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(shards, tmp_path / "shards")
+    shard = Path(data.open_dataset(str(tmp_path / "shards")).splits["train"][0].url)
+    damage(shard)
+    ray_before = ray.is_initialized()  # an earlier test's cluster in this process, or none
+    code, _, line = run(capsys, ["pretrain", "--data", "shards", "--output", "runs/x"])  # relative, as a user types
+    assert code == 2 and ray.is_initialized() == ray_before  # one line: no "starting a local Ray cluster" either
+    says(line, str(shard), phrase)
+    assert line.endswith(f"; `canine validate {tmp_path / 'shards'}` checks every shard whole")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_ctrl_c_in_pretrain_says_what_was_kept_and_130(shards, tmp_path, capsys, monkeypatch):
+    """jobs/pretrain.py turns the KeyboardInterrupt that run.pretrain leaves with into one line:
+    the last checkpoint Ray Train recorded (its snapshot, rundir.last_checkpoint), or none yet."""
+    import json as json_
+
+    from training import rundir
+    from training.train import run as run_mod
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(run_mod, "pretrain", _raise(KeyboardInterrupt()))
+    argv = ["pretrain", "--data", shards, "--output", "runs/x"]
+    code, _, line = run(capsys, argv)
+    assert (code, line) == (130, f"interrupted, before {tmp_path}/runs/x had a checkpoint (every 50 steps, "
+                                 "--checkpoint-every); the same command starts the run again")
+
+    out = tmp_path / "runs" / "x"
+    (out / rundir.CHECKPOINTS).mkdir(parents=True)
+    (out / rundir.METRICS).write_text("".join(json_.dumps({"step": s, "loss": 1.0}) + "\n" for s in (1, 2, 3)))
+    (out / rundir.CHECKPOINTS / rundir.RAY_SNAPSHOT).write_text(json_.dumps(  # as Ray Train 2.60 writes it
+        {"latest_checkpoint_result": {"version": 0, "checkpoint_dir_name": "checkpoint_step00000002",
+                                      "metrics": {"step": 2}}}))
+    code, _, line = run(capsys, argv)
+    assert (code, line) == (130, f"interrupted at step 3; {out} is checkpointed at step 2 "
+                                 f"({out}/ray_train/checkpoint_step00000002); the same command resumes from step 2")
+
+
+def test_evaluate_on_data_without_validation_rows_names_the_split_and_the_fix(tmp_path, capsys, monkeypatch):
+    """A finished run (config, weights) on shards whose validation split is empty."""
+    import torch
+
+    from pipeline.synthetic import write_contract_shards
+    from training.heads import CaninePretrainingModel
+    from training.rundir import CONSOLIDATED
+    from training.train import config
+    from training.train.checkpoint import save_consolidated
+
+    data = write_contract_shards(str(tmp_path / "shards"), train_rows=(64,), validation_rows=0)
+    (tmp_path / "run").mkdir()
+    cfg = config.load_config("tiny", {"output": str(tmp_path / "run"), "data.path": data, "data.seq_len": 256})
+    (tmp_path / "run" / "config.yaml").write_text(config.to_yaml(cfg))
+    save_consolidated(CaninePretrainingModel(config.model_config(cfg), "char").state_dict(),
+                      str(tmp_path / "run" / CONSOLIDATED))
+    monkeypatch.chdir(tmp_path)
+    code, _, line = run(capsys, ["evaluate", "run"])
+    assert code == 2
+    says(line, f"{data}: the validation split", "has no rows: nothing was held out to evaluate on; preprocess "
+                                                 "again with --validation-fraction 0.05")

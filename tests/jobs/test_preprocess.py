@@ -23,7 +23,9 @@ def test_dump_on_a_mirror_is_keyed_by_language_and_date_and_reruns_are_no_ops(tm
     assert cli.main(args) == 0
     out = tmp_path / "out" / "ko" / "20261101"
     assert (out / schema.MANIFEST).exists() and (out / "train").is_dir()
-    capsys.readouterr()
+    err = capsys.readouterr().err.splitlines()  # which dump was read, and where the shards went
+    assert f"canine preprocess: --dump ko:20261101: kowiki 20261101 ({mirror}/kowiki/20261101/" in err[0]
+    assert err[1] == f"canine preprocess: output {out}"
     t = time.perf_counter()
     assert cli.main(args) == 0
     assert "nothing to do" in capsys.readouterr().out

@@ -3,7 +3,9 @@ and each message it matches is still where the pinned version says it."""
 
 import importlib.util
 import logging
+import os
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,15 @@ def test_the_failure_signal_switch_is_still_read_by_ray():
     assert "RAY_DISABLE_FAILURE_SIGNAL_HANDLER" in _source("ray._private.ray_constants")
 
 
+def test_the_harness_still_prints_a_failed_bundles_traceback_where_a_worker_drops_it():
+    """pipeline/job.py _HarnessStderr drops what SdkHarness._execute prints, by its code object."""
+    import inspect
+
+    from apache_beam.runners.worker import sdk_worker
+
+    assert "print(traceback_string, file=sys.stderr)" in inspect.getsource(sdk_worker.SdkHarness._execute)
+
+
 class _Keep(logging.Handler):
     def __init__(self):
         super().__init__(logging.DEBUG)
@@ -48,7 +59,8 @@ def test_only_the_listed_messages_are_dropped_and_errors_never(monkeypatch):
     ray_auth = logging.getLogger("ray._private.authentication.authentication_token_setup")
     ray_worker = logging.getLogger("ray._private.worker")
     beam = logging.getLogger("apache_beam.runners.portability.local_job_service")
-    assert sum(isinstance(f, quiet.DropNoise) for f in ray_auth.filters) == 1
+    listed = sum(name == ray_auth.name for name, *_ in quiet.NOISE)
+    assert listed == 2 and sum(isinstance(f, quiet.DropNoise) for f in ray_auth.filters) == listed
     # A handler on each logger itself: Ray's own logging config stops propagation to the root.
     keep = _Keep()
     for logger in (ray_auth, ray_worker, beam):
@@ -56,6 +68,7 @@ def test_only_the_listed_messages_are_dropped_and_errors_never(monkeypatch):
         logger.addHandler(keep)
     try:
         ray_auth.warning("Token authentication is enabled for this Ray cluster. Set RAY_AUTH_MODE=disabled ...")
+        ray_auth.info("Generated new authentication token and saved to /home/u/.ray/auth_token")
         beam.warning("Worker: severity: WARN message: \"Discarding unparseable args: ['--pipeline_type_check']\"")
         beam.warning("Worker: severity: WARN message: \"something else\"")
         ray_auth.error("Token authentication is enabled for this Ray cluster, and then it failed")
@@ -67,3 +80,56 @@ def test_only_the_listed_messages_are_dropped_and_errors_never(monkeypatch):
     assert [r.getMessage()[:30] for r in keep.records] == [
         "Worker: severity: WARN message", "Token authentication is enable", "Connected to Ray cluster."]
     assert keep.records[1].levelno == logging.ERROR
+
+
+@pytest.mark.slow  # a real local Ray cluster, started as `canine pretrain` starts one
+def test_a_first_local_ray_start_on_a_fresh_machine_prints_nothing(tmp_path):
+    """A fresh home: Ray generates its token file and says so; after quiet.install() nothing is
+    printed, and the token file is there all the same."""
+    import subprocess
+    import sys
+
+    code = ("from jobs import quiet\nimport sys\nif sys.argv[1] == 'quiet': quiet.install()\nimport ray\n"
+            "ray.init(address='local', num_cpus=1, include_dashboard=False, _node_ip_address='127.0.0.1', "
+            "log_to_driver=False)\nray.shutdown()\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")} | {"HOME": str(tmp_path)}
+    loud = subprocess.run([sys.executable, "-c", code, "loud"], env=env, capture_output=True, text=True, timeout=300)
+    assert "Generated new authentication token" in loud.stderr  # what quiet.py silences is still said
+    (tmp_path / ".ray" / "auth_token").unlink()
+    run = subprocess.run([sys.executable, "-c", code, "quiet"], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and (run.stdout, run.stderr) == ("", ""), run.stderr
+    assert (tmp_path / ".ray" / "auth_token").exists()
+
+
+def test_a_beam_jobs_error_records_are_dropped_for_our_errors_kept_as_notes_otherwise(monkeypatch):
+    from pipeline.sources import InputError
+
+    keep, hook = _Keep(), threading.excepthook
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [keep])
+    beam = logging.getLogger("apache_beam.runners.common")
+
+    def failing_job(error):
+        with quiet.runner_errors_held():
+            beam.error("x.xml: malformed XML at line 3 [while running 'ReadAndClean/ParseAndClean']")
+            thread = threading.Thread(target=lambda: 1 / 0, name="run_worker")
+            thread.start()
+            thread.join()
+            logging.getLogger("pipeline.output").warning("ours, at once")
+            raise error
+
+    for error in (InputError("x.xml: malformed XML at line 3"), KeyboardInterrupt()):  # one line, or Ctrl-C
+        with pytest.raises(type(error)) as raised:
+            failing_job(error)
+        assert not getattr(raised.value, "__notes__", None)
+    with pytest.raises(RuntimeError) as raised:  # unexpected: the traceback file shows them
+        failing_job(RuntimeError("boom"))
+    notes = "\n".join(raised.value.__notes__)
+    assert "ERROR apache_beam.runners.common: x.xml: malformed XML" in notes and "ZeroDivisionError" in notes
+    assert [r.getMessage() for r in keep.records] == ["ours, at once"] * 3
+    assert threading.excepthook is hook and not any(isinstance(f, quiet._Hold) for f in keep.filters)
+
+    keep.records.clear()
+    with quiet.runner_errors_held():  # a job that succeeded: what it logged is printed after it
+        beam.error("a record of a job that succeeded")
+    assert [r.getMessage() for r in keep.records] == ["a record of a job that succeeded"]
