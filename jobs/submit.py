@@ -255,7 +255,7 @@ def is_this_machine(ip: str) -> bool:
         return False
 
 
-def choose_python(client, spec: SubmitSpec, asked: str | None) -> SubmitSpec:
+def choose_python(client, spec: SubmitSpec, asked: str | None, here: bool | None = None) -> SubmitSpec:
     """The spec with its interpreter: --python if given; else this interpreter when the head runs
     here (the job then runs on this machine, and this interpreter has the project and its stack:
     it is running `canine`), else `python` on the head's PATH, what `ray job submit -- python`
@@ -263,11 +263,59 @@ def choose_python(client, spec: SubmitSpec, asked: str | None) -> SubmitSpec:
     image's `python`: a path of this machine means nothing there."""
     if asked:
         python = asked
-    elif not spec.image and sys.executable and head_is_here(client):
+    elif not spec.image and sys.executable and (head_is_here(client) if here is None else here):
         python = sys.executable  # as started (a venv's bin/python), never resolved: that would leave the venv
     else:
         python = "python"
     return dataclasses.replace(spec, python=python)
+
+
+# The job's flags and positionals that name files or folders (jobs/*.py add_arguments). --config
+# is a path only when it is not a preset name.
+PATH_FLAGS = ("--data", "--output", "--to", "--tokenizer", "--mirror", "--config")
+PATH_POSITIONALS = ("preprocess", "evaluate", "report", "export", "inspect", "validate")
+
+
+def job_paths(words: tuple, here: bool, address: str = "URL") -> tuple:
+    """The job's command with its relative local paths made absolute against this working
+    directory, as a local command would read them: the job runs in another one (the uploaded
+    checkout's copy, or the image's). With the head on another machine a relative path names a
+    place of this machine, which its nodes cannot read: refused, in one line. URLs, absolute
+    paths, preset names and everything after the job's own `--` (Beam options) are left alone."""
+    parser = cli.build_parser(words[0]).commands[words[0]]
+    takes_value = {o for a in parser._actions for o in a.option_strings if a.nargs != 0}
+    out, expect, rest = [words[0]], None, list(words[1:])
+
+    def local(value: str, what: str) -> str:
+        if not value or "://" in value or os.path.isabs(value) or value.startswith("~"):
+            return value
+        if what == "--config" and "/" not in value and not value.endswith((".yaml", ".yml")):
+            return value  # a preset: tiny, small, base
+        if not here:
+            raise ValueError(f"{what} {value}: a relative path names a place on this machine, and the job runs on "
+                             f"the cluster at {address}; give a URL (s3://, gs://) or an absolute path that the "
+                             "cluster's nodes share")
+        return os.path.abspath(value)
+
+    while rest:
+        word = rest.pop(0)
+        if word == "--":
+            out += [word, *rest]
+            break
+        if expect is not None:
+            out.append(local(word, expect) if expect in PATH_FLAGS else word)
+            expect = None
+        elif word.startswith("--") and "=" in word:
+            flag, value = word.split("=", 1)
+            out.append(f"{flag}={local(value, flag)}" if flag in PATH_FLAGS else word)
+        elif word in takes_value:
+            out.append(word)
+            expect = word
+        elif word.startswith("-"):
+            out.append(word)
+        else:
+            out.append(local(word, words[0]) if words[0] in PATH_POSITIONALS else word)
+    return tuple(out)
 
 
 def submit(client, spec: SubmitSpec, address: str = "URL") -> str:
@@ -433,7 +481,9 @@ def _run(args) -> int:
         return _act(client, action[0], action[1], token, args.follow, address)
     spec = _spec(args, command)
     client, token = _connect(address, args)
-    spec = choose_python(client, spec, args.python)
+    here = head_is_here(client)
+    spec = dataclasses.replace(spec, argv=job_paths(spec.argv, here, address))
+    spec = choose_python(client, spec, args.python, here)
     job_id = submit(client, spec, address)
     print(f"canine submit: job {job_id} submitted to {address} (python: {spec.python})", file=sys.stderr)
     if args.no_wait:

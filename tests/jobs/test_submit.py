@@ -108,8 +108,8 @@ def head():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def canine(*args, env=None, timeout=240):
-    return subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=ROOT, env=env or _env(),
+def canine(*args, env=None, timeout=240, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=cwd, env=env or _env(),
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -131,9 +131,11 @@ def test_tiny_pretraining_job_succeeds(head, tmp_path):
     sample = ROOT / "pipeline" / "sample" / "enwiki-20261101-pages-articles.xml"
     r = canine("preprocess", str(sample), "--output", str(shards), "--vocab-size", "200", "--seq-len", "256")
     assert r.returncode == 0, r.stderr[-3000:]
-    r = canine("submit", "--address", head.url, "--", "pretrain", "--config", "tiny", "--data", str(shards),
-               "--output", str(run), "--max-steps", "2", "--eval-every", "0", "--checkpoint-every", "2",
-               env=_env(RAY_AUTH_TOKEN=head.token), timeout=600)
+    # Relative paths, as README writes them, from the caller's working directory: the job runs in
+    # another one (the uploaded checkout), and gets them made absolute (the head is this machine).
+    r = canine("submit", "--address", head.url, "--", "pretrain", "--config", "tiny", "--data", "shards",
+               "--output", "run", "--max-steps", "2", "--eval-every", "0", "--checkpoint-every", "2",
+               env=_env(RAY_AUTH_TOKEN=head.token), timeout=600, cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert '"final_loss"' in r.stdout and "submitted to" in r.stderr  # the job's summary, streamed back
     # The head's `python` is a bare venv: the job ran on this interpreter, the head being this machine.
@@ -474,3 +476,22 @@ def test_the_preflight_reports_from_a_bare_interpreter(tmp_path):
                                       ("2001:db8::1", False)])
 def test_a_head_is_here_when_its_node_ip_is_this_machines(ip, here):
     assert submit.is_this_machine(ip) is here
+
+
+def test_job_paths_are_the_callers_and_refused_for_a_head_elsewhere(tmp_path, monkeypatch):
+    from jobs.submit import job_paths
+
+    monkeypatch.chdir(tmp_path)
+    words = ("preprocess", "dumps/*.xml.bz2", "gs://b/x.xml", "--output=out", "--tokenizer", "tok.json",
+             "--workers", "2", "--", "--temp_location", "tmp")
+    assert job_paths(words, here=True) == ("preprocess", f"{tmp_path}/dumps/*.xml.bz2", "gs://b/x.xml",
+                                           f"--output={tmp_path}/out", "--tokenizer", f"{tmp_path}/tok.json",
+                                           "--workers", "2", "--", "--temp_location", "tmp")
+    assert job_paths(("pretrain", "--config", "tiny", "--data", "/abs/shards", "--set", "a=b"), here=False) == \
+        ("pretrain", "--config", "tiny", "--data", "/abs/shards", "--set", "a=b")
+    assert job_paths(("pretrain", "--config", "cfg/my.yaml"), here=True)[2] == f"{tmp_path}/cfg/my.yaml"
+    with pytest.raises(ValueError, match=r"^--data out/shards: a relative path names a place on this machine, and "
+                                         r"the job runs on the cluster at http://h:8265; give a URL"):
+        job_paths(("pretrain", "--data", "out/shards"), here=False, address="http://h:8265")
+    with pytest.raises(ValueError, match=r"^evaluate runs/x: a relative path"):
+        job_paths(("evaluate", "runs/x"), here=False)
