@@ -3,6 +3,7 @@
     python benchmarks/preprocess.py                 # ~30 MB of wikitext made from the sample
     python benchmarks/preprocess.py --repeat 60 --workers 2
     python benchmarks/preprocess.py --real --repeat 20   # the real pages of tests/data/wiki instead
+    python benchmarks/preprocess.py --single-stream bz2  # one single-stream .xml.bz2: 2 workers against 1
 
 Prints raw-wikitext MB/s per core of
   (a) mwparserfromhell parse + strip_code alone (the floor any cleaner pays),
@@ -17,6 +18,12 @@ repeated with fresh page ids, so every page is parsed anew. The sample is made-u
 cheap for strip_code; real pages, with their nested templates and tables, are much slower for
 it (benchmarks/text_quality.py compares the cleaners' output on them).
 Module imports happen before any timing, for every figure alike.
+
+--single-stream bz2|gz: every page in one dump, as a single-stream .xml.bz2 (or .xml.gz), split
+into about 8 work items (pipeline/sources/seekable.py; ITEM_ENV sets their size), and prints
+what each container costs to plan and to read (decompress + parse, one process: .xml,
+multistream with its index, .bz2, .gz), then the whole job with 1 and with 2 workers on the
+single-stream file and the speed-up (ideal 2.0 on 2 free cores).
 """
 
 import argparse
@@ -96,12 +103,96 @@ def bench_stage(pages, tokenizer, seq_len) -> tuple[float, float]:
     return mb, time.perf_counter() - t
 
 
-def time_job(folder: Path, args, tokenizer=None, out="out") -> float:
-    cfg = PreprocessConfig(inputs=(f"{folder}/*.xml",), output=f"{folder}/{out}", seq_len=args.seq_len,
+def time_job(folder: Path, args, tokenizer=None, out="out", inputs=None, workers=None) -> float:
+    cfg = PreprocessConfig(inputs=(inputs or f"{folder}/*.xml",), output=f"{folder}/{out}", seq_len=args.seq_len,
                            vocab_size=args.vocab_size, tokenizer=tokenizer)
     t = time.perf_counter()
-    output.run(cfg, workers=args.workers)
+    output.run(cfg, workers=workers or args.workers)
     return time.perf_counter() - t
+
+
+def make_single(folder: Path, files: list[Path]) -> Path:
+    """Every page of `files` in one dump under the first one's header (ids are unique already)."""
+    parts = [f.read_bytes() for f in files]
+    dump = folder / "single" / "enwiki-20261101-pages-articles.xml"
+    dump.parent.mkdir()
+    with open(dump, "wb") as f:
+        f.write(parts[0][: parts[0].index(b"<page>")])
+        for data in parts:
+            f.writelines(b"  " + page + b"\n" for page in PAGE.findall(data))  # as MediaWiki indents them
+        f.write(b"</mediawiki>\n")
+    return dump
+
+
+def make_multistream(data: bytes, folder: Path, pages_per_stream: int = 100) -> Path:
+    """Wikimedia's multistream layout: a header stream, 100 pages a stream, a footer stream, and
+    the index of `offset:page_id:title` lines beside it."""
+    folder.mkdir()
+    dump = folder / "enwiki-20261101-pages-articles-multistream.xml.bz2"
+    first, pages = data.index(b"  <page>"), PAGE.findall(data)
+    lines, offset = [], 0
+    with open(dump, "wb") as f:
+        offset += f.write(bz2.compress(data[:first]))
+        for i in range(0, len(pages), pages_per_stream):
+            group = pages[i : i + pages_per_stream]
+            lines += [b"%d:%s:x\n" % (offset, PAGE_ID.search(page).group(2)) for page in group]
+            offset += f.write(bz2.compress(b"".join(b"  " + page + b"\n" for page in group)))
+        f.write(bz2.compress(b"</mediawiki>\n"))
+    (folder / "enwiki-20261101-pages-articles-multistream-index.txt.bz2").write_bytes(bz2.compress(b"".join(lines)))
+    return dump
+
+
+def _spin(_) -> None:
+    x = 0
+    for i in range(2_000_000):
+        x += i * i
+
+
+def parallel_capacity() -> float:
+    """Speed-up of 2 processes over 1 on pure CPU work: below 2 where other work shares the cores."""
+    from multiprocessing import Pool
+
+    times = []
+    for n in (1, 2):
+        with Pool(n) as pool:
+            pool.map(_spin, range(n))  # start-up
+            t = time.perf_counter()
+            pool.map(_spin, range(4), chunksize=1)
+            times.append(time.perf_counter() - t)
+    return times[0] / times[1]
+
+
+def single_stream(args):
+    """Plan and read costs per container, then 1 against 2 workers on one single-stream file."""
+    import gzip
+    from pipeline.sources import seekable
+
+    with tempfile.TemporaryDirectory() as tmp:
+        xml = make_single(Path(tmp), make_input(Path(tmp), args.repeat, REAL if args.real else SAMPLE))
+        data = xml.read_bytes()
+        containers = {"xml": xml, "bz2": xml.with_name(xml.name + ".bz2"), "gz": xml.with_name(xml.name + ".gz")}
+        containers["bz2"].write_bytes(bz2.compress(data))  # single-stream, as `bzip2` writes it
+        containers["gz"].write_bytes(gzip.compress(data))
+        containers["multistream"] = make_multistream(data, Path(tmp) / "multistream")
+        os.environ[seekable.ITEM_ENV] = str(len(data) // 8 + 1)  # ~8 items; a real dump: 64 MB each
+        print(f"input: one dump of {len(data) / 1e6:.1f} MB of XML; work items of {len(data) // 8 / 1e6:.1f} MB of "
+              f"text; {os.cpu_count()} cores")
+        for kind, path in containers.items():
+            t = time.perf_counter()
+            items = sources.plan_work_items([str(path)], streams_per_item=10)
+            t_plan = time.perf_counter() - t
+            t = time.perf_counter()
+            pages = sum(1 for item in items for _ in sources.read_pages(item))
+            t_read = time.perf_counter() - t
+            print(f"  {kind:12s} {path.stat().st_size / 1e6:6.1f} MB on disk, {len(items):4d} items, "
+                  f"plan {t_plan:5.2f} s, read {len(data) / 1e6 / t_read:5.1f} MB/s of XML per core ({pages} pages)")
+        path = containers[args.single_stream]
+        print(f"this machine runs 2 processes of a pure-Python loop {parallel_capacity():.2f}x as fast as 1 "
+              "(the most the job can gain here)")
+        t1 = time_job(Path(tmp), args, inputs=str(path), out="out-1", workers=1)
+        t2 = time_job(Path(tmp), args, inputs=str(path), out="out-2", workers=2)
+        print(f"whole job on the single-stream .{args.single_stream}: 1 worker {t1:.1f} s, 2 workers {t2:.1f} s; "
+              f"speed-up {t1 / t2:.2f}x (ideal 2.0 on 2 free cores)")
 
 
 def marginal(args, big_mb, t_a_big, t_b_big, t_b2_big):
@@ -130,7 +221,11 @@ def main(argv=None):
     ap.add_argument("--seq-len", type=int, default=PreprocessConfig.seq_len)
     ap.add_argument("--no-marginal", action="store_true", help="skip the second, 1/5-size run")
     ap.add_argument("--real", action="store_true", help="the real pages of tests/data/wiki instead of the sample")
+    ap.add_argument("--single-stream", choices=["bz2", "gz"],
+                    help="only: one single-stream .xml.bz2 / .xml.gz, per-container costs, 2 workers against 1")
     args = ap.parse_args(argv)
+    if args.single_stream:
+        return single_stream(args)
     with tempfile.TemporaryDirectory() as tmp:
         files = make_input(Path(tmp), args.repeat, REAL if args.real else SAMPLE)
         pages = list(all_pages(files))

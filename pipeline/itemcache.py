@@ -2,7 +2,8 @@
 
 Parsing wikitext is the job's dominant cost (benchmarks/preprocess.py), and everything after it
 is deterministic, so the only state worth keeping across runs is each work item's cleaned
-pages. A work item (a file, or a range of bz2 streams) is written to
+pages. A work item (a file, a range of multistream bz2 streams, or a byte range of a single-stream
+.bz2, .gz or .xml split at block or seek points, pipeline/sources/seekable.py) is written to
 `STAGING/items/<hash of its key>.parquet` whole, only when the whole item is done; a later run of the same config finds it and replays it instead of parsing (docs/schedule.md,
 "Scheduled preprocessing"). The staging folder is keyed by the config's sha, so a changed
 config or input never reuses stale items.

@@ -3,7 +3,7 @@
     canine preprocess pipeline/sample/*.xml --output out/shards --workers 2
 
 Steps (each a labelled composite, each testable with TestPipeline):
-  ReadAndClean   work items (files or multistream ranges) -> Reshuffle -> streaming parse + clean
+  ReadAndClean   work items (files, multistream ranges, split single-stream ranges) -> Reshuffle -> streaming parse + clean
                  (CleanPages): every page gets exactly one outcome, counted per language, and what
                  cleaning drops from kept pages is counted per reason; each finished item is cached
                  in staging so a killed run resumes (pipeline/itemcache.py)

@@ -6,6 +6,7 @@ One idea per module:
                     the expat page parser, a page's namespace from its title where it has no <ns>
     encoding.py     an export's character encoding, and the bytes of a UTF-8 one that are not UTF-8
     multistream.py  a bz2 multistream dump split by its index into ranges of whole streams
+    seekable.py     a single-stream .bz2 / .gz dump split at bz2 blocks / gzip seek points
     jsonl.py        JSON Lines corpora, line by line
     parquet.py      Parquet corpora, in Arrow batches
     rows.py         a JSON Lines / Parquet row -> RawPage (markup "plain"), bad rows marked
@@ -17,7 +18,9 @@ Inputs:
 - MediaWiki XML exports: `.xml`, `.xml.bz2`, `.xml.gz` (and Wikimedia's split names such as
   `...-multistream1.xml-p1p41242.bz2`). A `*multistream*.xml.bz2` whose sibling
   `*multistream-index*.txt.bz2` exists is split into one work item per range of bz2 streams,
-  so one big dump is parsed in parallel; any other file is one work item.
+  so one big dump is parsed in parallel. Any other `.bz2` or `.gz` dump in UTF-8 is split at
+  bzip2 blocks / gzip seek points about 64 MB of XML apart (seekable.py; a gzip file is
+  decompressed once when planning, to find them); a plain `.xml` is one work item.
 - JSON Lines (`.jsonl`, `.json`, optionally `.gz` / `.bz2`) and Parquet (`.parquet`) with
   columns `id`, `text`, optional `title` and `lang`: already-cleaned corpora (RawPage.markup
   "plain", so the cleaner does not treat their text as wikitext).
@@ -30,8 +33,9 @@ by expat callbacks that keep only the current page, so memory does not grow with
 Positions in messages: compressed input errors name the byte offset in the file; XML errors
 name the line and column of the decompressed text. A page's `source` is `path:line` (line of
 its `<page>` tag in the decompressed file, `bzcat path | sed -n LINEp`), `path@start:line` for
-a multistream range (line counted from the data decompressed at byte `start`), `path:line`
-for JSON Lines and `path#row` (1-based) for Parquet.
+a multistream range (line counted from the data decompressed at byte `start`) or an item of a
+split .bz2 / .gz from byte `start` (line counted from the item's first `<page>`, line 1),
+`path:line` for JSON Lines and `path#row` (1-based) for Parquet.
 
 Bad input, decided as datatrove decides between a failed task and a dropped document:
 - Whole-input errors raise InputError naming the file, and `canine preprocess` exits 2. What is

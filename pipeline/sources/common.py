@@ -5,7 +5,7 @@ value gets one message whatever the input kind; pipeline/wikitext/clean.py uses 
 """
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from contract.files import redact
 
@@ -47,13 +47,29 @@ class SiteInfo:
 
 
 @dataclass(frozen=True)
+class SeekPoint:
+    """Where a work item of a single-stream .bz2 / .gz starts and stops decoding
+    (pipeline/sources/seekable.py): a bzip2 block, or a deflate block with the 32 KiB of text
+    before it that its back-references may copy from. Found when planning."""
+
+    bit: int  # compressed bit offset of the item's first bz2 block / deflate block (0: the file's start)
+    end_bit: int | None = None  # the next item's `bit` (None: to the end of the file)
+    out: int = 0  # gzip: decompressed byte offset at `bit` (bz2: unknown without decompressing what is before)
+    end_out: int | None = None  # gzip: the next item's `out`
+    window: bytes = field(default=b"", repr=False)  # gzip: the 32 KiB decompressed before `bit`
+
+
+@dataclass(frozen=True)
 class WorkItem:
     path: str  # fsspec URL of one input file
     kind: str  # "xml" | "jsonl" | "parquet"
-    start: int = 0  # multistream: byte offset of the first bz2 stream of the range
+    start: int = 0  # multistream: byte offset of the first bz2 stream of the range; split: seek.bit // 8
     end: int | None = None  # exclusive byte offset (None = to end of file)
     lang: str | None = None  # known at planning time: the dump's xml:lang, else --lang
     site: SiteInfo | None = None  # the dump's <siteinfo>, read when planning (a multistream range past byte 0 lacks it)
+    # A single-stream .bz2 / .gz split at bz2 blocks / deflate blocks (seekable.py); None: whole
+    # streams (a file, or a multistream range)
+    seek: SeekPoint | None = None
 
 
 @dataclass

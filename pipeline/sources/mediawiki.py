@@ -32,11 +32,12 @@ without id, title or text is kept with `error` set, for the cleaner to count as 
 """
 
 import dataclasses
+import re
 from collections.abc import Iterator
 from contextlib import closing
 from pyexpat import ErrorString, ExpatError, ParserCreate, errors as expat_errors
 
-from pipeline.sources import encoding, multistream
+from pipeline.sources import encoding, multistream, seekable
 from pipeline.sources.common import LANG_RE, NAMESPACE_KEYS, InputError, RawPage, SiteInfo, WorkItem, as_id
 from pipeline.sources.compressed import codec_of, decoded_chunks
 
@@ -54,25 +55,40 @@ CANONICAL = (
     (9, "MediaWiki talk"), (10, "Template"), (11, "Template talk"), (12, "Help"), (13, "Help talk"),
     (14, "Category"), (15, "Category talk"),
 )
+# A <page> start tag, found by its bytes where a split dump's work item starts (_read_split): `<`
+# is `&lt;` in text, and no other element's name starts with "page" followed by a space or `>`.
+_PAGE_TAG = re.compile(rb"<page[\s>]")
 _ENCODING_ERRORS = {expat_errors.codes[expat_errors.XML_ERROR_UNKNOWN_ENCODING],
                     expat_errors.codes[expat_errors.XML_ERROR_INCORRECT_ENCODING]}
 
 
-def plan_items(path: str, fs, fs_path: str, lang: str | None, streams_per_item: int) -> list[WorkItem]:
+def plan_items(path: str, fs, fs_path: str, lang: str | None, streams_per_item: int, size: int | None = None,
+               item_bytes: int = seekable.ITEM_BYTES) -> list[WorkItem]:
     """The dump's work items, with its language (its own xml:lang, else `lang`, --lang) and its
-    <siteinfo>."""
-    root_lang, site = _header(path)
+    <siteinfo>: a multistream dump's ranges of streams; any other UTF-8 dump (.xml, .bz2, .gz)
+    split about `item_bytes` of text apart, at bz2 blocks / gzip seek points (seekable.py);
+    a dump in another encoding whole."""
+    root_lang, site, declared = _header(path)
     lang = root_lang or lang  # the dump's own language wins over --lang
     if not lang:
         raise InputError(f"{path}: no language: the dump's <mediawiki> has no xml:lang and no --lang was given")
     if not LANG_RE.fullmatch(lang):
         raise InputError(f"{path}: xml:lang {lang!r} is not a language code")
-    return [dataclasses.replace(item, site=site) for item in multistream.split(path, fs, fs_path, lang, streams_per_item)]
+    items = multistream.split(path, fs, fs_path, lang, streams_per_item)
+    codec = codec_of(path)
+    if len(items) == 1 and size and encoding.is_utf8(declared):  # its <page> tags are found by their bytes
+        points = seekable.plan(path, codec, size, item_bytes)
+        if len(points) > 1:
+            items = [WorkItem(path, "xml", p.bit // 8, None if p.end_bit is None else p.end_bit // 8, lang, seek=p)
+                     for p in points]
+            items[0] = dataclasses.replace(items[0], start=0)  # it reads the header: the file from its start
+    return [dataclasses.replace(item, site=site) for item in items]
 
 
-def _header(path: str) -> tuple[str | None, SiteInfo | None]:
-    """xml:lang of the <mediawiki> root and the <siteinfo> (None if the dump has none), reading
-    only the first bytes of the dump: up to the end of <siteinfo> or the start of the first <page>."""
+def _header(path: str) -> tuple[str | None, SiteInfo | None, str | None]:
+    """xml:lang of the <mediawiki> root, the <siteinfo> (None if the dump has none) and the
+    encoding its first bytes declare (None: UTF-8), reading only the first bytes of the dump: up
+    to the end of <siteinfo> or the start of the first <page>."""
     parser, seen = _PageParser(WorkItem(path, "xml"), b"", header_only=True), 0
     with closing(decoded_chunks(path, codec_of(path))) as chunks:
         for chunk in chunks:
@@ -81,12 +97,12 @@ def _header(path: str) -> tuple[str | None, SiteInfo | None]:
                 if parser.root_name not in (None, "mediawiki"):
                     raise InputError(f"{path}: not a MediaWiki export: root element <{parser.root_name}>")
                 if parser.header_done:
-                    return parser.root_lang, parser.site
+                    return parser.root_lang, parser.site, parser._encoding
             seen += len(chunk)
             if seen > _HEADER_LIMIT:
                 break
     if parser.root_name is not None:  # a root with no <siteinfo> or <page> in the bytes read
-        return parser.root_lang, parser.site
+        return parser.root_lang, parser.site, parser._encoding
     what = f"the first {seen} decompressed bytes" if seen else "the file: it decompresses to nothing"
     raise InputError(f"{path}: no <mediawiki> root element in {what}")
 
@@ -97,6 +113,9 @@ def read_pages(item: WorkItem) -> Iterator[RawPage]:
     # so that expat sees one document and the pages their dump's names. A planned item brings
     # its <siteinfo>; one made by hand reads the header stream here.
     site = _header(item.path)[1] if item.site is None and item.start > 0 else item.site
+    if item.seek is not None:
+        yield from _read_split(item, site)
+        return
     parser = _PageParser(item, b"<mediawiki>" if item.start > 0 else b"", site)
     for chunk in decoded_chunks(item.path, codec_of(item.path), item.start, item.end):
         parser.feed(chunk)
@@ -104,6 +123,46 @@ def read_pages(item: WorkItem) -> Iterator[RawPage]:
         parser.pages.clear()
     parser.feed(b"</mediawiki>" if item.end is not None else b"", final=True)
     yield from parser.pages
+
+
+def _read_split(item: WorkItem, site: SiteInfo | None) -> Iterator[RawPage]:
+    """The pages of an item of a split single-stream dump: those whose `<page>` tag starts in the
+    item's own text (seekable.py). The text before its first <page> is the end of the previous
+    item's last page; past its own text it reads on to the next <page> tag, so that its last
+    page is whole. `pos`: text bytes from the item's seek point; `owned_end`: its own text's
+    length, known when the first piece past it comes."""
+    parser = _PageParser(item, b"", site) if item.start == 0 else None
+    pos, owned_end, carry, parsed_from = 0, None, b"", 0
+    with closing(seekable.chunks(item.path, item.seek)) as pieces:
+        for data, owned in pieces:
+            if not owned and owned_end is None:
+                owned_end = pos
+            at, pos = pos, pos + len(data)
+            if parser is None:  # looking for the first <page>
+                data, at = carry + data, at - len(carry)
+                match = _PAGE_TAG.search(data)
+                if match is None or (owned_end is not None and at + match.start() >= owned_end):
+                    if owned_end is not None:
+                        return  # no <page> starts in this item's text
+                    carry = data[-5:]  # "<page" may be cut between pieces
+                    continue
+                data, at, parsed_from = data[match.start() :], at + match.start(), at + match.start()
+                parser = _PageParser(item, b"<mediawiki>", site)
+            if owned_end is not None:  # past the item's text: on to the next <page> only
+                # (one whose tag is cut between pieces is not searched for, but not read either: `limit`)
+                parser.limit = parser.prefix + owned_end - parsed_from
+                match = _PAGE_TAG.search(data, max(owned_end - at, 0))
+                if match is not None:
+                    data = data[: match.start()]
+            parser.feed(data)
+            yield from parser.pages
+            parser.pages.clear()
+            if owned_end is not None and (match is not None or parser.past_limit):
+                parser.unclosed_page()
+                return
+    if parser is not None:  # the end of the file: the end of the document
+        parser.feed(b"", final=True)
+        yield from parser.pages
 
 
 class _PageParser:
@@ -119,6 +178,9 @@ class _PageParser:
         self.header_done = False  # past the <siteinfo>, or at a first child that is not one
         self._names, self._key = None, None  # [(key, name)] while inside <siteinfo>; the <namespace> key being read
         self._prefix = len(prefix)  # bytes fed that are not in the file: shift byte positions
+        # A <page> starting at or after this byte of the fed data (prefix included) is the next
+        # work item's (a split dump, _read_split): it is not read, and `past_limit` is set
+        self.limit, self.past_limit = None, False
         self._source = item.path if item.start == 0 else f"{item.path}@{item.start}"
         self._depth, self._page, self._field, self._buf, self._child = 0, None, None, [], None
         self._encoding, self._repair = None, None  # as the first bytes say; a Utf8Repair for UTF-8, else False
@@ -145,6 +207,25 @@ class _PageParser:
         if final:
             self._outside(None)
 
+    @property
+    def prefix(self) -> int:
+        return self._prefix
+
+    def unclosed_page(self) -> None:
+        """Fail if a <page> is still open where the next one starts (a split dump's item ends there)."""
+        page = self._page
+        if page is not None:
+            title = f" ({page['title']!r})" if "title" in page else ""
+            raise InputError(f"{self.item.path}: malformed XML: the <page> at line {page['line']}{self._where()}"
+                             f"{title} does not end before the next <page>")
+
+    def _where(self) -> str:
+        if self.item.start == 0:
+            return ""
+        if self.item.seek is not None:
+            return f" counted from the first <page> of the work item at byte {self.item.start}"
+        return f" of the data decompressed from byte {self.item.start}"
+
     def _unknown_encoding(self) -> InputError:
         return InputError(
             f"{self.item.path}: its XML declaration names encoding {self._encoding!r}, which the XML reader does not "
@@ -157,7 +238,7 @@ class _PageParser:
                 return self._unknown_encoding()
             return InputError(f"{self.item.path}: its XML declaration says encoding {self._encoding!r}, but its first "
                               f"bytes are not in it; fix the declaration or convert the file")
-        where = "" if self.item.start == 0 else f" of the data decompressed from byte {self.item.start}"
+        where = self._where()
         byte = max(self._parser.ErrorByteIndex - self._prefix, 0)
         page = self._page
         if page is not None:  # e.g. a dump that ends inside its last <page>
@@ -199,7 +280,9 @@ class _PageParser:
         elif depth == 2 and name == "page":
             self.header_done = True
             self._outside(self._parser.CurrentByteIndex)
-            if not self._header_only:
+            if self.limit is not None and self._parser.CurrentByteIndex >= self.limit:
+                self.past_limit = True
+            elif not self._header_only:
                 self._page = {"line": self._parser.CurrentLineNumber, "redirect": False}
         elif self._page is not None:
             if depth == 3:

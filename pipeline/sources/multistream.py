@@ -1,8 +1,9 @@
 """Wikimedia's multistream dumps (`X-multistream3.xml-p1p99.bz2`): bz2 streams of about 100
 pages each, concatenated, with an index beside the dump (`X-multistream-index3.txt-p1p99.bz2`,
-lines `offset:page_id:title`) that says where each stream starts. bz2 alone cannot be split
-(docs/canine.md, "Training-stack facts"); with the index, one big dump becomes one work item per
-range of whole streams, parsed in parallel. A dump without its index is one work item.
+lines `offset:page_id:title`) that says where each stream starts. With the index, one big dump
+becomes one work item per range of whole streams, parsed in parallel, at no cost when planning
+but reading the index. A dump without its index is split at its bzip2 blocks instead, as any
+single-stream .bz2 (seekable.py).
 """
 
 import re

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import fsspec
 import fsspec.core
 
-from pipeline.sources import jsonl, mediawiki, multistream, network, parquet
+from pipeline.sources import jsonl, mediawiki, multistream, network, parquet, seekable
 from pipeline.sources.common import LANG_RE, SURROGATE_RE, InputError, RawPage, WorkItem
 from pipeline.sources.compressed import codec_of
 
@@ -27,8 +27,10 @@ _KINDS = "expected .xml[.bz2|.gz], .jsonl/.json[.gz|.bz2] or .parquet"
 _BZ2_END = 0x177245385090
 
 
-def plan_work_items(patterns: list[str], lang: str | None = None, streams_per_item: int = 1) -> list[WorkItem]:
-    """Expand fsspec URLs / globs into work items, sorted by (path, start).
+def plan_work_items(patterns: list[str], lang: str | None = None, streams_per_item: int = 1,
+                    item_bytes: int | None = None) -> list[WorkItem]:
+    """Expand fsspec URLs / globs into work items, sorted by (path, start). A single-stream
+    .bz2 / .gz dump is split about `item_bytes` of text apart (default: seekable.item_bytes()).
 
     Fails with InputError before reading any page if a pattern matches nothing, a file's kind
     is unknown, a file has no language (its own xml:lang / `lang` column, else `lang`), or it
@@ -39,13 +41,14 @@ def plan_work_items(patterns: list[str], lang: str | None = None, streams_per_it
         raise ValueError(f"streams_per_item must be >= 1, got {streams_per_item}")
     if lang is not None and not LANG_RE.fullmatch(lang):
         raise InputError(f"--lang {lang!r}: not a language code (e.g. en, zh-min-nan)")
+    item_bytes = item_bytes or seekable.item_bytes()
     items = []
     for path, fs, fs_path in _expand(patterns):
         kind, size = _kind(path), _size(fs, fs_path, path)
         if size == 0:
             raise InputError(f"{path}: empty file (0 bytes)")
         if kind == "xml":
-            items.extend(mediawiki.plan_items(path, fs, fs_path, lang, streams_per_item))
+            items.extend(mediawiki.plan_items(path, fs, fs_path, lang, streams_per_item, size, item_bytes))
         elif kind == "jsonl":
             items.append(WorkItem(path, kind, lang=jsonl.file_language(path, lang)))
         else:
@@ -56,8 +59,10 @@ def plan_work_items(patterns: list[str], lang: str | None = None, streams_per_it
 
 
 def work_item_key(item: WorkItem) -> str:
-    """A stable id of the item's input bytes (language is config, not identity)."""
-    return f"{item.path}@{item.start}:{'eof' if item.end is None else item.end}"
+    """A stable id of the item's input bytes (language is config, not identity); a split dump's
+    item by the bits it starts and ends at too (two deflate blocks may start in one byte)."""
+    key = f"{item.path}@{item.start}:{'eof' if item.end is None else item.end}"
+    return key if item.seek is None else f"{key}#{item.seek.bit}:{item.seek.end_bit}"
 
 
 def read_pages(item: WorkItem) -> Iterator[RawPage]:
