@@ -54,10 +54,19 @@ class Node:
                  node_env: dict | None = None):
         self.tmp = tempfile.mkdtemp(prefix="rn", dir="/tmp")  # short: Ray's socket paths must stay < 108 bytes
         self.gcs_port = free_port() if head else None
-        flags = ["--head", f"--port={self.gcs_port}", "--ray-client-server-port=%d" % free_port()] if head else \
+        client_port = free_port() if head else None
+        flags = ["--head", f"--port={self.gcs_port}", f"--ray-client-server-port={client_port}"] if head else \
             [f"--address={address}"]
-        ports = [f"--{k}={free_port()}" for k in _PORT_FLAGS]
-        lo = free_port() // 100 * 100  # a worker-port range of this node's own
+        chosen = {k: free_port() for k in _PORT_FLAGS}
+        ports = [f"--{k}={port}" for k, port in chosen.items()]
+        # A worker-port range of this node's own, holding none of the ports just chosen: Ray refuses
+        # to start a node whose components share a port ("worker_ports is trying to use a port
+        # number ... used by other components"), seen once when the range fell on the dashboard
+        # agent's port.
+        taken = (set(chosen.values()) | {self.gcs_port, client_port}) - {None}
+        lo = free_port() // 100 * 100
+        while any(lo <= port < lo + 100 for port in taken):
+            lo = free_port() // 100 * 100
         self.ip = ip
         cmd = [RAY, "start", "--block", f"--node-ip-address={ip}", f"--temp-dir={self.tmp}", f"--num-cpus={num_cpus}",
                "--num-gpus=0", "--disable-usage-stats", *flags, *ports, f"--min-worker-port={lo}",

@@ -72,8 +72,12 @@ def no_validation(tmp_path_factory) -> str:
 ])
 def test_a_run_that_will_not_be_evaluated_says_why_before_ray_starts(extra, why, no_validation, contract_shards,
                                                                       tmp_path, monkeypatch, capsys):
-    """Said before Ray starts: here the address names a closed port, so the command ends right after."""
+    """Said before Ray starts: here the address names a closed port, so the command ends right after
+    (whether or not an earlier test of this process left Ray running, which pretrain would use)."""
+    import ray
+
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
     data = contract_shards if extra else no_validation
     args = ["pretrain", "--data", data, "--output", tmp_path / "run", "--ray-address", f"127.0.0.1:{_free_port()}"]
     assert cli.main([str(a) for a in args + extra]) == 2
