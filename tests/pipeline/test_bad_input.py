@@ -6,6 +6,7 @@ import bz2
 import gzip
 import json
 import os
+import random
 import re
 from pathlib import Path
 
@@ -67,7 +68,9 @@ def test_a_file_that_decompresses_to_nothing_fails_when_planning(name, data, mes
 
 @pytest.mark.parametrize("name, magic", [("x.xml.bz2", "b'BZh'"), ("x.jsonl.gz", r"b'\\x1f\\x8b'")])
 def test_random_bytes_fail_when_planning_naming_the_header(name, magic, tmp_path):
-    (tmp_path / name).write_bytes(b"\x8fPK" + os.urandom(2000))
+    # Seeded, and without quote characters: a quote in the first bytes changes how repr() quotes them.
+    noise = bytes(b for b in random.Random(7).randbytes(4000) if b not in b"'\"")[:2000]
+    (tmp_path / name).write_bytes(b"\x8fPK" + noise)
     with pytest.raises(InputError, match=rf"^{tmp_path / name}: not {name.split('.')[-1].replace('gz', 'gzip')} data at byte 0: "
                                          rf"it starts with b'\\x8fPK.*', a .* stream with {magic}$"):
         plan_work_items([str(tmp_path / name)], lang="en")
@@ -221,7 +224,7 @@ def run_cli(capsys, *args):
 
 @pytest.mark.parametrize("name, data, message", [
     ("enwiki-20261101-pages-articles.xml.bz2", b"", "empty file (0 bytes)"),
-    ("enwiki-20261101-pages-articles.xml.bz2", os.urandom(3000), "not bz2 data at byte 0"),
+    ("enwiki-20261101-pages-articles.xml.bz2", random.Random(3).randbytes(3000), "not bz2 data at byte 0"),
     ("enwiki-20261101-pages-articles.xml.bz2", two_streams(SAMPLE_XML.read_bytes())[:-50], "truncated bz2 file"),
 ])
 def test_cli_refuses_bad_input_before_writing(name, data, message, tmp_path, capsys):
