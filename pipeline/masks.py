@@ -350,9 +350,30 @@ def _char_plans(cps, bounds, uniforms, config: MaskPlanConfig):
     n = np.bincount(example, minlength=len(bounds) - 1)
     index = _rank_in_group(example)
     order, group, rank = _random_order(example, index, uniforms(_CHAR_ORDER, example, index), len(n))
+    order, group, rank = _apart(order, group, rank, starts, ends)
     taken = np.zeros(len(starts), dtype=bool)
     taken[order[_greedy_within_budget((ends - starts)[order], group, rank, target_counts(n, rate), budget)]] = True
     return starts[taken], ends[taken], example[taken], n
+
+
+def _apart(order, group, rank, starts, ends):
+    """The visiting order without the spans that touch an earlier-visited span (one's end is the
+    other's start: pieces of one bounded run), so no two chosen spans are adjacent and a run of
+    masked positions is one chosen span, as the training side reads them (training/batch.py: its
+    10% identity choice is per span). Whitespace spans never touch: their order is unchanged.
+    Each span keeps its chance of a visit ahead of its neighbours; the budget is met as before
+    (a long bounded run keeps about a third of its pieces, far above the 15% chosen)."""
+    touch = ends[:-1] == starts[1:]  # span i touches span i + 1
+    if not touch.any():
+        return order, group, rank
+    visit = np.empty(len(order), np.int64)
+    visit[order] = np.arange(len(order))
+    after_prev = np.zeros(len(starts), bool)
+    after_prev[1:] = touch & (visit[1:] > visit[:-1])
+    after_next = np.zeros(len(starts), bool)
+    after_next[:-1] = touch & (visit[:-1] > visit[1:])
+    keep = ~(after_prev | after_next)[order]
+    return order[keep], group[keep], _rank_in_group(group[keep])
 
 
 def choose_char_spans(cps, rng, rate=schema.MASK_RATE, max_chars=schema.MAX_CHAR_PREDICTIONS,
@@ -505,9 +526,8 @@ def mask_histograms(rows: list[dict], config: MaskPlanConfig = MaskPlanConfig())
     addition (pipeline/stats.py reads quantiles off them exactly):
     - share: examples by masked share in per mille, floor(1000 * masked positions / codepoints);
     - spans: chosen spans by length in characters.
-    Spans are `config`'s (the rule the rows were planned with), not runs of masked positions:
-    two chosen pieces of one bounded run can be adjacent. Every position must be in a whole
-    chosen span (what `canine validate` checks)."""
+    Spans are `config`'s (the rule the rows were planned with); chosen spans never touch, so
+    these are also the runs of masked positions (what `canine validate` checks)."""
     if not rows:
         return {}, {}
     cps = np.concatenate([np.asarray(r["codepoints"], np.int32) for r in rows])

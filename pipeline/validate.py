@@ -88,6 +88,12 @@ def _whole_spans(plans: MaskPlanConfig):
         partial = ~off & (np.bincount(span[~off], minlength=len(starts)) != ends - starts)[span]
         yield from k.bad_items(partial, offsets, name,
                                f"positions cover part of a {plans.char_spans} span, not whole spans")
+        # two chosen spans that touch read as one on the training side (its identity choice is per run)
+        chosen = np.bincount(span[~off], minlength=len(starts)) > 0
+        joined = np.zeros(len(starts), bool)
+        joined[1:] = chosen[1:] & chosen[:-1] & (starts[1:] == ends[:-1])
+        yield from k.bad_items(~off & joined[span], offsets, name,
+                               f"positions join two touching {plans.char_spans} spans into one run")
 
     return rule
 

@@ -42,8 +42,12 @@ def test_char_positions_are_checked_against_the_span_rule_they_were_made_with():
     assert problems(contract_row("bad", text, char_positions=piece), plans=paper) == [
         "train/part-0.parquet: example 'bad' (row 0), field 'char_mask_positions', index 0: "
         "positions cover part of a whitespace span, not whole spans"]
-    assert problems(contract_row("ok", text, char_positions=run), plans=bounded) == []  # three whole pieces
-    assert len(problems(contract_row("bad", text, char_positions=run[:-1]), plans=bounded)) == 1
+    # three whole pieces, but touching: the training side would read one 19-character span
+    assert problems(contract_row("bad", text, char_positions=run), plans=bounded) == [
+        "train/part-0.parquet: example 'bad' (row 0), field 'char_mask_positions', index 6: "
+        "positions join two touching bounded spans into one run"]
+    assert problems(contract_row("ok", text, char_positions=piece + list(range(16, 23))), plans=bounded) == []
+    assert len(problems(contract_row("bad", text, char_positions=run[:-1]), plans=bounded)) == 2
 
 
 def test_validate_reads_the_span_rule_from_the_manifest():
