@@ -36,6 +36,8 @@ import argparse
 import difflib
 import importlib
 import logging
+import os
+import signal
 import sys
 
 from jobs import quiet
@@ -155,8 +157,19 @@ def main(argv=None):
         return errors.report(command, e, as_json=getattr(args, "json", False))
     try:
         return int(_module(command).main(args) or 0)
+    except BrokenPipeError:  # `canine inspect ... | head`: the reader has all it wanted
+        return _closed_stdout()
     except (Exception, KeyboardInterrupt) as e:  # SystemExit passes: argparse's and sys.exit's own status
         return errors.report(command, e)
+
+
+def _closed_stdout() -> int:
+    """The reader of stdout went away: end quietly with a shell's SIGPIPE status, as `yes | head`
+    does. stdout is pointed at /dev/null first, else the interpreter's own flush at exit raises
+    again and prints a traceback (the Python docs' recipe, signal module, "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
 
 
 def _redact_logs() -> None:

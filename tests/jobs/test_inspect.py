@@ -127,3 +127,15 @@ def test_render_example_shows_the_subword_plan_with_replacements():
     assert text.splitlines()[2] == "  CANINE-S: 'ab' random -> zz, predicts 'b'; 'ef' keep, predicts 'e'"
     assert "one segment" in text.splitlines()[0] and "2 characters predicted" in text.splitlines()[0]
     assert render_example(row, chars=3).splitlines()[1] == "  [CLS]ab ... (+7 characters)"
+
+
+def test_a_reader_that_stops_early_ends_inspect_quietly(sample_output):
+    """`canine inspect out --examples 40 | head -1`: no traceback and no 'unexpected' line, only
+    the SIGPIPE status a shell gives `yes | head` (141)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen([sys.executable, "-m", "jobs.cli", "inspect", "out", "--examples", "40", "--chars", "0"],
+                         cwd=sample_output, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.readline()  # the first line, then the reader goes away with more than a pipe's buffer unread
+    p.stdout.close()
+    stderr = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141 and stderr == ""
