@@ -14,10 +14,19 @@ from pipeline.masks import MaskPlanConfig, is_unspaced_letter, plan_examples
 from pipeline.wikitext.clean import clean_page
 
 # Kept pages per language, counted by reading the files: every ns-0 page that is not a redirect
-# is an article (enwiki: the 33 of the excerpt and the 5 of the tables file; README).
+# is an article (enwiki: the 33 of the excerpt and the 5 of the tables file; hiwiki: three
+# articles; README).
 KEPT = {
-    "ar": 1, "bn": 1, "el": 1, "en": 38, "hy": 1, "ja": 1, "kn": 1, "ko": 1, "mr": 1, "ru": 1, "uk": 1,
-    "vi": 1, "zh": 1,
+    "ar": 1, "bn": 1, "el": 1, "en": 38, "hi": 3, "hy": 1, "ja": 1, "kn": 1, "ko": 1, "mr": 1, "ru": 1,
+    "uk": 1, "vi": 1, "zh": 1,
+}
+# End-matter sections of these pages as a reader of the language names them, read in the source
+# (hiwiki: हिन्दी ends with "see also", references and external links; the two short articles
+# with an empty references section). The rule must drop each, and none may be the last heading kept.
+END_MATTER = {
+    ("hi", "हम होंगे कामयाब"): {"सन्दर्भ"},
+    ("hi", "दैनिक पूजा"): {"सन्दर्भ"},
+    ("hi", "हिन्दी"): {"इन्हें भी देखें", "सन्दर्भ", "बाहरी कड़ियाँ"},
 }
 # Pages whose source holds language-variant markup `-{...}-` (zhwiki 数学: three conversions
 # `-{zh-cn:...;zh-tw:...}-`, one of them in a table the cleaner drops).
@@ -61,6 +70,15 @@ def test_variant_constructs_are_counted(by_lang):
     for lang, title in VARIANT_PAGES:
         (result,) = [r for p, r in kept(by_lang[lang]) if p.title == title]
         assert result.variants >= 2, (title, result.variants)  # the two outside the dropped table
+
+
+@pytest.mark.parametrize("lang, title", sorted(END_MATTER))
+def test_end_matter_is_dropped(by_lang, lang, title):
+    (result,) = [r for p, r in kept(by_lang[lang]) if p.title == title]
+    assert set(result.headings.dropped) == END_MATTER[lang, title], result.headings.dropped
+    assert result.headings.last_kept not in END_MATTER[lang, title]
+    lines = set(result.text.split("\n"))
+    assert not lines & END_MATTER[lang, title], lines & END_MATTER[lang, title]
 
 
 def _plan(results, lang):
