@@ -86,6 +86,10 @@ class Manifest:
     languages: dict[str, Language]  # sorted by code
     tokenizer: FileRef  # the CANINE-S WordPiece vocabulary (schema.TOKENIZER)
     rejects: tuple[str, ...]  # rejects files (schema.REJECTS/<lang>.jsonl), relative paths
+    # Set only on a trial slice (`canine preprocess --max-pages N`, config.max_pages), in words: "the
+    # first N pages of each input file (--max-pages N); not the whole dump". Absent from the JSON of a
+    # whole run, whose bytes stay what they were before the option existed.
+    trial_slice: str | None = None
 
     @property
     def seq_len(self) -> int:
@@ -93,7 +97,10 @@ class Manifest:
         return int(self.config.get("seq_len") or 0)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if d["trial_slice"] is None:
+            del d["trial_slice"]
+        return d
 
     def to_json(self) -> bytes:
         return json.dumps(self.to_dict(), indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")
@@ -113,6 +120,7 @@ class Manifest:
             languages={lang: _language(f) for lang, f in fields.children("languages")},
             tokenizer=_read(FileRef, fields.child("tokenizer")),
             rejects=tuple(fields.get("rejects", list)),
+            trial_slice=fields.get("trial_slice", str) if "trial_slice" in raw else None,
         )
         if not all(isinstance(r, str) for r in m.rejects):
             raise ManifestError(f"{where}: rejects: not a list of paths")

@@ -128,6 +128,8 @@ def print_examples(directory: str, manifest, args) -> None:
 def format_manifest(m, run=None) -> str:
     """A contract.manifest.Manifest as a table; `run`: output.RunStats of the run that made it."""
     lines = [f"schema v{m.schema_version}  config {m.config_sha256[:12]}  seq_len {m.seq_len}"]
+    if m.trial_slice:  # second, before any count: every count below is of the slice
+        lines.append(f"trial slice: {m.trial_slice}")
     for name, split in m.splits.items():
         lines.append(f"{name:<11} {len(split.shards):>4} shards {split.rows:>9} examples {split.codepoints:>12} codepoints")
     lines.append("  ".join(f"{h:>9}" for h in ("lang", *_HEADINGS)))
@@ -160,6 +162,9 @@ def _quality_lines(languages) -> list[str]:
         if text.get("variant_pages"):
             lines.append(f"{lang}: variant markup on {text['variant_pages']} pages, "
                          f"{text.get('variant_constructs', 0)} constructs rendered")
+        if text.get("converted_pages"):
+            lines.append(f"{lang}: converted to one variant (--convert): {text['converted_pages']} pages, "
+                         f"{text['converted_characters']} characters changed")
         for key, what in (("end_matter_dropped", "end matter dropped"), ("last_headings_kept", "last headings kept")):
             if text.get(key):
                 lines.append(f"{lang}: {what}: " + ", ".join(f"{title} {n}" for title, n in text[key][:8]))

@@ -5,6 +5,7 @@
         --runner DataflowRunner -- --project P --region R --temp_location gs://bucket/tmp
     canine preprocess --dump en:latest --dump ko:latest --output gs://bucket/shards   # -> .../en-ko/<date>
     canine preprocess pipeline/sample/*.xml --output out/shards --set seq_len=512 --set keep_tables=true
+    canine preprocess --dump en:latest --output out/trial --max-pages 1000   # a trial slice: 1000 pages of each input
 
 Flags and `--set` keys are PreprocessConfig's fields (pipeline/preprocess_config.py), defaults and help included.
 `preprocess()` is the one entry of every run: dump resolution, the output lock, the Beam job.
@@ -20,6 +21,9 @@ library's (tests/jobs/test_preprocess_endings.py counts them).
   NothingKept); a scheduled run of a wrong input fails instead of publishing an empty output.
 - A language with kept pages but no validation page is named in a note, with the
   --validation-fraction that would hold one out.
+- A trial slice (--max-pages N) ends with a note that it is one: `canine preprocess: note: trial
+  slice: the first N pages of each input file (--max-pages N); not the whole dump; ...`
+  (docs/schedule.md, "A trial slice first").
 """
 
 import dataclasses
@@ -29,13 +33,13 @@ import sys
 from contract import options, schema
 from contract.files import redact
 from jobs import flags
-from pipeline.preprocess_config import PreprocessConfig
+from pipeline.preprocess_config import PreprocessConfig, max_pages_problem
 
 
 # PreprocessConfig fields with a flag of their own (--seq-len for seq_len); help, type, default from the field.
 FLAGS = ["seq_len", "seed", "alpha", "validation_fraction", "lang", "sentence_order", "keep_tables", "keep_end_matter",
          "char_spans", "char_span_max",
-         "shard_codepoints", "pack_group_codepoints", "tokenizer_pages", "streams_per_item"]
+         "shard_codepoints", "pack_group_codepoints", "tokenizer_pages", "streams_per_item", "max_pages"]
 
 
 def add_arguments(p):
@@ -47,6 +51,8 @@ def add_arguments(p):
     p.add_argument("--variant", action="append", default=[], metavar="LANG=VARIANT",
                    help="render a wiki's language-variant markup -{...}- as VARIANT shows it, e.g. zh=zh-hans or "
                         "sr=sr-el (repeatable; default: each wiki's own no-conversion view; docs/text.md)")
+    p.add_argument("--convert", action="append", default=[], metavar="LANG=VARIANT",
+                   help=options.help_of(options.field_at(PreprocessConfig, "convert")[1]) + " (repeatable)")
     flags.add_field_flags(p, PreprocessConfig, FLAGS)
     flags.add_field_flags(p.add_mutually_exclusive_group(), PreprocessConfig, ["vocab_size", "tokenizer"])
     flags.add_set_flag(p, "seq_len=512 or inputs=[a.xml,b.xml]")
@@ -61,8 +67,14 @@ def config_from_args(args) -> PreprocessConfig:
               **flags.values_of(args, FLAGS + ["vocab_size", "tokenizer"])}
     if args.variant:
         values["variants"] = tuple(args.variant)
+    if args.convert:
+        values["convert"] = tuple(args.convert)
     values.update(options.parse_settings(args.set))
-    return options.build(PreprocessConfig, values, "preprocess")
+    cfg = options.build(PreprocessConfig, values, "preprocess")
+    # Refused now, before a --dump is resolved on the network: validate() would see it only then.
+    if problem := max_pages_problem(cfg.max_pages):
+        raise ValueError(problem)
+    return cfg
 
 
 def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | None = None, workers: int = 1,
@@ -187,6 +199,9 @@ def main(args) -> int:
     if result.without_validation:
         print(f"canine preprocess: note: {no_validation_note(result.without_validation, cfg.validation_fraction)}",
               file=sys.stderr)
+    if result.manifest.trial_slice:  # the last line, where a user looks: these shards are not the whole dump
+        print(f"canine preprocess: note: trial slice: {result.manifest.trial_slice}; leave out --max-pages, "
+              "with another --output, to preprocess all of it", file=sys.stderr)
     return 0
 
 

@@ -45,6 +45,7 @@ class Headings(NamedTuple):  # CleanPages "headings", one per kept wikitext page
     variants: int  # language-variant constructs rendered on the page
     end_matter: tuple  # titles of the sections dropped as end matter
     last_kept: str  # the last top-level heading kept ("" if none)
+    converted: int = 0  # characters the whole-page conversion changed (PreprocessConfig.convert)
 
 
 class Reject(NamedTuple):  # CleanPages "rejects" -> WriteRejects: one line of _rejects/<lang>.jsonl

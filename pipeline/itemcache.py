@@ -38,6 +38,7 @@ class Cleaned(NamedTuple):
     replaced: int
     dropped: list  # counts in the order of schema.CONSTRUCT_DROPS (kept pages; zeros otherwise)
     variants: int  # language-variant constructs rendered (kept pages)
+    converted: int  # characters the whole-page conversion changed (kept pages)
     end_matter: list  # titles of the sections dropped as end matter (kept pages)
     last_heading: str  # the last top-level heading kept ("" if none, or not a wikitext page)
 
@@ -45,13 +46,14 @@ class Cleaned(NamedTuple):
 SCHEMA = pa.schema(
     [("lang", pa.string()), ("page_id", pa.int64()), ("title", pa.string()), ("source", pa.string()),
      ("outcome", pa.string()), ("reason", pa.string()), ("text", pa.string()), ("replaced", pa.int32()),
-     ("dropped", pa.list_(pa.int32())), ("variants", pa.int32()), ("end_matter", pa.list_(pa.string())),
+     ("dropped", pa.list_(pa.int32())), ("variants", pa.int32()), ("converted", pa.int32()),
+     ("end_matter", pa.list_(pa.string())),
      ("last_heading", pa.string())]
 )
 # Part of every cache file's name: a cache written by a version that stored other columns (or
 # cleaned differently) under the same config is never replayed (a run upgraded between a kill
 # and its resume parses its items again).
-_CACHE_VERSION = 3  # 3: <math> kept as TeX source
+_CACHE_VERSION = 4  # 3: <math> kept as TeX source; 4: the converted column
 
 
 def clean_raw(page: sources.RawPage, cfg: PreprocessConfig = PreprocessConfig()) -> Cleaned:
@@ -60,7 +62,7 @@ def clean_raw(page: sources.RawPage, cfg: PreprocessConfig = PreprocessConfig())
     headings = r.headings
     return Cleaned(page.lang, page.page_id, page.title, redact(page.source), r.outcome, r.reason, r.text,
                    r.replaced, [r.dropped.get(reason, 0) for reason in schema.CONSTRUCT_DROPS], r.variants,
-                   list(headings.dropped) if headings else [], headings.last_kept if headings else "")
+                   r.converted, list(headings.dropped) if headings else [], headings.last_kept if headings else "")
 
 
 def cache_url(staging: str, item: sources.WorkItem) -> str:

@@ -114,8 +114,9 @@ class _RouteFn(beam.DoFn):
                 counter.inc(n)
             yield pvalue.TaggedOutput("dropped", Dropped(c.lang, tuple(c.dropped)))
         if c.outcome == "kept":
-            if c.variants or c.end_matter or c.last_heading:
-                yield pvalue.TaggedOutput("headings", Headings(c.lang, c.variants, tuple(c.end_matter), c.last_heading))
+            if c.variants or c.converted or c.end_matter or c.last_heading:
+                yield pvalue.TaggedOutput("headings", Headings(c.lang, c.variants, tuple(c.end_matter), c.last_heading,
+                                                               c.converted))
             yield Page(c.lang, c.page_id, c.text)
         elif c.outcome in ("parse_errors", "empty"):
             # Redirects and other namespaces are only counted (enwiki has ~10M redirects);

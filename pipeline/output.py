@@ -20,7 +20,9 @@ cached work items, or a complete manifest; each step is idempotent from there
 Inputs are identified by content: an output is up to date for a run whose config differs from
 its own only in how the inputs are named (the patterns as given, each file's URL: a relative
 path, a copy elsewhere) and whose files have the same sizes and content ids (`data_identity`);
-a given tokenizer counts by its text. A file whose bytes changed makes another config.
+a given tokenizer counts by its text. A file whose bytes changed makes another config. So does a
+trial slice (--max-pages: `max_pages` in the fingerprint), whose manifest also says in words that
+it is one (`trial_slice`), never to be taken for the whole dump.
 
 A run that keeps no training example publishes nothing: NothingKept (an input error: no
 manifest, this config's staging removed by `canine preprocess`) names the pages read, the
@@ -238,7 +240,7 @@ def prepare(cfg: PreprocessConfig) -> Plan:
     input files, tokenizer. Writes nothing."""
     cfg.validate()
     check_output_path(cfg.output)
-    items = sources.plan_work_items(list(cfg.inputs), cfg.lang, cfg.streams_per_item)
+    items = sources.plan_work_items(list(cfg.inputs), cfg.lang, cfg.streams_per_item, max_pages=cfg.max_pages)
     cfg = dataclasses.replace(cfg, inputs=tuple(cfg.inputs), input_fingerprints=fingerprint_inputs(items))
     tokenizer_json = None
     if cfg.tokenizer:
@@ -311,6 +313,9 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
     if progress:
         sizes = {url: size for url, size, _ in cfg.input_fingerprints}
         sizes = {item.path: sizes.get(recorded_url(item.path), 0) for item in plan.items}
+        # A trial slice's item read from a file's start to its Nth page: how far that is is not known,
+        # and the whole file's size would show a 20 GB dump read in seconds. Its bytes count as none.
+        sizes |= {item.path: 0 for item in plan.items if item.max_pages is not None and item.end is None}
         watch = ItemProgress(plan.items, sizes, staging).start(len(cfg.input_fingerprints))
     else:
         log.info("%d work items from %d input files", len(plan.items), len(cfg.input_fingerprints))
@@ -589,6 +594,15 @@ def nothing_kept(cfg: PreprocessConfig, languages: dict[str, Language], reasons)
             "in a format canine preprocess reads: MediaWiki XML, or JSONL / Parquet rows with an integer id and a text")
 
 
+def trial_slice(max_pages: int | None) -> str | None:
+    """The manifest's words for a --max-pages output (None for a whole run): what `canine inspect`
+    and the run's last line show, so that a trial is never taken for the whole dump."""
+    if max_pages is None:
+        return None
+    pages = f"{max_pages} page{'s' * (max_pages != 1)}"
+    return f"the first {pages} of each input file (--max-pages {max_pages}); not the whole dump"
+
+
 def check_accounting(languages: dict[str, Language]) -> None:
     for lang, c in languages.items():
         if problem := c.accounting_error():
@@ -659,6 +673,7 @@ def finalize(cfg: PreprocessConfig, staging: str, records=None) -> Manifest:
         languages=languages,
         tokenizer=FileRef(schema.TOKENIZER, file_sha256(f"{cfg.output.rstrip('/')}/{schema.TOKENIZER}")),
         rejects=tuple(rejects),
+        trial_slice=trial_slice(cfg.max_pages),
     )
     write_manifest(cfg.output, manifest)
     faults.point("published")

@@ -12,6 +12,7 @@ from contract.files import redact
 from contract.manifest import config_sha256
 from contract.options import option
 from pipeline.masks import CHAR_SPAN_MAX, CHAR_SPAN_RULES
+from pipeline.wikitext.convert import check_convert, require
 from pipeline.wikitext.variants import check_variants
 
 
@@ -44,6 +45,13 @@ class PreprocessConfig:
     pack_group_codepoints: int = option(16_000_000, "codepoints of pages packed together in one group "
                                         "(per language and split)")
     streams_per_item: int = option(10, "bz2 streams of a multistream dump per work item (about 100 pages a stream)")
+    # A trial slice (pipeline/sources/plan.py reads only what it needs): per input file, so that every
+    # language of a multi-dump run gets its pages. In the fingerprint only when set, so a full run's
+    # config_sha256 is what it was before the option existed, and a trial's differs from it.
+    max_pages: int | None = option(None, "a trial slice: only the first this many pages of each input file, in "
+                                   "file order (every <page> counts, any namespace; JSONL / Parquet: rows), "
+                                   "reading no more of the file than they need; the manifest and canine inspect "
+                                   "say so (default: every page)")
     # Cleaning (pipeline/wikitext/clean.py): tables and end-matter sections are dropped by default,
     # as in mBERT's WikiExtractor text: table cells are fragments, end matter is citations and lists of titles.
     keep_tables: bool = option(False, "keep table cells' text, a row a line, cells joined by ' | ' (default: drop tables)")
@@ -54,6 +62,12 @@ class PreprocessConfig:
     # is never converted to the variant's script.
     variants: tuple = option((), "language variants to render `-{...}-` markup in, as lang=variant items, e.g. "
                              "zh=zh-hans,sr=sr-el (default: each wiki's own view: zh, sr, ..., sh-latn)")
+    # The whole text in one script, as a reader who picked the variant sees it (pipeline/wikitext/convert.py);
+    # off by default: conversion is lossy (發/髮 -> 发). In the fingerprint only when set, so that other
+    # runs' config_sha256 is what it was before the option existed.
+    convert: tuple = option((), "convert the whole text of a language's pages to one variant, as lang=variant items, "
+                            "e.g. zh=zh-hans (simplified), zh=zh-hant, sr=sr-el; its `-{...}-` markup renders in "
+                            "that variant (default: each page's text as written; docs/text.md)")
     # CANINE-C spans (pipeline/masks.py, MaskPlanConfig.of(config)): the paper's whitespace runs are a
     # clause or a paragraph in Chinese, Japanese or Thai; docs/canine.md, "Spans in scripts written
     # without spaces", has the measured masked shares.
@@ -75,6 +89,12 @@ class PreprocessConfig:
         d["inputs"] = [redact(u) for u in self.inputs]
         d["tokenizer"] = self.tokenizer and redact(self.tokenizer)
         d["variants"] = list(self.variants)  # as JSON reads it back
+        if self.convert:  # in the fingerprint only when set (the field's comment)
+            d["convert"] = list(self.convert)
+        else:
+            d.pop("convert")
+        if self.max_pages is None:  # a full run: the fingerprint outputs made before the option have
+            d.pop("max_pages")
         d["schema_version"] = schema.SCHEMA_VERSION
         return d
 
@@ -103,9 +123,38 @@ class PreprocessConfig:
                      "char_span_max"):
             if getattr(self, name) < 1:
                 problems.append(f"--{name.replace('_', '-')} must be at least 1")
+        if problem := max_pages_problem(self.max_pages):
+            problems.append(problem)
         try:
             check_variants(self.variants)
         except ValueError as err:
             problems.append(f"--variant: {err}")
+        if problem := convert_problem(self.convert, self.variants):
+            problems.append(problem)
         if problems:
             raise ValueError("invalid preprocessing config: " + "; ".join(problems))
+
+
+def max_pages_problem(value: int | None) -> str | None:
+    """What is wrong with a --max-pages value, None if nothing: checked when the arguments are read
+    (jobs/preprocess.py) and by validate."""
+    if value is not None and value < 1:
+        return f"--max-pages {value}: must be at least 1 (pages read from the start of each input)"
+    return None
+
+
+def convert_problem(convert: tuple, variants: tuple) -> str | None:
+    """What is wrong with --convert, None if nothing: an item not offered, the package it needs
+    missing, or a --variant of the same language that disagrees (a converted page's markup renders
+    in its variant, as the reader's view does)."""
+    try:
+        chosen = check_convert(convert)
+        require(chosen)
+        views = check_variants(variants)
+    except ValueError as err:
+        return str(err) if str(err).startswith("--convert") else f"--convert: {err}"
+    clash = [f"{lang}={views[lang]}" for lang in chosen if views.get(lang, chosen[lang]) != chosen[lang]]
+    if clash:
+        return (f"--convert {', '.join(f'{lang}={chosen[lang]}' for lang in chosen)}: --variant {', '.join(clash)} "
+                "disagrees (a converted page's markup renders in the variant it is converted to); drop that --variant")
+    return None

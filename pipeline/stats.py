@@ -3,9 +3,10 @@ steps emit, written as one staged JSON file of Stat rows (pipeline/output.py rea
 
 Beside the page outcomes and drops, two summaries show what the text and the masks look like on a
 language nobody checked (`canine inspect` prints them):
-- text: pages with language-variant markup and the constructs rendered; the headings dropped as
-  end matter and the headings that most often end a page after cleaning, with counts. A kept
-  heading that is a bibliography in that language shows up here first.
+- text: pages with language-variant markup and the constructs rendered; with `--convert`, the
+  pages the whole-page conversion changed and the characters it changed (present when any);
+  the headings dropped as end matter and the headings that most often end a page after
+  cleaning, with counts. A kept heading that is a bibliography in that language shows up here first.
 - masks: the CANINE-C masked share per example (p10, median) and the masked span lengths
   (median, p90, max), read exactly from integer histograms (per-mille shares, span lengths) that
   combine by addition, so they do not depend on how examples were spread over shards or workers.
@@ -72,11 +73,12 @@ def top(counts: dict, n: int = TOP_HEADINGS) -> list:
 
 
 class _HeadingsFn(beam.CombineFn):
-    """Headings of one language -> pages with variant markup, constructs rendered, and the
-    counts of end-matter headings dropped and of last headings kept."""
+    """Headings of one language -> pages with variant markup, constructs rendered, pages and
+    characters the whole-page conversion changed, and the counts of end-matter headings dropped
+    and of last headings kept."""
 
     def create_accumulator(self):
-        return [0, 0, {}, {}]
+        return [0, 0, {}, {}, 0, 0]
 
     def add_input(self, acc, h):
         acc[0] += h.variants > 0
@@ -85,16 +87,22 @@ class _HeadingsFn(beam.CombineFn):
             acc[2][title] = acc[2].get(title, 0) + 1
         if h.last_kept:
             acc[3][h.last_kept] = acc[3].get(h.last_kept, 0) + 1
+        acc[4] += h.converted > 0  # pages changed, and characters changed, by --convert
+        acc[5] += h.converted
         return acc
 
     def merge_accumulators(self, accs):
         accs = list(accs)
         return [sum(a[0] for a in accs), sum(a[1] for a in accs),
-                merge_histograms(a[2] for a in accs), merge_histograms(a[3] for a in accs)]
+                merge_histograms(a[2] for a in accs), merge_histograms(a[3] for a in accs),
+                sum(a[4] for a in accs), sum(a[5] for a in accs)]
 
     def extract_output(self, acc):
-        return {"variant_pages": acc[0], "variant_constructs": acc[1],
+        text = {"variant_pages": acc[0], "variant_constructs": acc[1],
                 "end_matter_dropped": top(acc[2]), "last_headings_kept": top(acc[3])}
+        if acc[4]:  # only a --convert run has any: the others' manifests stay as they were
+            text.update(converted_pages=acc[4], converted_characters=acc[5])
+        return text
 
 
 def mask_summary(share: dict, spans: dict) -> dict:

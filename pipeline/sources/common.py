@@ -70,6 +70,9 @@ class WorkItem:
     # A single-stream .bz2 / .gz split at bz2 blocks / deflate blocks (seekable.py); None: whole
     # streams (a file, or a multistream range)
     seek: SeekPoint | None = None
+    # A trial slice (--max-pages): the item stops after this many pages (every <page>, a JSONL /
+    # Parquet row each); set on the last item of a file's slice only (plan.py). None: all of them.
+    max_pages: int | None = None
 
 
 @dataclass

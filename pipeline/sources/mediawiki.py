@@ -63,20 +63,25 @@ _ENCODING_ERRORS = {expat_errors.codes[expat_errors.XML_ERROR_UNKNOWN_ENCODING],
 
 
 def plan_items(path: str, fs, fs_path: str, lang: str | None, streams_per_item: int, size: int | None = None,
-               item_bytes: int = seekable.ITEM_BYTES) -> list[WorkItem]:
+               item_bytes: int = seekable.ITEM_BYTES, max_pages: int | None = None) -> list[WorkItem]:
     """The dump's work items, with its language (its own xml:lang, else `lang`, --lang) and its
     <siteinfo>: a multistream dump's ranges of streams; any other UTF-8 dump (.xml, .bz2, .gz)
     split about `item_bytes` of text apart, at bz2 blocks / gzip seek points (seekable.py);
-    a dump in another encoding whole."""
+    a dump in another encoding whole. `max_pages` (a trial slice): a multistream dump's ranges
+    of the streams that hold its first `max_pages` pages, any other dump one item read from its
+    start up to its `max_pages`th page (not split: the split's planning alone reads a whole .gz)."""
     root_lang, site, declared = _header(path)
     lang = root_lang or lang  # the dump's own language wins over --lang
     if not lang:
         raise InputError(f"{path}: no language: the dump's <mediawiki> has no xml:lang and no --lang was given")
     if not LANG_RE.fullmatch(lang):
         raise InputError(f"{path}: xml:lang {lang!r} is not a language code")
-    items = multistream.split(path, fs, fs_path, lang, streams_per_item)
+    items = multistream.split(path, fs, fs_path, lang, streams_per_item, max_pages)
     codec = codec_of(path)
-    if len(items) == 1 and size and encoding.is_utf8(declared):  # its <page> tags are found by their bytes
+    if max_pages is not None:
+        if items[-1].max_pages is None:  # no index to say where page N is: read from the start
+            items = [WorkItem(path, "xml", lang=lang, max_pages=max_pages)]
+    elif len(items) == 1 and size and encoding.is_utf8(declared):  # its <page> tags are found by their bytes
         points = seekable.plan(path, codec, size, item_bytes)
         if len(points) > 1:
             items = [WorkItem(path, "xml", p.bit // 8, None if p.end_bit is None else p.end_bit // 8, lang, seek=p)
@@ -117,10 +122,13 @@ def read_pages(item: WorkItem) -> Iterator[RawPage]:
         yield from _read_split(item, site)
         return
     parser = _PageParser(item, b"<mediawiki>" if item.start > 0 else b"", site)
-    for chunk in decoded_chunks(item.path, codec_of(item.path), item.start, item.end):
-        parser.feed(chunk)
-        yield from parser.pages
-        parser.pages.clear()
+    with closing(decoded_chunks(item.path, codec_of(item.path), item.start, item.end)) as chunks:
+        for chunk in chunks:
+            parser.feed(chunk)
+            yield from parser.pages
+            parser.pages.clear()
+            if parser.enough:  # a trial slice's last page (item.max_pages): nothing after it is read
+                return
     parser.feed(b"</mediawiki>" if item.end is not None else b"", final=True)
     yield from parser.pages
 
@@ -157,6 +165,8 @@ def _read_split(item: WorkItem, site: SiteInfo | None) -> Iterator[RawPage]:
             parser.feed(data)
             yield from parser.pages
             parser.pages.clear()
+            if parser.enough:
+                return
             if owned_end is not None and (match is not None or parser.past_limit):
                 parser.unclosed_page()
                 return
@@ -165,10 +175,16 @@ def _read_split(item: WorkItem, site: SiteInfo | None) -> Iterator[RawPage]:
         yield from parser.pages
 
 
+class _Enough(Exception):
+    """Raised in an expat callback at a trial slice's last page: it stops Parse() right there."""
+
+
 class _PageParser:
     """expat callbacks that turn each <page> (a child of the root) into a RawPage, and the
     <siteinfo> before them into a SiteInfo (`site`: the one given, else the document's own);
-    `header_only`: no pages, for _header (which has no language to give them yet)."""
+    `header_only`: no pages, for _header (which has no language to give them yet).
+    With item.max_pages, parsing stops at the end of that many pages (`enough`): what follows,
+    malformed or not, is never parsed, so the slice reads the same whatever comes after it."""
 
     _FIELDS = {("title", 3), ("ns", 3), ("id", 3), ("text", 4)}  # (element, depth) to capture
 
@@ -181,6 +197,7 @@ class _PageParser:
         # A <page> starting at or after this byte of the fed data (prefix included) is the next
         # work item's (a split dump, _read_split): it is not read, and `past_limit` is set
         self.limit, self.past_limit = None, False
+        self._made, self.enough = 0, False  # pages made; item.max_pages of them made
         self._source = item.path if item.start == 0 else f"{item.path}@{item.start}"
         self._depth, self._page, self._field, self._buf, self._child = 0, None, None, [], None
         self._encoding, self._repair = None, None  # as the first bytes say; a Utf8Repair for UTF-8, else False
@@ -193,6 +210,8 @@ class _PageParser:
             self.feed(prefix)
 
     def feed(self, data: bytes, final: bool = False) -> None:
+        if self.enough:  # expat cannot go on after a callback raised
+            return
         if self._repair is None:  # the first bytes: a byte-order mark or an XML declaration
             self._encoding = encoding.declared(data[:256])
             self._repair = encoding.is_utf8(self._encoding) and encoding.Utf8Repair()
@@ -200,6 +219,9 @@ class _PageParser:
             data = self._repair.repair(data, final)
         try:
             self._parser.Parse(data, final)
+        except _Enough:
+            self.enough = True
+            return
         except ExpatError as err:
             raise self._malformed(err) from None
         except (ValueError, LookupError):  # pyexpat: "multi-byte encodings are not supported", "unknown encoding: X"
@@ -319,7 +341,9 @@ class _PageParser:
             if self._page is not None:
                 self._page["bad"] = self._claim(self._parser.CurrentByteIndex)
                 self.pages.append(self._make(self._page))
-                self._page = None
+                self._page, self._made = None, self._made + 1
+                if self._made == self.item.max_pages:
+                    raise _Enough
             elif self._names is not None:  # </siteinfo>
                 self._outside(self._parser.CurrentByteIndex)
                 if self.site is None:

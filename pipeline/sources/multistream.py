@@ -6,7 +6,10 @@ but reading the index. A dump without its index is split at its bzip2 blocks ins
 single-stream .bz2 (seekable.py).
 """
 
+import dataclasses
 import re
+from collections.abc import Iterator
+from contextlib import closing
 
 import fsspec
 
@@ -20,17 +23,22 @@ _MULTISTREAM_RE = re.compile(r"multistream(\d*)\.xml(-p\d+p\d+)?\.bz2$")
 _INDEX_OFFSET_RE = re.compile(rb"(?m)^(\d+):")
 
 
-def split(path: str, fs, fs_path: str, lang: str, streams_per_item: int) -> list[WorkItem]:
-    """The dump's work items: ranges of `streams_per_item` streams if its index exists, else one."""
+def split(path: str, fs, fs_path: str, lang: str, streams_per_item: int,
+          max_pages: int | None = None) -> list[WorkItem]:
+    """The dump's work items: ranges of `streams_per_item` streams if its index exists, else one.
+    `max_pages` (a trial slice): only the ranges of the streams that hold the dump's first
+    `max_pages` pages, the index's lines counting each stream's pages; the last range ends at the
+    next stream and stops at its page (WorkItem.max_pages: what the ranges before it leave).
+    Without an index the one item it returns has no max_pages, for the caller to set."""
     index_name = r"multistream-index\1.txt\2.bz2"
     if not _MULTISTREAM_RE.search(fs_path):
         return [WorkItem(path, "xml", lang=lang)]
     index = _MULTISTREAM_RE.sub(index_name, path)
     if not network.exists(fs, _MULTISTREAM_RE.sub(index_name, fs_path), index, "looking for the index beside its dump"):
         return [WorkItem(path, "xml", lang=lang)]  # no index: bz2 can't be split, one item per file
-    offsets = _stream_offsets(index, fs.size(fs_path))
+    offsets, pages, after = _streams(index, fs.size(fs_path), max_pages)
     with fsspec.open(path, "rb") as f:  # an index of another dump, seen now rather than by a worker
-        for offset in sorted({*offsets[:1], *offsets[-1:]}):
+        for offset in sorted({*offsets[:1], *offsets[-1:], *([] if after is None else [after])}):
             try:
                 f.seek(offset)
                 head = f.read(3)
@@ -42,33 +50,63 @@ def split(path: str, fs, fs_path: str, lang: str, streams_per_item: int) -> list
                 raise InputError(f"{index}: offset {offset} is not the start of a bz2 stream of {path} (the index of another dump?)")
     # The first item starts at byte 0 so that it holds the <siteinfo> header stream, the last
     # runs to the end of the file so that it holds the </mediawiki> footer stream: together
-    # the items cover every byte exactly once.
+    # the items cover every byte exactly once. A trial slice's last item ends where the stream
+    # after its last one starts (the reader closes the document there).
     starts = [0] + offsets[streams_per_item::streams_per_item]
-    ends = starts[1:] + [None]
-    return [WorkItem(path, "xml", s, e, lang) for s, e in zip(starts, ends)]
+    ends = starts[1:] + [after]
+    items = [WorkItem(path, "xml", s, e, lang) for s, e in zip(starts, ends)]
+    if max_pages is not None:
+        before = sum(pages[: (len(items) - 1) * streams_per_item])
+        items[-1] = dataclasses.replace(items[-1], max_pages=max_pages - before)
+    return items
 
 
-def _stream_offsets(index: str, dump_size: int) -> list[int]:
-    """Distinct stream offsets of a multistream index (`offset:page_id:title` lines), ascending."""
-    offsets, line_no, pending = [], 0, b""
+def _streams(index: str, dump_size: int, max_pages: int | None = None) -> tuple[list[int], list[int], int | None]:
+    """(stream offsets, distinct and ascending; the pages of each, a line of the index a page; `after`)
+    of a multistream index (`offset:page_id:title` lines). `after` is None unless `max_pages` is
+    given: then only the streams that hold the first `max_pages` pages are returned, the index is
+    read no further than the first line of the stream after them, and `after` is its offset (None
+    where no stream follows)."""
+    offsets, pages, total, after = [], [], 0, None
+    with closing(_index_offsets(index)) as lines:
+        for line_no, off in lines:
+            if offsets and off <= offsets[-1]:
+                if off < offsets[-1]:
+                    raise InputError(f"{index}:{line_no}: offset {off} is before the previous offset {offsets[-1]}")
+                pages[-1] += 1
+                total += 1
+                continue
+            if max_pages is not None and total >= max_pages:
+                after = off
+                break
+            offsets.append(off)
+            pages.append(1)
+            total += 1
+    highest = after if after is not None else offsets[-1] if offsets else None
+    if highest is not None and highest >= dump_size:
+        raise InputError(f"{index}: offset {highest} is past the end of its dump ({dump_size} bytes)")
+    return offsets, pages, after
+
+
+def _index_offsets(index: str) -> Iterator[tuple[int, int]]:
+    """(line number, offset) of each line of a multistream index, in order; a malformed line is
+    named when it is reached (a trial slice that stops before it never sees it)."""
+    line_no, pending = 0, b""
     for chunk in decoded_chunks(index, "bz2"):
         data = pending + chunk
         cut = data.rfind(b"\n") + 1
         block, pending = data[:cut], data[cut:]
         found = _INDEX_OFFSET_RE.findall(block)
-        if len(found) != block.count(b"\n"):  # a malformed line: find it to name it
-            for i, line in enumerate(block.split(b"\n")[:-1]):
-                if not _INDEX_OFFSET_RE.match(line):
-                    raise InputError(f"{index}:{line_no + i + 1}: expected 'offset:page_id:title', got {line[:80]!r}")
-        for off in map(int, found):
+        if len(found) == block.count(b"\n"):
+            for off in found:
+                line_no += 1
+                yield line_no, int(off)
+            continue
+        for line in block.split(b"\n")[:-1]:  # a malformed line: line by line, to name it
             line_no += 1
-            if offsets and off <= offsets[-1]:
-                if off < offsets[-1]:
-                    raise InputError(f"{index}:{line_no}: offset {off} is before the previous offset {offsets[-1]}")
-                continue
-            offsets.append(off)
+            match = _INDEX_OFFSET_RE.match(line)
+            if not match:
+                raise InputError(f"{index}:{line_no}: expected 'offset:page_id:title', got {line[:80]!r}")
+            yield line_no, int(match.group(1))
     if pending.strip():
         raise InputError(f"{index}:{line_no + 1}: truncated last line {pending[:80]!r}")
-    if offsets and offsets[-1] >= dump_size:
-        raise InputError(f"{index}: offset {offsets[-1]} is past the end of its dump ({dump_size} bytes)")
-    return offsets

@@ -5,11 +5,19 @@ read back by the same module (`read_pages`).
 Whatever is cheap to see is seen here, before anything is written (the package docstring,
 "Bad input"): a pattern that matches nothing, an unknown kind, a 0-byte file, a name that is
 not UTF-8, and a cut download seen from the file's last bytes.
+
+A trial slice (`max_pages`, --max-pages N): the first N pages of each input file in file order
+(every <page>, whatever its namespace; JSON Lines / Parquet: the first N rows), the same for any
+worker count, runner or resume, and planned so that nothing after it is read: a multistream
+dump's index says which streams hold them (multistream.py), any other file is one work item
+read from its start that stops after its Nth page (a single-stream .bz2 / .gz is not split:
+where page N is is not known before reading, and a small N is read quickly from the start).
 """
 
 import posixpath
 import re
 from collections.abc import Iterator
+from contextlib import closing
 
 import fsspec
 import fsspec.core
@@ -28,9 +36,10 @@ _BZ2_END = 0x177245385090
 
 
 def plan_work_items(patterns: list[str], lang: str | None = None, streams_per_item: int = 1,
-                    item_bytes: int | None = None) -> list[WorkItem]:
+                    item_bytes: int | None = None, max_pages: int | None = None) -> list[WorkItem]:
     """Expand fsspec URLs / globs into work items, sorted by (path, start). A single-stream
     .bz2 / .gz dump is split about `item_bytes` of text apart (default: seekable.item_bytes()).
+    `max_pages`: only the items of each file's first `max_pages` pages (module docstring).
 
     Fails with InputError before reading any page if a pattern matches nothing, a file's kind
     is unknown, a file has no language (its own xml:lang / `lang` column, else `lang`), or it
@@ -39,6 +48,8 @@ def plan_work_items(patterns: list[str], lang: str | None = None, streams_per_it
     """
     if streams_per_item < 1:
         raise ValueError(f"streams_per_item must be >= 1, got {streams_per_item}")
+    if max_pages is not None and max_pages < 1:
+        raise ValueError(f"max_pages must be >= 1, got {max_pages}")
     if lang is not None and not LANG_RE.fullmatch(lang):
         raise InputError(f"--lang {lang!r}: not a language code (e.g. en, zh-min-nan)")
     item_bytes = item_bytes or seekable.item_bytes()
@@ -48,11 +59,11 @@ def plan_work_items(patterns: list[str], lang: str | None = None, streams_per_it
         if size == 0:
             raise InputError(f"{path}: empty file (0 bytes)")
         if kind == "xml":
-            items.extend(mediawiki.plan_items(path, fs, fs_path, lang, streams_per_item, size, item_bytes))
+            items.extend(mediawiki.plan_items(path, fs, fs_path, lang, streams_per_item, size, item_bytes, max_pages))
         elif kind == "jsonl":
-            items.append(WorkItem(path, kind, lang=jsonl.file_language(path, lang)))
+            items.append(WorkItem(path, kind, lang=jsonl.file_language(path, lang), max_pages=max_pages))
         else:
-            items.append(WorkItem(path, kind, lang=parquet.file_language(path, lang)))
+            items.append(WorkItem(path, kind, lang=parquet.file_language(path, lang), max_pages=max_pages))
         if size:  # None: the server did not say. After the header checks above, which name a wrong format better
             _check_end(path, kind, size)
     return sorted(items, key=lambda it: (it.path, it.start))
@@ -62,6 +73,8 @@ def work_item_key(item: WorkItem) -> str:
     """A stable id of the item's input bytes (language is config, not identity); a split dump's
     item by the bits it starts and ends at too (two deflate blocks may start in one byte)."""
     key = f"{item.path}@{item.start}:{'eof' if item.end is None else item.end}"
+    if item.max_pages is not None:  # fewer pages than the same bytes read whole
+        key += f"/first{item.max_pages}"
     return key if item.seek is None else f"{key}#{item.seek.bit}:{item.seek.end_bit}"
 
 
@@ -70,7 +83,17 @@ def read_pages(item: WorkItem) -> Iterator[RawPage]:
     reader = {"xml": mediawiki.read_pages, "jsonl": jsonl.read_pages, "parquet": parquet.read_pages}.get(item.kind)
     if reader is None:
         raise InputError(f"{item.path}: unknown work item kind {item.kind!r}")
-    return reader(item)
+    return reader(item) if item.max_pages is None else _first(reader(item), item.max_pages)
+
+
+def _first(pages: Iterator[RawPage], n: int) -> Iterator[RawPage]:
+    """The first `n` pages, then the reader closed: nothing after them is read (the XML reader also
+    stops parsing at its nth page, mediawiki.py, so that what follows it cannot fail the item)."""
+    with closing(pages):
+        for i, page in enumerate(pages, 1):
+            yield page
+            if i == n:
+                return
 
 
 def _expand(patterns: list[str]) -> list[tuple[str, fsspec.AbstractFileSystem, str]]:

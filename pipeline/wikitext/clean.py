@@ -21,7 +21,9 @@ pretrained on (paper §4.1): WikiExtractor-style text without templates and tabl
   (pipeline/wikitext/templates.py); an unknown template inside a sentence keeps its one plain parameter.
 - Language-variant markup `-{...}-` (zh, sr, kk, ...) renders as the wiki's own no-conversion view
   shows it, or as `PreprocessConfig.variants` picks (pipeline/wikitext/variants.py), before
-  parsing; the count is `CleanResult.variants`.
+  parsing; the count is `CleanResult.variants`. `PreprocessConfig.convert` converts a language's
+  whole text to one variant after cleaning, what each construct shows excepted
+  (pipeline/wikitext/convert.py); the characters changed are `CleanResult.converted`.
 - Links keep their display text; File/Image/Media/Category links and interlanguage links
   (`[[fr:Paris]]`) are dropped; `[[:Category:X]]` is an inline link and kept. File and Category
   are told by the wiki's own namespace names from its dump's <siteinfo> (`[[Soubor:x.jpg]]`,
@@ -66,7 +68,7 @@ from pipeline.wikitext.render import CELL, DROP_TAGS, INLINE_CODE_TAGS, SOURCE_T
 from pipeline.wikitext.sections import split_sections, split_tables, strip_quotes
 from pipeline.sources import RawPage, lone_surrogate
 from pipeline.sources.common import SiteInfo
-from pipeline.wikitext import namespaces
+from pipeline.wikitext import convert, namespaces
 from pipeline.wikitext.templates import FALLBACK_OPEN
 from pipeline.wikitext.variants import check_variants, render as render_variants
 
@@ -158,6 +160,7 @@ class CleanResult:
     dropped: dict = field(default_factory=dict)  # {contract.schema.CONSTRUCT_DROPS reason: count} (kept pages only)
     headings: "Headings | None" = None  # what the end-matter rule saw on a kept page (its stats per language)
     variants: int = 0  # language-variant constructs `-{...}-` rendered on a kept page (pipeline/wikitext/variants.py)
+    converted: int = 0  # characters the whole-page conversion changed (PreprocessConfig.convert; convert.py)
 
 
 @dataclass
@@ -181,6 +184,8 @@ def clean_page(page: RawPage, cfg: PreprocessConfig = _DEFAULTS) -> CleanResult:
     if page.redirect or target is not None:
         return CleanResult("redirects", None, 0, f"redirect to {target if target else '(unknown)'}")
     dropped, headings, stats = {}, Headings(), {}
+    if wikitext:  # a conversion whose package is missing fails the job here, not each page as a parse error
+        convert.target(cfg.convert, page.lang)
     try:
         text = clean_wikitext(page.text, page.lang, cfg, dropped, headings, stats, page.site) if wikitext else page.text
     except Exception as err:  # mwparserfromhell's ParserError, RecursionError on absurd nesting
@@ -192,7 +197,8 @@ def clean_page(page: RawPage, cfg: PreprocessConfig = _DEFAULTS) -> CleanResult:
     text, replaced = escape_aliased(unicodedata.normalize("NFC", text))
     if not text.strip():
         return CleanResult("empty", None, 0, "empty after cleaning")
-    return CleanResult("kept", text, replaced, "", dropped, headings if wikitext else None, stats.get("variants", 0))
+    return CleanResult("kept", text, replaced, "", dropped, headings if wikitext else None, stats.get("variants", 0),
+                       stats.get("converted", 0))
 
 
 def redirect_target(wikitext: str) -> str | None:
@@ -215,14 +221,19 @@ def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dic
                    stats: dict | None = None, site: SiteInfo | None = None) -> str:
     """`wikitext_to_text`, adding what it drops to `dropped` ({reason: count}) and, when given,
     the end-matter headings it dropped and the last top-level heading it kept to `headings`, and
-    the number of `-{...}-` constructs it rendered to `stats["variants"]`. `site`: the page's dump's
+    the number of `-{...}-` constructs it rendered to `stats["variants"]` and the characters a
+    conversion (`cfg.convert`) changed to `stats["converted"]`. `site`: the page's dump's
     <siteinfo> (RawPage.site), whose namespace names tell File and Category links."""
     headings = Headings() if headings is None else headings
     names = namespaces.of(site)
     kept = []  # the source of each formula and inline code, by its mark's number
     wikitext = _prestrip(wikitext, dropped, kept)
+    to = convert.target(cfg.convert, lang)  # "" when the page keeps its text as written
+    if to and convert.NO_CONVERT_RE.search(wikitext):  # __NOCONTENTCONVERT__: every reader sees it as written
+        to = ""
+    rules = {} if to else None  # the page's manual conversion rules, filled by render_variants
     if "-{" in wikitext:  # the only cost a page without variant markup pays
-        wikitext, n = render_variants(wikitext, lang, _variant(cfg, lang))
+        wikitext, n = render_variants(wikitext, lang, to or _variant(cfg, lang), rules)
         if stats is not None:
             stats["variants"] = n
     sections = []  # (level, title, text); level 0 is the lead
@@ -245,8 +256,12 @@ def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dic
     headings.last_kept = next((title for level, title, _ in reversed(sections) if level == top), "")
     # One _finish for the whole page: its regex passes cost as much per call as per character.
     texts = _finish(_SECTION_BREAK.join(text for _, _, text in sections), cfg.keep_tables).split("\x04")
-    return _restore(_join([(level, title, text.strip()) for (level, title, _), text in zip(sections, texts)], dropped),
-                    kept)
+    text = _join([(level, title, text.strip()) for (level, title, _), text in zip(sections, texts)], dropped)
+    if to:  # on the text a reader sees, formulas and code still marks, so never converted
+        text, changed = convert.convert_page(text, lang, to, rules)
+        if stats is not None:
+            stats["converted"] = changed
+    return _restore(text, kept)
 
 
 def _variant(cfg: PreprocessConfig, lang: str) -> str:

@@ -11,11 +11,16 @@ render as they do elsewhere.
 The view: by default the wiki's own no-conversion view (the variant MediaWiki serves a reader
 with no preference: the main code, `sh-latn` for sh; LanguageConverter::$languagesWithStaticDefaultVariant);
 `PreprocessConfig.variants` picks another, e.g. `zh=zh-hans`. Only the markup is rendered: the
-text around it is not converted to the variant's script (that needs a conversion table such
-as OpenCC, and is lossy: 發/髮 -> 发), and neither is `-{zh-hans;zh-hant|text}-`, whose text
-MediaWiki would convert (we keep it as written). Manual rules (`-{A|...}-`, `-{H|...}-`) are
-not applied to the rest of the page: in the main view they would not be (ConverterRule::
-getRuleConvertedStr, manual level 'disable' for zh, gan, wuu).
+text around it is not converted to the variant's script (lossy: 發/髮 -> 发), and neither is
+`-{zh-hans;zh-hant|text}-`, whose text MediaWiki would convert (we keep it as written). Manual
+rules (`-{A|...}-`, `-{H|...}-`) are not applied to the rest of the page: in the main view they
+would not be (ConverterRule::generateConvTable, manual level 'disable' for zh, gan, wuu).
+
+A whole-page conversion (`PreprocessConfig.convert`, pipeline/wikitext/convert.py) renders the
+markup in its variant with a `table`: what each construct shows is wrapped in PROTECT_OPEN /
+PROTECT_CLOSE, so that the conversion leaves it as written, as MediaWiki's does; the text of
+`-{zh-hans;zh-hant|text}-` is left unwrapped, to be converted; and the page's manual rules for
+the variant are collected in the table.
 
 Semantics follow MediaWiki's includes/language/ConverterRule.php (parseFlags, parseRules,
 getRuleConvertedStr, parse) and the converters in includes/language/converters/*Converter.php
@@ -41,6 +46,10 @@ _ENTITY_SEMI_RE = re.compile(r"(&[#a-zA-Z0-9]+);")
 # a link's `|` is gone).
 _PIPE_SCAN_RE = re.compile(r"\[\[|\]\]|\{\{|\}\}|\|")
 _FLAGS = {"A": "A", "T": "T", "R": "R", "D": "D", "-": "-", "H": "H", "N": "N"}  # LanguageConverter::getFlags
+# Around what a construct shows when a whole-page conversion follows (convert.py): text MediaWiki
+# does not convert. Not on a heading line, where the end-matter rule reads the title (the
+# heading's text is converted whole). XML 1.0 forbids both characters, so no page holds them.
+PROTECT_OPEN, PROTECT_CLOSE = "\x0e", "\x0f"
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,7 @@ class Converter:
     fallbacks: dict  # getVariantsFallbacks(): variant -> tuple of variants in order
     default: str = ""  # the static default variant (the no-conversion view); "" = main
     disabled: frozenset = frozenset()  # variants whose manual level is 'disable'
+    unidirectional: frozenset = frozenset()  # ... 'unidirectional'; the others' is 'bidirectional'
     names: dict = field(default_factory=dict)  # variant names for the N and D flags (getVariantNames)
     code_sep: str = ":"  # getDescCodeSeparator / getDescVarSeparator (D flag)
     var_sep: str = ";"
@@ -86,7 +96,8 @@ CONVERTERS = {
         "zh-cn": ["zh-hans", "zh-sg", "zh-my"], "zh-sg": ["zh-my", "zh-hans", "zh-cn"],
         "zh-my": ["zh-sg", "zh-hans", "zh-cn"], "zh-tw": ["zh-hant", "zh-hk", "zh-mo"],
         "zh-hk": ["zh-mo", "zh-hant", "zh-tw"], "zh-mo": ["zh-hk", "zh-hant", "zh-tw"]},
-        disabled=frozenset({"zh"}), names=_ZH_NAMES, code_sep="：", var_sep="；"),
+        disabled=frozenset({"zh"}), unidirectional=frozenset({"zh-hans", "zh-hant"}), names=_ZH_NAMES,
+        code_sep="：", var_sep="；"),
     "gan": _conv("gan", ["gan", "gan-hans", "gan-hant"],
                  {"gan": ["gan-hans", "gan-hant"], "gan-hans": "gan", "gan-hant": "gan"},
                  disabled=frozenset({"gan"}), names={"gan": "原文", "gan-hans": "简体", "gan-hant": "繁體"},
@@ -148,27 +159,30 @@ def check_variants(pairs) -> dict:
     return chosen
 
 
-def render(wikitext: str, lang: str, variant: str = "") -> tuple[str, int]:
+def render(wikitext: str, lang: str, variant: str = "", table: dict | None = None) -> tuple[str, int]:
     """The wikitext with every `-{...}-` replaced by what `variant` (default: the wiki's own
-    view) shows, and how many were rendered. Text of other languages is returned as is."""
+    view) shows, and how many were rendered. Text of other languages is returned as is.
+    `table`, for a whole-page conversion to `variant`: what the constructs show is protected (the
+    module docstring), and the page's manual rules for `variant` are added to it ({from: to})."""
     conv = CONVERTERS.get(lang)
     if conv is None or "-{" not in wikitext:
         return wikitext, 0
     variant = variant or conv.view
     if "<nowiki" not in wikitext.lower():
-        return _render(wikitext, conv, variant)
+        return _render(wikitext, conv, variant, table)
     out, count = [], 0
     for i, piece in enumerate(_NOWIKI_RE.split(wikitext)):  # odd pieces: <nowiki>...</nowiki>
         if i % 2 == 0:
-            piece, n = _render(piece, conv, variant)
+            piece, n = _render(piece, conv, variant, table)
             count += n
         out.append(piece)
     return "".join(out), count
 
 
-def _render(text: str, conv: Converter, variant: str) -> tuple[str, int]:
+def _render(text: str, conv: Converter, variant: str, table: dict | None = None) -> tuple[str, int]:
     # LanguageConverter::recursiveConvertTopLevel / recursiveConvertRule, with a stack instead of recursion.
     stack, pos, count = [[]], 0, 0
+    start = 0  # of the outermost construct open
     for m in _TOKEN_RE.finditer(text):
         stack[-1].append(text[pos:m.start()])
         pos, token = m.end(), m.group()
@@ -176,13 +190,17 @@ def _render(text: str, conv: Converter, variant: str) -> tuple[str, int]:
             if len(stack) > MAX_DEPTH:
                 stack[-1].append(token)
             else:
+                start = m.start() if len(stack) == 1 else start
                 stack.append([])
         elif token == "}-":
             if len(stack) == 1:
                 stack[-1].append(token)  # a stray `}-` is text, as on the wiki
             else:
                 inner = "".join(stack.pop())
-                stack[-1].append(display(inner, conv, variant))
+                shown, convertible = _shown(inner, conv, variant, table)
+                if table is not None and len(stack) == 1 and not convertible and not _on_heading(text, start):
+                    shown = _protect(shown)
+                stack[-1].append(shown)
                 count += 1
         else:  # a blank line or a heading: unclosed constructs end here, their `-{` dropped
             while len(stack) > 1:
@@ -196,11 +214,33 @@ def _render(text: str, conv: Converter, variant: str) -> tuple[str, int]:
     return "".join(stack[0]), count
 
 
+def _on_heading(text: str, pos: int) -> bool:
+    # A construct cannot reach into a heading line (one ends it), but it can start on one.
+    return text.startswith("=", text.rfind("\n", 0, pos) + 1)
+
+
+def _protect(shown: str) -> str:
+    """`shown` between the protection marks, its blank ends outside (the cleaner tidies spaces and
+    line breaks as without the marks); blank text is not marked."""
+    core = shown.strip()
+    if not core:
+        return shown
+    start = shown.index(core)
+    return f"{shown[:start]}{PROTECT_OPEN}{core}{PROTECT_CLOSE}{shown[start + len(core):]}"
+
+
 def display(inner: str, conv: Converter, variant: str) -> str:
     """What `-{inner}-` shows in `variant`: ConverterRule::parse, then getDisplay."""
+    return _shown(inner, conv, variant)[0]
+
+
+def _shown(inner: str, conv: Converter, variant: str, table: dict | None = None) -> tuple[str, bool]:
+    """`display`, and whether a whole-page conversion converts it; the rule's pairs for `variant`
+    are added to `table` when given."""
     flags, rules = _parse_flags(inner, conv)
-    if isinstance(flags, set):  # `-{zh-hans;zh-hant|text}-`: MediaWiki converts text to the variant; we keep it
-        return rules
+    if isinstance(flags, set):  # `-{zh-hans;zh-hant|text}-`: MediaWiki converts text to the variant (or a
+        # fallback) named, else shows it as written; without a conversion we keep it as written
+        return rules, not flags.isdisjoint((variant, *conv.fallbacks_of(variant)))
     bid, unid = {}, {}
     if "R" not in flags and "N" not in flags:
         bid, unid = _parse_rules(rules.replace("=&gt;", "=>"), conv)
@@ -222,7 +262,9 @@ def display(inner: str, conv: Converter, variant: str) -> str:
             shown = ""
         elif flag == "S":
             shown = _converted(bid, unid, rules, conv, variant)
-    return shown or ""
+    if table is not None and "+" in flags:  # A and H: LanguageConverter::applyManualConv, action 'add'
+        table.update(_rule_pairs(bid, unid, conv, variant))
+    return shown or "", False
 
 
 def _parse_flags(inner: str, conv: Converter):
@@ -302,6 +344,24 @@ def _converted(bid: dict, unid: dict, rules: str, conv: Converter, variant: str)
     if variant in conv.disabled:
         return next(iter(bid.values())) if bid else next(iter(next(iter(unid.values())).values()))
     return None
+
+
+def _rule_pairs(bid: dict, unid: dict, conv: Converter, variant: str) -> dict:
+    """ConverterRule::generateConvTable, the part for `variant`: each other variant's text becomes
+    `variant`'s (when its manual level is bidirectional; missing texts filled from the fallbacks),
+    then its one-way rules, which win (bidirectional or unidirectional level)."""
+    if variant in conv.disabled:
+        return {}
+    pairs = {}
+    if variant not in conv.unidirectional:
+        filled = {}
+        for v in conv.variants:
+            text = bid.get(v) or next((bid[f] for f in conv.fallbacks_of(v) if bid.get(f)), None)
+            if text:
+                filled[v] = text
+        if variant in filled:
+            pairs = {text: filled[variant] for v, text in filled.items() if v != variant}
+    return {**pairs, **unid.get(variant, {})}
 
 
 def _describe(bid: dict, unid: dict, conv: Converter) -> str:
