@@ -1,6 +1,7 @@
 """`canine evaluate RUN`: does the pretrained encoder beat its own initialization on held-out data?
 
     canine evaluate runs/smoke/train
+    canine evaluate runs/smoke/train --step 50          # the checkpoint saved at step 50
     canine evaluate gs://bucket/runs/base --examples 4096 --json
 
 Masked prediction on the validation split (pretrained, initial, unigram baseline) and a linear
@@ -8,9 +9,11 @@ probe of the pooled output for language identification of short snippets, overal
 language, with the languages that had no validation example to score (training/evaluate.py
 says how each is measured; --json: the same under "masked", "probe", "languages" and
 "unscored_languages"). Reads the run's config, its consolidated weights (written after the
-last step) and its shards. RUN is a local path (relative to the working directory) or any fsspec
-URL. Exit codes: 0 evaluated, 2 refused (no such run, not finished, no validation rows), with one
-line on stderr (jobs/errors.py).
+last step) or, with --step N or --checkpoint PATH, a saved checkpoint's (consolidated here, no Ray
+or GPU needed; the output names the step, --json under "step" and "max_steps"), and its shards.
+RUN and PATH are local paths (relative to the working directory) or any fsspec URL. Exit codes: 0
+evaluated, 2 refused (no such run, not finished, no checkpoint at that step: the line lists the
+saved ones, no validation rows), with one line on stderr (jobs/errors.py).
 """
 
 import json
@@ -19,6 +22,7 @@ import json
 def add_arguments(p):
     import inspect
 
+    from jobs.export import add_weights_arguments
     from training.evaluate import evaluate_run
 
     default = {name: param.default for name, param in inspect.signature(evaluate_run).parameters.items()}  # one place
@@ -30,16 +34,21 @@ def add_arguments(p):
     p.add_argument("--snippet-chars", type=int, default=default["snippet_chars"],
                    help="characters per language-probe snippet")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_weights_arguments(p)
 
 
 def main(args) -> int:
     from jobs import errors
+    from training import rundir
     from training.evaluate import evaluate_run, format_evaluation
 
     try:
         result = evaluate_run(args.run, examples=args.examples, train_examples=args.train_examples,
-                              snippet_chars=args.snippet_chars)
+                              snippet_chars=args.snippet_chars, step=args.step, checkpoint=args.checkpoint)
     except Exception as e:  # our messages as they are, a bare path in words, anything else with its traceback file
-        return errors.report("evaluate", e, {args.run: "the run directory (RUN)"})
+        objects = {args.run: "the run directory (RUN)"}
+        if args.checkpoint:
+            objects[rundir.absolute(args.checkpoint)] = "the checkpoint directory (--checkpoint)"
+        return errors.report("evaluate", e, objects)
     print(json.dumps(result, indent=1) if args.json else format_evaluation(result))
     return 0

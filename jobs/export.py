@@ -1,10 +1,18 @@
-"""`canine export RUN [--to DIR]`: a run's weights as a Hugging Face CanineModel directory.
+"""`canine export RUN [--step N | --checkpoint PATH] [--to DIR]`: a run's weights as a Hugging Face
+CanineModel directory.
 
     canine export runs/tiny                                   # -> runs/tiny/hf
+    canine export runs/tiny --step 8                          # the checkpoint of step 8 -> runs/tiny/hf-step8
+    canine export runs/tiny --checkpoint runs/tiny/ray_train/checkpoint_step00000008 --to /data/canine-s8
     canine export gs://bucket/runs/base --to /data/canine-c-base
     python -c "from transformers import AutoModel, AutoTokenizer; AutoModel.from_pretrained('runs/tiny/hf')"
 
 RUN and DIR are local paths (relative to the working directory) or any fsspec URL (s3://, gs://).
+By default the final weights (written after the run's last step); --step N or --checkpoint PATH
+(a checkpoint directory) export a saved checkpoint's, consolidated here without Ray or a GPU
+(training/train/checkpoint.py `consolidate`), to RUN/hf-stepN unless --to says otherwise, so the
+final export is never replaced; the model card names the step. A step with no checkpoint is
+refused with the saved steps listed.
 The directory holds the model (config.json, model.safetensors), the tokenizer config CANINE's
 tokenizer needs, and a model card (README.md: the run's config, the data manifest's hash, steps,
 final losses, evaluations); it is published whole (training/hf.py `publish`), its files with the
@@ -16,25 +24,43 @@ is a file or holds other things) or failed, with one line on stderr (jobs/errors
 
 def add_arguments(p):
     p.add_argument("run", metavar="RUN", help="a run directory (fsspec URL), the --output of canine pretrain")
-    p.add_argument("--to", metavar="DIR", help="where the export goes (default: RUN/hf)")
+    p.add_argument("--to", metavar="DIR", help="where the export goes (default: RUN/hf; RUN/hf-stepN for a checkpoint)")
+    add_weights_arguments(p)
+
+
+def add_weights_arguments(p) -> None:
+    """--step / --checkpoint: which weights of the run (training/rundir.py `weights`); canine evaluate's too."""
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--step", type=int, metavar="N",
+                       help="the checkpoint saved at step N (default: the final weights, written after the last step)")
+    which.add_argument("--checkpoint", metavar="PATH",
+                       help="a checkpoint directory, RUN/ray_train/checkpoint_stepNNNNNNNN or any fsspec URL "
+                            "(default: none, the final weights)")
 
 
 def objects(args) -> dict[str, str]:
     """What each path is, for an error that names only a path (jobs/errors.py)."""
     from training import rundir
 
-    to = args.to or rundir.join(args.run, rundir.HF)
-    return {args.run: "the run directory (RUN)", to: "the export directory (--to)"}
+    default = f"{rundir.HF}-step{args.step}" if args.step is not None else rundir.HF
+    out = {args.run: "the run directory (RUN)", args.to or rundir.join(args.run, default): "the export directory (--to)"}
+    if args.checkpoint:
+        out[rundir.absolute(args.checkpoint)] = "the checkpoint directory (--checkpoint)"
+    return out
 
 
 def main(args) -> int:
     from contract.files import redact
     from jobs import errors
+    from training import rundir
     from training.export import export_run
 
     try:
-        target = export_run(args.run, to=args.to)
+        target = export_run(args.run, to=args.to, step=args.step, checkpoint=args.checkpoint)
     except Exception as e:  # ExportError, a bare path in words, anything else with its traceback file
         return errors.report("export", e, objects(args))
-    print(f"canine export: Hugging Face CanineModel of {redact(args.run)} written to {redact(target)}")
+    at = ""
+    if args.step is not None or args.checkpoint:  # a checkpoint's weights: which step of how many
+        at = f" at {rundir.weights(args.run, args.step, args.checkpoint).describe()}"
+    print(f"canine export: Hugging Face CanineModel of {redact(args.run)}{at} written to {redact(target)}")
     return 0

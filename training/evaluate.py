@@ -25,7 +25,9 @@ figures are the sums over the languages.
 The initial model is the run's own: built from the saved config with torch seeded by
 train.seed, exactly as every worker builds it before training (training/train/loop.py).
 Runs on one CPU process, no Ray; the shards are read through fsspec and checked against the
-manifest's hashes (training/train/data.py).
+manifest's hashes (training/train/data.py). The pretrained weights are the final ones by default,
+or any saved checkpoint's (`evaluate_run(step=...)` / `checkpoint=...`, consolidated offline by
+training/train/checkpoint.py `consolidate`), and the result names the step.
 """
 
 import math
@@ -41,7 +43,7 @@ from training.batch import build_batch
 from training.heads import CaninePretrainingModel
 from training.train import config
 from training.train import data
-from training.train.checkpoint import load_consolidated
+from training.train.checkpoint import load_checkpoint_weights, load_consolidated
 from training.train.stream import build_seed
 
 
@@ -66,12 +68,14 @@ def read_rows(shards, limit: int, split: str = "", data_url: str = "") -> pa.Tab
     return pa.concat_tables(tables)
 
 
-def load_run(run: str):
-    """(config, manifest, pretrained model, initial model) of a finished run, both in eval mode."""
+def load_run(run: str, weights=None):
+    """(config, manifest, pretrained model, initial model) of a run, both in eval mode. `weights`
+    (rundir.weights): the pretrained model's, by default the final ones (a finished run)."""
     from training import rundir
     from training.train.loop import seed_all
 
     cfg = rundir.read_config(run)
+    weights = weights or rundir.weights(run, cfg=cfg)
     manifest = data.open_dataset(cfg.data.path)
     model_cfg = config.model_config(cfg)
     if cfg.train.objective == "subword" and not model_cfg.num_subword_vocab:
@@ -79,12 +83,15 @@ def load_run(run: str):
     seed_all(cfg.train.seed)  # as loop.train_loop_per_worker: the run's own starting point
     initial = CaninePretrainingModel(model_cfg, cfg.train.objective).eval()
     pretrained = CaninePretrainingModel(model_cfg, cfg.train.objective)
-    weights = rundir.join(run, rundir.CONSOLIDATED)
-    fs, path = fsspec.core.url_to_fs(weights)
+    if weights.checkpoint:
+        load_checkpoint_weights(pretrained, weights.url)
+        return cfg, manifest, pretrained.eval(), initial
+    fs, path = fsspec.core.url_to_fs(weights.url)
     if not fs.exists(path):
-        raise FileNotFoundError(f"{redact(run)} has no consolidated weights ({redact(weights)}): "
-                                "they are written after the run's last step")
-    load_consolidated(pretrained, weights)
+        raise FileNotFoundError(f"{redact(run)} has no consolidated weights ({redact(weights.url)}): "
+                                "they are written after the run's last step; finish the run, or evaluate a saved "
+                                f"checkpoint with --step (saved steps: {rundir.saved_steps(run)})")
+    load_consolidated(pretrained, weights.url)
     return cfg, manifest, pretrained.eval(), initial
 
 
@@ -218,9 +225,15 @@ def _output_languages(data_url: str) -> list[str]:
 
 
 def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, snippet_chars: int = 32,
-                 snippets_per_row: int = 4, batch_size: int = 16) -> dict:
-    """Both measures (module docstring) for the run at `run`, as a JSON-ready dict."""
-    cfg, manifest, pretrained, initial = load_run(run)
+                 snippets_per_row: int = 4, batch_size: int = 16, step: int | None = None,
+                 checkpoint: str | None = None) -> dict:
+    """Both measures (module docstring) for the run at `run`, as a JSON-ready dict. The pretrained
+    weights: the final ones, or a saved checkpoint's (`step` / `checkpoint`: rundir.weights);
+    "step", "max_steps", "weights" (their URL) and "checkpoint" say which."""
+    from training import rundir
+
+    weights = rundir.weights(run, step, checkpoint)
+    cfg, manifest, pretrained, initial = load_run(run, weights)
     model_cfg = pretrained.config
     seq_len = cfg.data.seq_len or manifest.seq_len
     val_rows = read_rows(manifest.splits["validation"], examples, "validation", manifest.url)
@@ -242,7 +255,8 @@ def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, sni
         languages[lang] = {"validation_examples": rows.num_rows,
                            "masked": {name: _figures(x) for name, x in sums[lang].items()}}
     result = {
-        "run": run, "objective": objective, "validation_examples": val_rows.num_rows,
+        "run": run, "step": weights.step, "max_steps": weights.max_steps, "weights": redact(weights.url),
+        "checkpoint": weights.checkpoint, "objective": objective, "validation_examples": val_rows.num_rows,
         "masked": {name: _figures(sum((x[name] for x in sums.values()), np.zeros(3)))
                    for name in ("pretrained", "initial", "unigram")},
     }
@@ -279,7 +293,9 @@ def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, sni
 def format_evaluation(r: dict) -> str:
     m, p = r["masked"], r["probe"]
     what = "masked characters (CANINE-C)" if r["objective"] == "char" else "masked subwords (CANINE-S)"
-    lines = [f"held-out       {r['validation_examples']} validation examples, {m['pretrained']['predictions']} {what}",
+    which = f"checkpoint {r['weights']}" if r["checkpoint"] else "the final weights"
+    lines = [f"{'weights':<15}step {r['step']} of {r['max_steps']} ({which})",
+             f"held-out       {r['validation_examples']} validation examples, {m['pretrained']['predictions']} {what}",
              f"{'':15}{'accuracy':>10}{'loss':>9}"]
     for name in ("pretrained", "initial", "unigram"):
         lines.append(f"  {name:<13}{m[name]['accuracy']:>10.3f}{m[name]['loss']:>9.3f}")

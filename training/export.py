@@ -1,12 +1,15 @@
 """A finished run -> a Hugging Face CANINE directory: weights, config, tokenizer config, model card.
 
     canine export runs/tiny                                   # -> runs/tiny/hf
+    canine export runs/tiny --step 8                          # -> runs/tiny/hf-step8
     canine export gs://bucket/runs/base --to /data/canine-c-base
     from training.export import export_run; export_run("runs/tiny")
 
 What it reads from the run (any fsspec URL): config.yaml (the resolved config), the consolidated
-fp32 weights (final/model_fp32.pt, written after the last step), metrics.jsonl (steps, losses,
-evaluations) and the shard manifest the config names (its hash, languages, examples). What it
+fp32 weights (final/model_fp32.pt, written after the last step) or a saved checkpoint's
+(`step` / `checkpoint`: rundir.weights, consolidated offline by training/train/checkpoint.py
+`consolidate`), metrics.jsonl (steps, losses, evaluations, up to the weights' step) and the
+shard manifest the config names (its hash, languages, examples). What it
 writes (training/hf.py `export_hf`, published whole): config.json + model.safetensors
 (`AutoModel` gives a `CanineModel`), tokenizer_config.json (`AutoTokenizer` gives a
 `CanineTokenizer`: CANINE has no vocabulary, only its special codepoints and a length),
@@ -17,6 +20,7 @@ README.md, the model card. `canine pretrain` calls it when a run finishes; `cani
 it, e.g. once the `[hf]` extra is installed.
 """
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -68,9 +72,14 @@ FILL_EXAMPLE = {"char": 'print(model.fill("The capital of France is P____."))  #
 
 
 def model_card(cfg, encoder_config, records: list[dict], manifest, manifest_sha: str | None,
-               manifest_missing: str = "") -> str:
-    """README.md of an export: what was trained, on what, for how long, and how well."""
+               manifest_missing: str = "", weights: rundir.Weights | None = None) -> str:
+    """README.md of an export: what was trained, on what, for how long, and how well. `weights`
+    (rundir.weights; default the final ones): a checkpoint's are described by the records up to
+    its step, and the card says which step of how many it holds."""
     from training.train import config
+
+    if weights is not None and weights.checkpoint:
+        records = [r for r in records if r["step"] <= weights.step]  # what these weights were trained through
 
     objective = {"char": "CANINE-C (autoregressive character loss)", "subword": "CANINE-S (subword loss)"}
     langs = sorted(manifest.languages) if manifest else []
@@ -80,6 +89,8 @@ def model_card(cfg, encoder_config, records: list[dict], manifest, manifest_sha:
         front["language"] = langs
     lines = ["---", yaml.safe_dump(front, sort_keys=False).strip(), "---", "",
              f"# CANINE encoder ({cfg.model.size} size), pretrained with canine-pretrain", "",
+             *([f"The weights of step {weights.step} of {weights.max_steps}: a checkpoint of the run, not its final "
+                "weights.", ""] if weights is not None and weights.checkpoint else []),
              f"A `CanineModel` (Clark et al., TACL 2022) pretrained with the {objective[cfg.train.objective]} "
              "objective. It reads Unicode codepoints, so the tokenizer has no vocabulary. The pretraining "
              "head is here too, for a fill-in query (below): `AutoModel` loads the encoder alone and lists the "
@@ -121,6 +132,8 @@ def model_card(cfg, encoder_config, records: list[dict], manifest, manifest_sha:
         lines += [f"- {label}: {text}" for label, text in rundir.figures(summary)]
     else:
         lines.append("- no metrics.jsonl found")
+    if weights is not None:
+        lines.append(f"- weights: {weights.describe()}")
     evals = [r for r in records if "eval_loss" in r]
     lines += ["", "## Evaluation", ""]
     if evals:
@@ -134,32 +147,58 @@ def model_card(cfg, encoder_config, records: list[dict], manifest, manifest_sha:
     return "\n".join(lines)
 
 
-def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | None = None) -> str:
-    """Export the run at `run` to `to` (default RUN/hf); returns the target URL. `cfg` (the
-    resolved config) and `consolidated` (the weights' URL) default to what the run holds.
-    Raises ExportError when the extra is missing, the run is not finished or the model has no
-    Hugging Face equivalent."""
+def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | None = None,
+               step: int | None = None, checkpoint: str | None = None) -> str:
+    """Export the run at `run` to `to` (default RUN/hf, or RUN/hf-stepN for a checkpoint:
+    rundir.export_dir); returns the target URL. `cfg` (the resolved config) and `consolidated`
+    (the final weights' URL) default to what the run holds; `step` or `checkpoint` export a saved
+    checkpoint's weights instead (rundir.weights). Raises ExportError when the extra is missing,
+    the run is not finished or the model has no Hugging Face equivalent."""
     why = missing_extra()
     if why:
         raise ExportError(why)
     from training.heads import CaninePretrainingModel
     from training.hf import export_hf, subword_vocab_of
     from training.train import config
-    from training.train.checkpoint import load_consolidated
+    from training.train.checkpoint import load_checkpoint_weights
     if cfg is None:
         cfg = rundir.read_config(run)
-    consolidated = consolidated or rundir.join(run, rundir.CONSOLIDATED)
-    target = to or rundir.join(run, rundir.HF)
+    weights = rundir.weights(run, step, checkpoint, cfg)
+    if not weights.checkpoint and consolidated:
+        weights = dataclasses.replace(weights, url=consolidated)
+    target = to or rundir.join(run, rundir.export_dir(weights))
     target_fs, target_path = fsspec.core.url_to_fs(target)
     if target_fs.isfile(target_path):
         raise ExportError(f"{redact(target)}: a file, and an export is a directory; choose another --to, "
                           "or remove the file")
-    fs, path = fsspec.core.url_to_fs(consolidated)
+    fs, path = fsspec.core.url_to_fs(weights.url)
     if not fs.exists(path):
-        raise ExportError(f"{redact(run)} has no consolidated weights ({redact(consolidated)}): "
+        raise ExportError(f"{redact(run)} has no consolidated weights ({redact(weights.url)}): "
                           "they are written after the run's last step; finish the run first (canine pretrain with "
-                          "the same --output resumes it from its last checkpoint), then export")
+                          "the same --output resumes it from its last checkpoint), then export, or export a saved "
+                          f"checkpoint with --step (saved steps: {rundir.saved_steps(run)})")
     model = CaninePretrainingModel(config.model_config(cfg), cfg.train.objective)
+    if weights.checkpoint:  # its own messages: a bad checkpoint names the checkpoint and what to do
+        load_checkpoint_weights(model, weights.url)
+    else:
+        _load_final(model, weights.url)
+    records = rundir.read_metrics(run)
+    manifest, manifest_sha, missing = _manifest(cfg.data.path)
+    card = model_card(cfg, model.encoder.config, records, manifest, manifest_sha, missing, weights)
+    try:
+        vocab = subword_vocab_of(cfg.data.path) if cfg.train.objective == "subword" else None
+        export_hf(model, target, max_length=cfg.data.seq_len, files={"README.md": card.encode("utf-8")},
+                  subword_vocab=vocab)
+    except ValueError as e:  # no HF equivalent (n-grams), or the target is a file or holds other things
+        raise ExportError(str(e)) from e
+    _modes_as_umask(target)
+    return target
+
+
+def _load_final(model, consolidated: str) -> None:
+    """The final consolidated weights into `model`, an unreadable file in one sentence."""
+    from training.train.checkpoint import load_consolidated
+
     try:
         load_consolidated(model, consolidated)
     # torch.load of a cut, damaged or foreign file (weights_only refuses anything but tensors with
@@ -169,17 +208,6 @@ def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | No
         raise ExportError(f"{redact(consolidated)}: unreadable consolidated weights ({type(e).__name__}: "
                           f"{first}); a damaged, partly copied or foreign file: copy it again, or finish the run "
                           "again from its last checkpoint") from e
-    records = rundir.read_metrics(run)
-    manifest, manifest_sha, missing = _manifest(cfg.data.path)
-    card = model_card(cfg, model.encoder.config, records, manifest, manifest_sha, missing)
-    try:
-        vocab = subword_vocab_of(cfg.data.path) if cfg.train.objective == "subword" else None
-        export_hf(model, target, max_length=cfg.data.seq_len, files={"README.md": card.encode("utf-8")},
-                  subword_vocab=vocab)
-    except ValueError as e:  # no HF equivalent (n-grams), or the target is a file or holds other things
-        raise ExportError(str(e)) from e
-    _modes_as_umask(target)
-    return target
 
 
 def _modes_as_umask(target: str) -> None:

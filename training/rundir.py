@@ -11,11 +11,13 @@ any fsspec URL; and the one summary of its metrics.jsonl, which summary.json, `c
     OUTPUT/final/model_fp32.pt    CONSOLIDATED: the fp32 weights, written after the last step
     OUTPUT/summary.json           SUMMARY: the run's figures (summarize), written when a start ends
     OUTPUT/hf/                    HF: the Hugging Face export (training/export.py)
+    OUTPUT/hf-stepN/              an export of the checkpoint of step N (`export_dir`): never the final's HF
     OUTPUT/curves.png             CURVES: `canine report`'s loss and accuracy curves
 
 It imports no torch: `canine report` reads runs without it. `join` is contract/files.py's, one join
 for every URL; `absolute` makes a local path absolute, as every command does with the paths it is
-given before anything else reads them.
+given before anything else reads them. `weights` says which weights `canine evaluate` and
+`canine export` read: the final ones, or a saved checkpoint's (--step N, --checkpoint URL).
 """
 
 import dataclasses
@@ -65,22 +67,88 @@ def absolute_paths(cfg):
                                data=dataclasses.replace(cfg.data, path=absolute(cfg.data.path)))
 
 
+def _snapshot(run: str) -> dict:
+    """Ray Train's record of the run's checkpoints (RAY_SNAPSHOT) as data; {} before the first one."""
+    url = join(run, CHECKPOINTS, RAY_SNAPSHOT)
+    raw = read(url)
+    if raw is None:
+        return {}
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{redact(url)}: not JSON ({e}), so the run's last checkpoint is unknown; Ray Train "
+                         "cannot resume it either: remove the run's ray_train folder to start it again") from e
+
+
 def last_checkpoint(run: str) -> tuple[int, str] | None:
     """(step, URL) of the checkpoint a rerun of `run` resumes from, as Ray Train's snapshot records
     it (RAY_SNAPSHOT); None before the first one. A checkpoint folder that the snapshot does not
     name (a copy cut short by a Ctrl-C or a crash) is never resumed from, so it is not read here."""
-    url = join(run, CHECKPOINTS, RAY_SNAPSHOT)
-    raw = read(url)
-    if raw is None:
-        return None
-    try:
-        latest = json.loads(raw).get("latest_checkpoint_result")
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{redact(url)}: not JSON ({e}), so the run's last checkpoint is unknown; Ray Train "
-                         "cannot resume it either: remove the run's ray_train folder to start it again") from e
+    latest = _snapshot(run).get("latest_checkpoint_result")
     if not latest:
         return None
     return int(latest["metrics"]["step"]), join(run, CHECKPOINTS, latest["checkpoint_dir_name"])
+
+
+def saved_checkpoints(run: str) -> dict[int, str]:
+    """step -> URL of every checkpoint Ray Train keeps of `run` (the last checkpoint.keep), in step
+    order: its snapshot's `checkpoint_results`, rewritten before it deletes the older ones, so a
+    folder listed here is whole and a folder it does not list (cut short, or being deleted) is not."""
+    kept = {int(r["metrics"]["step"]): join(run, CHECKPOINTS, r["checkpoint_dir_name"])
+            for r in _snapshot(run).get("checkpoint_results") or ()}
+    return dict(sorted(kept.items()))
+
+
+def saved_steps(run: str) -> str:
+    """The steps of the run's saved checkpoints, for a message: "4, 8, 12", or "none"."""
+    return ", ".join(map(str, saved_checkpoints(run))) or "none"
+
+
+@dataclasses.dataclass(frozen=True)
+class Weights:
+    """The weights of a run that `canine evaluate` and `canine export` read (`weights`)."""
+    url: str  # CONSOLIDATED, or a checkpoint directory (training/train/checkpoint.py consolidates it)
+    step: int  # optimizer steps trained
+    max_steps: int  # the run's train.max_steps
+    checkpoint: bool  # a checkpoint's weights, not the final CONSOLIDATED file
+
+    def describe(self) -> str:
+        """ "step 8 of 12 (checkpoint URL)", or "step 12 of 12 (the final weights)". """
+        what = f"checkpoint {redact(self.url)}" if self.checkpoint else "the final weights"
+        return f"step {self.step} of {self.max_steps} ({what})"
+
+
+def weights(run: str, step: int | None = None, checkpoint: str | None = None, cfg=None) -> Weights:
+    """Which weights of `run` to read: the checkpoint saved at `step` (saved_checkpoints), the
+    checkpoint directory `checkpoint` (local or any fsspec URL), or by default the final
+    consolidated ones (their presence is the caller's to check: each says what to do). A step
+    the run has no checkpoint of is a ValueError that lists the saved steps. `cfg`: the run's
+    config (read_config), if the caller has it."""
+    cfg = cfg or read_config(run)
+    if step is not None and checkpoint:
+        raise ValueError("--step and --checkpoint both name the weights to read; give one of them")
+    if checkpoint:
+        from training.train.checkpoint import saved_step
+
+        url = absolute(checkpoint)
+        return Weights(url, saved_step(url), cfg.train.max_steps, checkpoint=True)
+    if step is not None:
+        saved = saved_checkpoints(run)
+        if step not in saved:
+            why = (f"the run keeps its last {cfg.checkpoint.keep}, checkpoint.keep" if saved else
+                   f"one is written every {cfg.checkpoint.every} steps, checkpoint.every")
+            raise ValueError(f"{redact(run)} has no checkpoint at step {step}; saved steps: "
+                             f"{', '.join(map(str, saved)) or 'none'} ({why}); name a saved step, or leave out "
+                             "--step for the final weights")
+        return Weights(saved[step], step, cfg.train.max_steps, checkpoint=True)
+    return Weights(join(run, CONSOLIDATED), cfg.train.max_steps, cfg.train.max_steps, checkpoint=False)
+
+
+def export_dir(w: Weights) -> str:
+    """Where `canine export` writes by default, relative to the run: HF for the final weights,
+    hf-stepN for a checkpoint's (the final step's too), so that no checkpoint's export replaces
+    the final one."""
+    return f"{HF}-step{w.step}" if w.checkpoint else HF
 
 
 def exists(url: str) -> bool:

@@ -161,7 +161,7 @@ def test_readme_chain_with_relative_paths(tmp_path, sample_xml, make_multistream
 
     # evaluate and report: README's lines, on this run.
     done = canine([w.replace("runs/smoke/train", "runs/tiny") for w in readme_command(EVALUATE)], cwd)
-    assert done.returncode == 0 and done.stdout.startswith("held-out "), done.stderr
+    assert done.returncode == 0 and done.stdout.startswith(f"weights        step {STEPS} of {STEPS} (the final weights)\nheld-out "), done.stderr
     done = canine([w.replace("runs/smoke/train", "runs/tiny") for w in readme_command(REPORT)], cwd)
     assert done.returncode == 0, done.stderr
     assert (run / "curves.png").read_bytes()[:4] == b"\x89PNG"

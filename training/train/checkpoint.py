@@ -26,9 +26,16 @@ Nothing is unpickled beyond plain data. Our own files are JSON or tensors-only, 
 loads are forced to weights_only=True too, with only the few DeepSpeed classes its files hold
 allowed (`_weights_only_loads`). A file holding anything else (a planted `os.system`) is refused
 before any of it runs. Shapes are checked first (shapes.json).
+
+Any checkpoint's weights, offline (`consolidate`: no Ray, no GPU, no process group), for `canine
+evaluate --step` and `canine export --step`: DeepSpeed's own zero_to_fp32 rebuilds the fp32 master
+weights from the ZeRO >= 1 optimizer partitions; at stage 0 they are the module's weights, saved
+whole. The result equals what `gather_fp32` gives at that step, tensor for tensor (the final
+step's checkpoint holds final/model_fp32.pt's weights).
 """
 
 import contextlib
+import glob
 import io
 import json
 import os
@@ -41,7 +48,7 @@ import fsspec
 import numpy as np
 import torch
 
-from contract.files import atomic_write
+from contract.files import atomic_write, is_local, redact
 
 DS_DIR = "deepspeed"
 STATE_FILE = "train_state.json"
@@ -327,3 +334,86 @@ def load_consolidated(model: torch.nn.Module, url: str) -> torch.nn.Module:
     check_shapes({k: list(v.shape) for k, v in state.items()}, model_shapes(model), f"consolidated weights {url}")
     model.load_state_dict(state, strict=True)
     return model
+
+
+def saved_step(url: str) -> int:
+    """The step of the checkpoint directory at `url` (local or any fsspec URL): its train_state.json."""
+    fs, path = fsspec.core.url_to_fs(url)
+    state = f"{path.rstrip('/')}/{STATE_FILE}"
+    if not fs.isfile(state):
+        raise FileNotFoundError(f"{redact(url)} has no {STATE_FILE}: not a checkpoint directory (a run's "
+                                "ray_train/checkpoint_stepNNNNNNNN folder); check the path, or name a step with --step")
+    return int(json.loads(fs.cat_file(state))["step"])
+
+
+@contextlib.contextmanager
+def _local_folder(fs, path: str):
+    """A local directory holding the files of the folder `path` on `fs`: the folder itself on a
+    local disk, else a temporary copy."""
+    if is_local(fs):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="canine-consolidate-") as local:
+        for remote in fs.find(path):
+            target = os.path.join(local, os.path.relpath(remote, path))
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            fs.get_file(remote, target)
+        yield local
+
+
+def _module_fp32(tag_dir: str, where: str) -> dict:
+    """The fp32 weights in one DeepSpeed tag folder. ZeRO >= 1 (its *_optim_states.pt hold the fp32
+    master partitions): DeepSpeed's get_fp32_state_dict_from_zero_checkpoint, which merges every
+    rank's partition (stages 1-2) or flat group (stage 3). Stage 0 writes no such file: the module
+    state in mp_rank_00_model_states.pt is the fp32 master (as `_fp32_master` reads it in training).
+    Loaded weights_only, as `restore` loads (`_weights_only_loads`); DeepSpeed's progress lines
+    are dropped."""
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+    try:
+        with _weights_only_loads(), contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()):
+            if glob.glob(os.path.join(tag_dir, "*_optim_states.pt")):
+                return get_fp32_state_dict_from_zero_checkpoint(os.path.dirname(tag_dir), tag=os.path.basename(tag_dir))
+            states = torch.load(os.path.join(tag_dir, "mp_rank_00_model_states.pt"), map_location="cpu",
+                                weights_only=True)
+            return states["module"]
+    except pickle.UnpicklingError as e:
+        raise ValueError(f"checkpoint {where}: refused to load {_unsafe_files(tag_dir)}: they hold objects other "
+                         "than tensors and DeepSpeed's own state (a tampered or foreign checkpoint); nothing in "
+                         "them was run") from e
+
+
+def consolidate(url: str) -> tuple[int, dict]:
+    """(step, the fp32 state dict) of the checkpoint directory at `url` (local or any fsspec URL),
+    offline: the state dict `gather_fp32` gives at that step, in its order and its dtype (every
+    entry fp32: it writes buffers so too), its shapes checked against the checkpoint's shapes.json."""
+    step = saved_step(url)
+    fs, root = fsspec.core.url_to_fs(url)
+    root = root.rstrip("/")
+    where = redact(url)
+    with fs.open(f"{root}/{SHAPES_FILE}", "rb") as f:
+        shapes = json.load(f)
+    tag_path = f"{root}/{DS_DIR}/{tag(step)}"
+    if not fs.isdir(tag_path):
+        raise FileNotFoundError(f"checkpoint {where}: no DeepSpeed checkpoint {DS_DIR}/{tag(step)} in it (a copy cut "
+                                "short?); copy the checkpoint folder again, or name another step")
+    with _local_folder(fs, tag_path) as tag_dir:
+        try:
+            weights = _module_fp32(tag_dir, where)
+        except (RuntimeError, EOFError) as e:  # torch.load of a cut or damaged file, DeepSpeed's merge of one
+            first = str(e).strip().splitlines()[0].split(". ")[0][:160] if str(e).strip() else "no detail"
+            raise ValueError(f"checkpoint {where}: unreadable DeepSpeed checkpoint ({type(e).__name__}: {first}); "
+                             "a damaged or partly copied folder: copy it again, or name another step") from e
+    check_shapes({k: list(v.shape) for k, v in weights.items()}, shapes, f"checkpoint {where}")
+    return step, {name: weights[name].detach().to("cpu", torch.float32).clone().reshape(shapes[name])
+                  for name in shapes}
+
+
+def load_checkpoint_weights(model: torch.nn.Module, url: str) -> int:
+    """Load the fp32 weights of the checkpoint directory at `url` into `model` (`consolidate`),
+    checking every shape first; returns the checkpoint's step."""
+    step, state = consolidate(url)
+    check_shapes({k: list(v.shape) for k, v in state.items()}, model_shapes(model), f"checkpoint {redact(url)}")
+    model.load_state_dict(state, strict=True)
+    return step
