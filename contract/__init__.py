@@ -6,7 +6,7 @@ install (preprocessing) carries it whole.
     schema.py     the row's Arrow schema, special codepoints, masking limits, an output's file names
     manifest.py   `_manifest.json`'s typed record, its writer and its reader
     rows.py       the rules every row obeys (`canine validate` and the batch builder apply them)
-    splitmix.py   the counter-based random numbers every random decision about a row comes from
+    splitmix.py   SplitMix64, the mix of both sides' counter-based random numbers (their seeds.py)
     files.py      atomic_write, file_sha256, join, is_local, redact: files at any fsspec URL
     lock.py       the expiring lock on an output a run writes (preprocessing and pretraining)
     options.py    config fields with their help, and the one parser of settings given as text

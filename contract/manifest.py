@@ -2,6 +2,7 @@
 
     m = read_manifest(directory)       # checked: schema_version, every field and its type
     m.splits["train"].shards[0].sha256, m.languages["en"].kept, m.seq_len
+    m, sha = open_manifest(directory)  # and the sha256 of the file's bytes (the model card names it)
     write_manifest(directory, m)       # atomically, last of all the output's files
 
 The pipeline writes it (pipeline/output.py), the synthetic shards too (pipeline/synthetic.py);
@@ -24,6 +25,11 @@ from contract.files import atomic_write
 
 class ManifestError(ValueError):
     """A manifest that breaks the schema; the message names the file and the field."""
+
+
+# The key of the manifest's free-form config that holds the data's seq_len (Manifest.seq_len says
+# why it is there): the pipeline writes PreprocessConfig.seq_len under this name (its fingerprint).
+CONFIG_SEQ_LEN = "seq_len"
 
 
 @dataclass(frozen=True)
@@ -90,14 +96,27 @@ class Manifest:
     # first N pages of each input file (--max-pages N); not the whole dump". Absent from the JSON of a
     # whole run, whose bytes stay what they were before the option existed.
     trial_slice: str | None = None
+    # The example length the data was built for, in codepoints (CLS and SEPs included): the one
+    # number the pipeline and the trainer must agree on. The JSON holds it where it always has,
+    # as config["seq_len"] (CONFIG_SEQ_LEN): a key of its own would change every output's bytes,
+    # and moving it out of the config would change config_sha256, the data's identity. This field
+    # is the one reader of that key. A writer gives it (pipeline/output.py) and it must be the
+    # config's; left out (None), it is read from the config. 0: the config does not say.
+    seq_len: int | None = None
 
-    @property
-    def seq_len(self) -> int:
-        """The example length the data was built for; 0 if the config does not say."""
-        return int(self.config.get("seq_len") or 0)
+    def __post_init__(self):
+        written = self.config.get(CONFIG_SEQ_LEN, 0)
+        if not _non_negative_int(written):
+            raise ValueError(f"Manifest: config[{CONFIG_SEQ_LEN!r}] {written!r} is not a non-negative integer")
+        if self.seq_len is None:
+            object.__setattr__(self, "seq_len", written)  # frozen: the dataclasses way to set a derived field
+        elif self.seq_len != written:
+            raise ValueError(f"Manifest: seq_len {self.seq_len!r}, but config[{CONFIG_SEQ_LEN!r}] is {written!r}: "
+                             "the JSON keeps only the config's, so the two must be the same")
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
+        del d["seq_len"]  # written as config["seq_len"] (the field's comment)
         if d["trial_slice"] is None:
             del d["trial_slice"]
         return d
@@ -112,15 +131,18 @@ class Manifest:
         version = fields.get("schema_version", int)
         if version != schema.SCHEMA_VERSION:
             raise ManifestError(f"{where}: schema_version {version!r}, this version reads {schema.SCHEMA_VERSION}")
+        config = fields.child("config")  # free-form, but for the one key the contract names
+        seq_len = config.get(CONFIG_SEQ_LEN, int) if CONFIG_SEQ_LEN in config.raw else 0
         m = cls(
             schema_version=version,
-            config=fields.get("config", dict),
+            config=config.raw,
             config_sha256=fields.get("config_sha256", str),
             splits=_splits(fields.child("splits")),
             languages={lang: _language(f) for lang, f in fields.children("languages")},
             tokenizer=_read(FileRef, fields.child("tokenizer")),
             rejects=tuple(fields.get("rejects", list)),
             trial_slice=fields.get("trial_slice", str) if "trial_slice" in raw else None,
+            seq_len=seq_len,
         )
         if not all(isinstance(r, str) for r in m.rejects):
             raise ManifestError(f"{where}: rejects: not a list of paths")
@@ -141,18 +163,24 @@ def manifest_url(directory: str) -> str:
 def read_manifest(directory: str) -> Manifest:
     """The manifest of an output directory (any fsspec URL). FileNotFoundError if it has none,
     ManifestError if it breaks the schema."""
+    return open_manifest(directory)[0]
+
+
+def open_manifest(directory: str) -> tuple[Manifest, str]:
+    """read_manifest's manifest and the sha256 of the file's bytes, from one read: what a model
+    card names as the data it was trained on."""
     url = manifest_url(directory)
     try:
-        with fsspec.open(url, "rt", encoding="utf-8") as f:
-            text = f.read()
+        with fsspec.open(url, "rb") as f:
+            data = f.read()
     except FileNotFoundError:
         raise FileNotFoundError(f"{url}: no manifest (not a complete output of `canine preprocess`)") from None
     try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as e:
+        raw = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ManifestError(f"{url}: not valid JSON ({e}): a damaged or partly copied manifest; copy the "
                             "output again, or rerun `canine preprocess` into a new --output") from None
-    return Manifest.from_dict(raw, url)
+    return Manifest.from_dict(raw, url), hashlib.sha256(data).hexdigest()
 
 
 def write_manifest(directory: str, manifest: Manifest) -> None:
@@ -161,6 +189,10 @@ def write_manifest(directory: str, manifest: Manifest) -> None:
 
 
 # --- reading, field by field -------------------------------------------------------------------
+def _non_negative_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", dict: "an object", list: "a list"}
 
 

@@ -1,9 +1,16 @@
-"""Counter-based random numbers, the one generator both sides draw from.
+"""SplitMix64 (Steele, Lea & Flood 2014): the mix of the counter-based random numbers of both sides.
 
-Every random decision about a row (the pipeline's mask plans, pipeline/masks.py; the batch
-builder's identity spans, order and noise, training/batch.py and training/noise.py) is a pure
-function of named integers, so it is the same in any process and any batch: the SplitMix64
-finalizer (Steele, Lea & Flood 2014) of a mix of them. Imports numpy only.
+A counter-based number is the SplitMix64 finalizer of integers that name it, so it is the same in
+any process, batch or order. Both sides draw through it, each from its own seeds module, which
+also says how its integers are combined into a state:
+  * pipeline/seeds.py: the mask plans (CounterUniforms: an example's mask_key and a stream,
+    then the index of the span or subword);
+  * training/seeds.py: the batch builder's identity spans, prediction order and noise
+    (batch_uniform: one sum of the build seed, example key, index and stream).
+The two recipes differ; one recipe for both would change every mask plan or every batch, so they
+stay. The sides' other decisions hash names instead (blake2b, crc32, numpy's SeedSequence: the
+tables of the two seeds modules). pipeline/wordspans.py takes GOLDEN for Fibonacci hashing in a
+hash table, which draws nothing. Imports numpy only.
 """
 
 import numpy as np

@@ -1,4 +1,5 @@
-"""`canine preprocess`: run the Beam job (pipeline/job.py) and print its summary.
+"""`canine preprocess`: the flags as a PreprocessConfig, one run of the driver (pipeline/run.py:
+dump resolution, runner checks, the output lock, the Beam job of pipeline/job.py), its summary.
 
     canine preprocess pipeline/sample/*.xml --output out/shards --workers 2
     canine preprocess 'gs://bucket/dumps/*multistream.xml.bz2' --output gs://bucket/shards \\
@@ -8,7 +9,7 @@
     canine preprocess --dump en:latest --output out/trial --max-pages 1000   # a trial slice: 1000 pages of each input
 
 Flags and `--set` keys are PreprocessConfig's fields (pipeline/preprocess_config.py), defaults and help included.
-`preprocess()` is the one entry of every run: dump resolution, the output lock, the Beam job.
+`preprocess()` runs the driver as every command does (this one, `canine smoke`): what is the CLI's is added here.
 
 What it prints: on stderr the progress lines (pipeline/progress.py) and `canine preprocess: ...`
 lines (a note, or the one line of a failure: jobs/errors.py); on stdout the manifest as
@@ -26,12 +27,10 @@ library's (tests/jobs/test_preprocess_endings.py counts them).
   (docs/schedule.md, "A trial slice first").
 """
 
-import dataclasses
 import logging
 import sys
 
 from contract import options, schema
-from contract.files import redact
 from jobs import flags
 from pipeline.preprocess_config import PreprocessConfig, max_pages_problem
 
@@ -77,69 +76,23 @@ def config_from_args(args) -> PreprocessConfig:
     return cfg
 
 
-def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | None = None, workers: int = 1,
-               runner: str = "DirectRunner", beam_args: list[str] = (), progress: bool = True):
-    """The one way a preprocessing run starts (the CLI, `canine smoke`, and through the CLI the
-    scheduled script): `--dump` specs resolved and added to the inputs (the output becomes
-    OUTPUT/<langs>/<date>), every check that needs no writing done before the output's lock is
-    taken, the Beam job run under that lock (contract/lock.py). Returns (the output, output.RunResult:
-    its manifest and how the run went).
-    Errors raise; a run that fails before writing leaves no output folder it created."""
-    import shlex
-
-    from contract.lock import OutputLock
-    from jobs import dumps as dump_specs
+def preprocess(cfg: PreprocessConfig, **run_options):
+    """pipeline/run.py's `preprocess` (its options: dumps, mirror, workers, runner, beam_args,
+    progress) as a `canine` command runs it, this one and `canine smoke`: the Beam job's own error
+    records held while it runs (jobs/quiet.py), and a Ctrl-C as the line jobs/errors.py prints as
+    it is, exit 130. Returns what the driver returns: (the output, output.RunResult)."""
     from jobs import errors, quiet
-    from pipeline import output, runners, sources
+    from pipeline import run
 
-    if workers < 1:
-        raise ValueError(f"--workers {workers}: must be 1 or more (worker processes of the runner)")
-    if dumps:
-        resolved = dump_specs.resolve(list(dumps), mirror=mirror, lang=cfg.lang)
-        cfg = dataclasses.replace(cfg, inputs=(*cfg.inputs, *(d.dump_url for d in resolved)),
-                                  output=dump_specs.output_path(cfg.output, resolved))
-        # What `latest` resolved to and where the shards go: a scheduled run's log says which dump it read.
-        for spec, d in zip(dumps, resolved):
-            print(f"canine preprocess: --dump {spec}: {d.wiki} {d.date} ({redact(d.dump_url)})", file=sys.stderr)
-        print(f"canine preprocess: output {redact(cfg.output)}", file=sys.stderr)
-    # A bad flag or input is found here, before the lock creates the output folder.
-    if runner != "DirectRunner":  # the default is known good; another may be misspelled or miss its options
-        # First: Beam's own option check already contacts Cloud Storage, retrying for minutes.
-        runners.check_launch(runner, cfg.output, cfg.inputs, list(beam_args))
-        _check_runner(workers, runner, beam_args)
-    plan = output.prepare(cfg)
-    created = output.missing_root(cfg.output)
-    command = redact(shlex.join(["canine", "preprocess", *map(str, cfg.inputs), "--output", cfg.output]))
     try:
-        # The lock comes before anything touches the output, staging included: two runs of one
-        # config would otherwise clean up each other's staging (contract/lock.py).
-        with OutputLock(cfg.output, command=command) as lock:
-            try:
-                with quiet.runner_errors_held():
-                    result = output.run(cfg, workers=workers, runner=runner, beam_args=list(beam_args),
-                                        before_publish=lock.check, plan=plan, progress=progress)
-                return cfg.output, result
-            except sources.InputError:
-                # Bad input found while reading: the staging of this config (and its cache of
-                # items) is useless once the input is fixed, since the fix changes the config.
-                output.remove_staging(cfg.output, only=output.staging_url(plan.cfg))
-                raise
-    except output.RunInterrupted as e:
-        raise errors.Interrupted(f"interrupted after {e.done} of {e.total} work items (kept); "
-                                 "the same command resumes") from e
-    except KeyboardInterrupt as e:
-        if created:
-            output.remove_empty(cfg.output, created)
-        raise errors.Interrupted("interrupted before the job started; nothing was written") from e
-    except BaseException:
-        if created:
-            output.remove_empty(cfg.output, created)
-        raise
+        return run.preprocess(cfg, around_job=quiet.runner_errors_held, **run_options)
+    except run.Interrupted as e:
+        raise errors.Interrupted(e.message) from e
 
 
 def objects(args, cfg: PreprocessConfig | None = None) -> dict[str, str]:
     """What each path of this run is, for an error that names only a path (jobs/errors.py)."""
-    from jobs import dumps
+    from pipeline.sources import dumps
 
     output = (cfg.output if cfg else args.output).rstrip("/")
     found = {pattern: "an input (INPUT)" for pattern in (cfg.inputs if cfg else args.inputs)}
@@ -154,32 +107,10 @@ def objects(args, cfg: PreprocessConfig | None = None) -> dict[str, str]:
     return found
 
 
-def _check_runner(workers: int, runner: str, beam_args) -> None:
-    """Beam checks the runner's name and its options (Dataflow's --project, --region, ...) when a
-    Pipeline is made: made here once, so that a mistake is named before anything is written."""
-    import apache_beam as beam
-
-    from pipeline import runners
-
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.WARNING)  # its INFO lines ("Runner defaulting to ...") come again with the real one
-    try:
-        beam.Pipeline(options=runners.beam_options(workers, runner, list(beam_args)))
-    except ValueError as e:
-        text = " ".join(str(e).split())
-        if "validation" in text:  # "Pipeline has validations errors: Missing required option: project. ..."
-            text += " Give the runner's options after a bare `--`: canine preprocess ... -- --project P --region R ..."
-        raise ValueError(f"--runner {runner}: {text}") from None
-    except ImportError as e:  # Beam's own words: "Google Cloud Dataflow runner not available, please install ..."
-        raise ValueError(f"--runner {runner}: {e}") from None
-    finally:
-        root.setLevel(level)
-
-
 def main(args) -> int:
     from jobs import errors
     from jobs.inspect import print_manifest
+    from pipeline.run import closing_notes
 
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
@@ -196,21 +127,7 @@ def main(args) -> int:
         print(f"{where}: already complete for these settings and inputs (config {result.manifest.config_sha256[:12]}); "
               "nothing to do", file=sys.stderr if args.json else sys.stdout)
     print_manifest(result, as_json=args.json)
-    if result.without_validation:
-        print(f"canine preprocess: note: {no_validation_note(result.without_validation, cfg.validation_fraction)}",
-              file=sys.stderr)
-    if result.manifest.trial_slice:  # the last line, where a user looks: these shards are not the whole dump
-        print(f"canine preprocess: note: trial slice: {result.manifest.trial_slice}; leave out --max-pages, "
-              "with another --output, to preprocess all of it", file=sys.stderr)
+    for note in closing_notes(cfg, result):  # a trial slice's last, where a user looks
+        print(f"canine preprocess: note: {note}", file=sys.stderr)
     return 0
 
-
-def no_validation_note(kept: dict[str, int], fraction: float) -> str:
-    """The note for languages that got no validation page: {lang: kept pages}."""
-    from pipeline import job, output
-
-    langs = ", ".join(f"{lang} ({n} kept page{'s' * (n != 1)})" for lang, n in sorted(kept.items()))
-    needed = output.validation_fraction_for(min(kept.values()))
-    return (f"no validation page for {langs}: a language of fewer than {job.MIN_PAGES_FOR_VALIDATION} kept pages "
-            f"gets only its share ({fraction:g} of its pages, rounded); --validation-fraction {needed:g} holds "
-            "out at least one page of each (and that share of every language)")

@@ -1,0 +1,25 @@
+"""Preprocessing: Wikipedia dumps (or cleaned JSONL / Parquet) -> the shard contract (contract/).
+
+One idea per module:
+    run.py                `preprocess(cfg)`: the driver (`--dump` resolution, runner checks, the output lock, the job)
+    preprocess_config.py  the configuration: everything that decides the bytes of the output
+    sources/              inputs: work items planned from globs, pages streamed out of each; Wikimedia's dump naming
+    wikitext/             wikitext -> plain text, every drop counted with its reason
+    job.py                the Beam job, a chain of labelled composite transforms
+    elements.py           the named elements that flow between its steps
+    examples.py           pages -> packed examples of codepoints
+    masks.py              the mask plans of CANINE-C and CANINE-S, stored with each example
+    tokenizer.py          the WordPiece vocabulary of CANINE-S; wordspans.py its subword spans, fast
+    seeds.py              every random decision of the pipeline; hashing.py the stable hashes they mix
+    stats.py              the job's accounting, per language
+    itemcache.py          per-work-item results, so a killed run resumes without parsing again
+    shards.py             rows <-> Arrow tables <-> Parquet files on any fsspec filesystem
+    output.py             running the job and publishing its output exactly once
+    runners.py            which Beam runner runs the job, with which options; dask_runner.py Beam's DaskRunner, mended
+    progress.py           what a run shows while it works
+    validate.py           `canine validate DIR`: an output against the contract and its own manifest
+    synthetic.py          synthetic rows and shard directories for tests, benchmarks and smoke runs
+    faults.py             kill points for the crash tests
+
+Importing this package is cheap: Beam, Dask and pyarrow are imported by the modules that use them.
+"""

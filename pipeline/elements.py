@@ -63,7 +63,7 @@ class SplitPage(NamedTuple):  # AssignSplit -> TrainTokenizer, PackExamples, Col
 
 
 class TokenizerPage(NamedTuple):  # TrainTokenizer's bottom-k sample; compared as a tuple, rank first
-    rank: int  # stable_int("tok", lang, page id)
+    rank: int  # seeds.tokenizer_rank(lang, page id)
     page_id: int
     text: str
 
@@ -123,17 +123,26 @@ class MaskHistograms(NamedTuple):  # WriteShards "masks", one per (shard, langua
     spans: dict  # {CANINE-C span length: spans}
 
 
-class Stat(NamedTuple):  # one row of stats.json, in CollectStats
-    kind: str
+class Stat(NamedTuple):  # one row of stats.json: CollectStats writes it, pipeline/output.py reads it
+    kind: str  # what `value` counts: "outcome", "replaced", "dropped", "examples", "weight", ... (pipeline/stats.py)
     lang: str
-    value: object
+    value: object  # a count, a list of counts, a weight or a summary: JSON data
     outcome: str | None = None  # kind "outcome" only
 
+    # The staged file's row: [kind, lang, value], or [kind, lang, outcome, value] for an outcome.
+    # row and from_row are its only writer and reader: the rest reads a Stat's fields by name.
     def row(self) -> list:
-        # pipeline/output.py languages_from_stats reads the rows by position
         if self.outcome is None:
             return [self.kind, self.lang, self.value]
         return [self.kind, self.lang, self.outcome, self.value]
+
+    @classmethod
+    def from_row(cls, row) -> "Stat":
+        if len(row) == 4:
+            kind, lang, outcome, value = row
+            return cls(kind, lang, value, outcome)
+        kind, lang, value = row
+        return cls(kind, lang, value)
 
 
 class KeyCoder(beam.coders.Coder):

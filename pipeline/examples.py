@@ -1,9 +1,9 @@
 """Pages -> packed examples of codepoints: `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`.
 
-Pure functions on numpy arrays (no Beam): the job wraps them in DoFns. Everything random
-comes from a stable hash of named values (`pipeline.hashing`: the SOP coin, and `mask_key`,
-the root of an example's masks), never from Python's salted `hash()`, so the same pages and
-config give the same examples whatever the worker count or runner.
+Pure functions on numpy arrays (no Beam): the job wraps them in DoFns. The one random decision
+here, the SOP coin, comes from pipeline/seeds.py (a stable hash of named values, never Python's
+salted `hash()`), so the same pages and config give the same examples whatever the worker count
+or runner.
 
 Packing is greedy over the concatenation of a group's pages: a window of
 `seq_len - specials` codepoints is cut after the last whitespace in its second half, or
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from contract import schema
-from pipeline.hashing import stable_int, stable_unit
+from pipeline import seeds
 
 # Pages that share an example are joined by a newline: it is whitespace, so no CANINE-C span
 # and no WordPiece word straddles two documents, and it is what a reader sees between two
@@ -29,10 +29,6 @@ MIN_CUT_FILL = 0.5
 # SOP splits a chunk at the whitespace nearest its middle, if one lies in the middle half;
 # otherwise it hard-cuts at the middle (ALBERT's SOP wants two non-trivial segments).
 SOP_SPLIT_WINDOW = 0.25
-# Stream names mixed into every seed, so the SOP coin and the masks never share draws.
-_SOP_STREAM = "sop"
-_MASK_STREAM = "mask"
-
 # Whitespace is what Python's str.isspace() says (so "whitespace-delimited" means what
 # str.split() sees); every such codepoint is <= U+3000 (tests/pipeline/test_examples.py
 # checks all of Unicode). Specials are PAD and U+E000..U+E0FF: the cleaner removed those
@@ -98,16 +94,6 @@ def ranges_to_positions(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 def example_id(lang: str, ex: PackedExample, copy: int) -> str:
     """Unique across the output: `lang` may contain '-', but the last three fields are integers."""
     return f"{lang}-{ex.page_ids[0]}-{ex.part}-{copy}"
-
-
-def mask_key(seed: int, lang: str, first_page_id: int, part: int, copy: int) -> int:
-    """The 64-bit root of one example's masks: a stable hash, so equal in every process."""
-    return stable_int(_MASK_STREAM, seed, lang, first_page_id, part, copy)
-
-
-def mask_rng(seed: int, lang: str, first_page_id: int, part: int, copy: int) -> np.random.Generator:
-    """A generator seeded by `mask_key`, for planning one example at a time (masks.char_mask_plan)."""
-    return np.random.default_rng(mask_key(seed, lang, first_page_id, part, copy))
 
 
 def _concatenate_pages(pages):
@@ -222,8 +208,8 @@ def pack_pages(
     a_len = np.where(paired, _sop_splits(ws_pos, starts, stops), lengths)
     sop = np.full(len(starts), schema.SOP_NO_PAIR, np.int64)
     for j in np.flatnonzero(paired).tolist():  # a fair coin from a stable hash: no generator per example
-        coin = stable_unit(_SOP_STREAM, seed, int(first_id[j]), int(part[j]))
-        sop[j] = schema.SOP_SWAPPED if coin < 0.5 else schema.SOP_IN_ORDER
+        swap = seeds.sop_swapped(seed, int(first_id[j]), int(part[j]))
+        sop[j] = schema.SOP_SWAPPED if swap else schema.SOP_IN_ORDER
     swapped = sop == schema.SOP_SWAPPED
     # layout: CLS seg0 SEP [seg1 SEP]; seg0 is A unless swapped
     seg0_start, seg0_len = np.where(swapped, starts + a_len, starts), np.where(swapped, lengths - a_len, a_len)

@@ -1,8 +1,10 @@
-"""Stable hashes for every data-dependent decision in the job.
+"""Stable hashes of named values: the mix of the pipeline's per-page and per-example decisions.
 
 Python's `hash()` is salted per process, so a DirectRunner with two workers would disagree
-with itself. Every split, bucket, shard and sampling decision goes through these instead,
-which is what makes the output independent of worker count and runner.
+with itself. Every split, bucket, shard and sampling decision hashes its name and inputs with
+these instead, which is what makes the output independent of worker count and runner. The
+decisions themselves, with their names, are pipeline/seeds.py's; the one other caller is
+pipeline/itemcache.py, which names a cache file (a content address, not a decision).
 """
 
 import hashlib

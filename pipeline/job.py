@@ -22,7 +22,7 @@ with the lists of the shards and rejects files it wrote (shards.json, rejects.js
 `pipeline.output.finalize` publishes exactly those and writes the manifest last, so a failed run
 leaves no manifest, and nothing else of staging is ever published.
 Nothing depends on worker count, bundle order or runner: every decision is a
-stable hash (pipeline/hashing.py) and every group is sorted before use.
+stable hash (pipeline/seeds.py, a table of them all) and every group is sorted before use.
 """
 
 import json
@@ -40,14 +40,13 @@ from apache_beam.metrics import Metrics
 
 from contract import schema
 from contract.files import save_json, save_text
-from pipeline import examples, faults, itemcache, masks, shards
+from pipeline import examples, faults, itemcache, masks, seeds, shards
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.elements import (
     Page, Outcome, Replaced, Dropped, Reject, SplitPage, TokenizerPage, SplitLang, PackGroup, Packed, Size,
     Sizing, Sampled, ShardKey, ShardFile, Headings, MaskHistograms,
 )
 from pipeline.stats import CollectStats, StatsInputs
-from pipeline.hashing import stable_int, stable_unit
 from pipeline.tokenizer import WordPieceTokenizer, train_wordpiece
 
 _NS = "canine.preprocess"
@@ -193,12 +192,12 @@ MIN_PAGES_FOR_VALIDATION = 20
 # no per-language state; it too takes the smallest hashes, the pages the global rule before
 # the per-language split took, so a large language's validation pages did not change.
 EXACT_VALIDATION_PAGES = 50
-_HASH_SPACE = 1 << 64  # stable_int's range
+_HASH_SPACE = 1 << 64  # split_hash's range
 
 
 def split_hash(lang: str, page_id) -> int:
     # Not seeded: the held-out pages stay the same when only the mask seed changes.
-    return stable_int("split", lang, page_id)
+    return seeds.split_hash(lang, page_id)
 
 
 def validation_pages(kept: int, fraction: float) -> int:
@@ -276,7 +275,7 @@ class TrainTokenizer(beam.PTransform):
         return (
             split_pages
             | "TrainOnly" >> beam.Filter(lambda sp: sp.split == "train")
-            | "HashKey" >> beam.Map(lambda sp: TokenizerPage(stable_int("tok", sp.page.lang, sp.page.page_id),
+            | "HashKey" >> beam.Map(lambda sp: TokenizerPage(seeds.tokenizer_rank(sp.page.lang, sp.page.page_id),
                                                              sp.page.page_id, sp.page.text))
             | "BottomK" >> beam.combiners.Top.Smallest(self.cfg.tokenizer_pages)
             | "Train" >> beam.Map(_train_tokenizer, self.cfg.vocab_size)
@@ -305,7 +304,7 @@ class PackExamples(beam.PTransform):
 
         def key(sp, groups):
             page = sp.page
-            group = stable_int("group", page.lang, page.page_id) % groups[SplitLang(sp.split, page.lang)]
+            group = seeds.pack_group(page.lang, page.page_id, groups[SplitLang(sp.split, page.lang)])
             return PackGroup(sp.split, page.lang, group), page
 
         def pack(kv):
@@ -336,7 +335,7 @@ def language_weights(example_counts: dict, alpha: float) -> dict:
 
 def copies_of(weight: float, seed: int, lang: str, ex) -> int:
     whole = math.floor(weight)
-    return whole + (stable_unit("copy", seed, lang, ex.page_ids[0], ex.part) < weight - whole)
+    return whole + (seeds.copy_draw(seed, lang, ex.page_ids[0], ex.part) < weight - whole)
 
 
 def shard_counts(codepoints_per_split: dict, shard_codepoints: int) -> dict:
@@ -419,7 +418,7 @@ class _PlanAndWriteFn(beam.DoFn):
             planned = masks.plan_examples(exs, lang, copy, self.seed, self._tokenizer, self.mask_config)
             rows += planned
             by_lang.setdefault(lang, []).extend(planned)
-        rows.sort(key=lambda r: (stable_int("order", r["example_id"]), r["example_id"]))
+        rows.sort(key=lambda r: (seeds.row_order_key(r["example_id"]), r["example_id"]))
         name = shard_name(shard.split, shard.index, shard.total)
         record = ShardFile(split=shard.split, path=name,
                            **shards.write_table(shards.rows_to_table(rows), f"{self.staging}/{name}"))
@@ -442,7 +441,7 @@ class WriteShards(beam.PTransform):
     def expand(self, sampled):
         def key(s, plan):
             total = plan.shards[s.split]
-            index = stable_int("shard", examples.example_id(s.lang, s.example, s.copy)) % total
+            index = seeds.shard_index(examples.example_id(s.lang, s.example, s.copy), total)
             return ShardKey(s.split, index, total), s
 
         return (

@@ -6,9 +6,9 @@ it, so one shard serves both objectives.
 Speed (the goal, benchmarks/preprocess.py: 20 MB/s per core for codepoints + packing + masking) comes from planning a
 whole batch of examples with array operations; per-example numpy calls cost more than the
 work itself at 2,048 characters. Batching must not change a plan, so every random number is
-a pure function of (example's `mask_key`, stream, index within the example): SplitMix64
-outputs, `CounterUniforms`. The one-example functions that take a numpy Generator
-(`char_mask_plan`, `subword_plan`) run the same code on draws from it.
+a pure function of (example's `mask_key`, stream, index within the example): the counter
+streams of pipeline/seeds.py, whose table lists each decision here. The one-example functions
+that take a numpy Generator (`char_mask_plan`, `subword_plan`) run the same code on draws from it.
 """
 
 import dataclasses
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from contract import schema
-from contract.splitmix import GOLDEN, splitmix64, unit_floats
-from pipeline.examples import PackedExample, example_id, is_delimiter, mask_key, ranges_to_positions
+from pipeline.examples import PackedExample, example_id, is_delimiter, ranges_to_positions
+from pipeline.seeds import GeneratorUniforms, Stream, mask_uniforms
 
 
 # CANINE-C span rules (docs/canine.md, "Spans in scripts written without spaces"): the paper's
@@ -71,33 +71,6 @@ class MaskPlanConfig:
 # One vectorized pass plans at most this many codepoints (~500 examples of 2,048): its
 # temporaries, and the tokenizer's tables of powers (32 bytes a codepoint), stay ~40 MB.
 _BATCH_CODEPOINTS = 1 << 20
-
-# --- random numbers ------------------------------------------------------------------------
-# One stream per decision, so e.g. a different tokenizer never moves the CANINE-C plan.
-_CHAR_ORDER, _SUBWORD_PICK, _SUBWORD_ACTION, _SUBWORD_OFFSET, _SUBWORD_REPLACE = 1, 2, 3, 4, 5
-
-
-class CounterUniforms:
-    """u(example, stream, i) in [0, 1): output i of SplitMix64 seeded by mask_key and stream."""
-
-    def __init__(self, keys):
-        self.keys = np.asarray(keys, dtype=np.uint64)
-
-    def __call__(self, stream: int, example: np.ndarray, index: np.ndarray) -> np.ndarray:
-        seed = splitmix64(self.keys ^ np.uint64((stream * int(GOLDEN)) % 2**64))
-        state = seed[example] + (np.asarray(index).astype(np.uint64) + np.uint64(1)) * GOLDEN
-        return unit_floats(splitmix64(state))
-
-
-class GeneratorUniforms:
-    """Draws from one numpy Generator in call order (one example at a time)."""
-
-    def __init__(self, rng: np.random.Generator):
-        self.rng = rng
-
-    def __call__(self, stream: int, example: np.ndarray, index: np.ndarray) -> np.ndarray:
-        return self.rng.random(len(index))
-
 
 # --- grouped-array helpers --------------------------------------------------------------------
 def target_counts(n: np.ndarray, rate: float) -> np.ndarray:
@@ -349,7 +322,7 @@ def _char_plans(cps, bounds, uniforms, config: MaskPlanConfig):
     example = np.searchsorted(bounds, starts, side="right") - 1
     n = np.bincount(example, minlength=len(bounds) - 1)
     index = _rank_in_group(example)
-    order, group, rank = _random_order(example, index, uniforms(_CHAR_ORDER, example, index), len(n))
+    order, group, rank = _random_order(example, index, uniforms(Stream.CHAR_ORDER, example, index), len(n))
     order, group, rank = _apart(order, group, rank, starts, ends)
     taken = np.zeros(len(starts), dtype=bool)
     taken[order[_greedy_within_budget((ends - starts)[order], group, rank, target_counts(n, rate), budget)]] = True
@@ -409,16 +382,16 @@ def _subword_plans(starts, lengths, ids, example, n_examples, uniforms, tokenize
     index = _rank_in_group(example)
     n = np.bincount(example, minlength=n_examples)
     k = np.minimum(config.max_subword_predictions, target_counts(n, config.subword_rate))
-    order, group, rank = _random_order(example, index, uniforms(_SUBWORD_PICK, example, index), n_examples)
+    order, group, rank = _random_order(example, index, uniforms(Stream.SUBWORD_PICK, example, index), n_examples)
     pick = np.sort(order[rank < k[group]])
     starts, lengths, ids, example, index = starts[pick], lengths[pick], ids[pick], example[pick], index[pick]
-    u = uniforms(_SUBWORD_ACTION, example, index)
+    u = uniforms(Stream.SUBWORD_ACTION, example, index)
     actions = np.full(len(pick), schema.ACTION_KEEP, np.int8)
     actions[u < config.p_mask + config.p_random] = schema.ACTION_RANDOM
     actions[u < config.p_mask] = schema.ACTION_MASK
-    offsets = np.minimum((uniforms(_SUBWORD_OFFSET, example, index) * lengths).astype(np.int64), lengths - 1)
+    offsets = np.minimum((uniforms(Stream.SUBWORD_OFFSET, example, index) * lengths).astype(np.int64), lengths - 1)
     rand = np.flatnonzero(actions == schema.ACTION_RANDOM)
-    u = uniforms(_SUBWORD_REPLACE, example[rand], index[rand])
+    u = uniforms(Stream.SUBWORD_REPLACE, example[rand], index[rand])
     replacements, ok = tokenizer.random_same_length(ids[rand], lengths[rand], u)
     actions[rand[~ok]] = schema.ACTION_MASK
     columns = {
@@ -473,7 +446,7 @@ def plan_examples(
         _check_layout(ex.codepoints, ex.segment_ids, f"example {j} (pages {ex.page_ids})")
     bounds = np.cumsum([0] + [len(ex.codepoints) for ex in examples])
     cps = np.concatenate([ex.codepoints for ex in examples])
-    uniforms = CounterUniforms([mask_key(seed, lang, ex.page_ids[0], ex.part, copy) for ex in examples])
+    uniforms = mask_uniforms(seed, lang, copy, examples)
     starts, ends, owner, _ = _char_plans(cps, bounds, uniforms, config)
     positions = ranges_to_positions(starts, ends - starts)
     position_owner = np.repeat(owner, ends - starts)

@@ -424,7 +424,7 @@ def without_validation(records, languages: dict[str, Language], fraction: float)
     {} when the config asked for no validation split."""
     if fraction <= 0:
         return {}
-    held = {rec[1]: rec[2] for rec in records if rec[0] == "validation_pages"}
+    held = {stat.lang: stat.value for stat in read_stats(records) if stat.kind == "validation_pages"}
     return {lang: c.kept for lang, c in languages.items() if c.kept and not held.get(lang)}
 
 
@@ -530,7 +530,15 @@ def _publish_error(fs, path: str, problem: str) -> PublishError:
         "and redoes the rest. If it fails again, check that nothing else writes to or cleans up this output.")
 
 
+def read_stats(records) -> list:
+    """The rows of the staged stats.json as pipeline.elements.Stat records, read by name from here on."""
+    from pipeline.elements import Stat  # with Beam, which the job that wrote them has loaded already
+
+    return [Stat.from_row(row) for row in records]
+
+
 def languages_from_stats(records) -> dict[str, Language]:
+    """Each language's manifest entry from the staged stats.json rows (pipeline/stats.py CollectStats)."""
     langs = {}
 
     def entry(lang):
@@ -539,22 +547,21 @@ def languages_from_stats(records) -> dict[str, Language]:
             | {"dropped": dict.fromkeys(schema.CONSTRUCT_DROPS, 0)}
         )
 
-    for rec in records:
-        kind, lang = rec[0], rec[1]
-        if kind == "outcome":
-            entry(lang)[rec[2]] += rec[3]
-            entry(lang)["pages_read"] += rec[3]
-        elif kind == "replaced":
-            entry(lang)["replaced_characters"] += rec[2]
-        elif kind == "dropped":
-            for reason, n in zip(schema.CONSTRUCT_DROPS, rec[2]):
-                entry(lang)["dropped"][reason] += n
-        elif kind == "examples":
-            entry(lang)["examples"] += rec[2]
-        elif kind == "weight":
-            entry(lang)["sampling_weight"] = round(float(rec[2]), 6)
-        elif kind in ("text", "masks"):  # pipeline/stats.py's summaries
-            entry(lang)[kind] = rec[2]
+    for stat in read_stats(records):  # "validation_pages" rows are without_validation's
+        if stat.kind == "outcome":
+            entry(stat.lang)[stat.outcome] += stat.value
+            entry(stat.lang)["pages_read"] += stat.value
+        elif stat.kind == "replaced":
+            entry(stat.lang)["replaced_characters"] += stat.value
+        elif stat.kind == "dropped":
+            for reason, n in zip(schema.CONSTRUCT_DROPS, stat.value):
+                entry(stat.lang)["dropped"][reason] += n
+        elif stat.kind == "examples":
+            entry(stat.lang)["examples"] += stat.value
+        elif stat.kind == "weight":
+            entry(stat.lang)["sampling_weight"] = round(float(stat.value), 6)
+        elif stat.kind in ("text", "masks"):  # pipeline/stats.py's summaries
+            entry(stat.lang)[stat.kind] = stat.value
     return {lang: Language(**c) for lang, c in sorted(langs.items())}
 
 
@@ -674,6 +681,7 @@ def finalize(cfg: PreprocessConfig, staging: str, records=None) -> Manifest:
         tokenizer=FileRef(schema.TOKENIZER, file_sha256(f"{cfg.output.rstrip('/')}/{schema.TOKENIZER}")),
         rejects=tuple(rejects),
         trial_slice=trial_slice(cfg.max_pages),
+        seq_len=cfg.seq_len,  # written as config["seq_len"]: Manifest checks the fingerprint has it there
     )
     write_manifest(cfg.output, manifest)
     faults.point("published")

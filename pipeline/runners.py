@@ -6,11 +6,14 @@ same on every runner; only these options differ.
     canine preprocess pipeline/sample/*.xml --output out/shards --runner DaskRunner \\
         -- --dask_client_address tcp://scheduler:8786                                          # a running Dask cluster
 
-`check_launch` refuses, before anything is written, a DataflowRunner run that cannot work: an
-`--output` or input on this machine's disk (Dataflow's workers run on Google Cloud machines and
-cannot reach it) and a launch without network. Beam would otherwise find the latter by waiting:
-checking the staging bucket retries for minutes, and staging the job's files retries 7 times
-from 5 s, doubling (`apache_beam.utils.retry`), about 10 minutes, before it fails.
+Two checks come before anything is written (pipeline/run.py calls both for a runner other than
+the DirectRunner). `check_runner` makes a Pipeline of the runner's options once, so that Beam's
+own check names a misspelled runner or a missing option. `check_launch` refuses a DataflowRunner
+run that cannot work: an `--output` or input on this machine's disk (Dataflow's workers run on
+Google Cloud machines and cannot reach it) and a launch without network. Beam would otherwise
+find the latter by waiting: checking the staging bucket retries for minutes, and staging the
+job's files retries 7 times from 5 s, doubling (`apache_beam.utils.retry`), about 10 minutes,
+before it fails.
 
 `DaskRunner` is Beam's (apache_beam/runners/dask, Beam 2.77) with the gaps that break this job
 filled in (pipeline/dask_runner.py). Beam knows no runner of that short name, so it is mapped
@@ -98,3 +101,27 @@ def _local(path: str) -> bool:
     """A path only this machine can open: no protocol, or file://, local://, memory:// (one process's)."""
     last = str(path).rsplit("::", 1)[-1]  # a chained URL (simplecache::gs://...) reads from its last part
     return "://" not in last or last.split("://", 1)[0] in ("file", "local", "memory")
+
+
+def check_runner(workers: int, runner: str, beam_args=()) -> None:
+    """Beam checks the runner's name and its options (Dataflow's --project, --region, ...) when a
+    Pipeline is made: made here once, so that a mistake is named before anything is written.
+    Raises ValueError."""
+    import logging
+
+    import apache_beam as beam
+
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.WARNING)  # its INFO lines ("Runner defaulting to ...") come again with the real one
+    try:
+        beam.Pipeline(options=beam_options(workers, runner, list(beam_args)))
+    except ValueError as e:
+        text = " ".join(str(e).split())
+        if "validation" in text:  # "Pipeline has validations errors: Missing required option: project. ..."
+            text += " Give the runner's options after a bare `--`: canine preprocess ... -- --project P --region R ..."
+        raise ValueError(f"--runner {runner}: {text}") from None
+    except ImportError as e:  # Beam's own words: "Google Cloud Dataflow runner not available, please install ..."
+        raise ValueError(f"--runner {runner}: {e}") from None
+    finally:
+        root.setLevel(level)

@@ -118,9 +118,9 @@ def mask_summary(share: dict, spans: dict) -> dict:
 
 class CollectStats(beam.PTransform):
     """StatsInputs -> everything the manifest needs besides the shard list, as one JSON file in
-    staging (Stat rows), plus each language's validation pages (["validation_pages", lang, n]:
-    the split's accounting; pipeline/output.py's languages_from_stats does not carry it into the
-    manifest yet)."""
+    staging (Stat.row each: pipeline/output.py reads them back with Stat.from_row), plus each
+    language's validation pages (Stat "validation_pages": not in the manifest; output.without_validation
+    names the languages that got none)."""
 
     def __init__(self, staging):
         super().__init__()

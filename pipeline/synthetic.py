@@ -8,9 +8,10 @@ Only the text is made up. It stands in for the pipeline's output, so the rest is
 own steps: examples are `[CLS] A [SEP] [B SEP]`, a WordPiece vocabulary is trained on the same
 text (pipeline/tokenizer.py), and every mask plan comes from pipeline/masks.py: 15% of whitespace
 spans (at most 320 characters), 15% of subwords (at most 80) with 80/10/10 actions and
-same-length replacements, drawn from each example's counter-based random numbers. So every code
-path of training/batch.py runs on rows that `canine validate` accepts. It makes shards, so it is
-the pipeline's (none of these steps needs Beam); training/ never imports it, only its tests do.
+same-length replacements, drawn from each example's counter-based random numbers (pipeline/seeds.py).
+So every code path of training/batch.py runs on rows that `canine validate` accepts. It makes
+shards, so it is the pipeline's (none of these steps needs Beam); training/ never imports it,
+only its tests do.
 """
 
 import hashlib
@@ -22,7 +23,7 @@ import pyarrow.parquet as pq
 from contract import schema
 from contract.files import file_sha256
 from contract.manifest import FileRef, Language, Manifest, Shard, Split, config_sha256, write_manifest
-from pipeline import masks, shards
+from pipeline import masks, seeds, shards
 from pipeline.examples import PackedExample, text_to_codepoints
 from pipeline.tokenizer import train_wordpiece
 
@@ -56,7 +57,7 @@ def synthetic_rows(num_rows: int, length: int, seed: int = 0, vocab_size: int = 
                    min_length: int | None = None):
     """`num_rows` examples of `min_length`..`length` codepoints, odd rows two segments: "words"
     of random letters between spaces, subword ids below `vocab_size` (a vocabulary trained on them)."""
-    rng = np.random.default_rng(seed)
+    rng = seeds.synthetic_rng(seed)
     pages = []
     for i in range(num_rows):
         n = int(rng.integers(min_length or length, length + 1))
@@ -123,7 +124,7 @@ def write_contract_shards(root: str, seed: int = 0, seq_len: int = SEQ_LEN, trai
     multilingual text (one page per example); returns `root`. The tests' `contract_shards` fixture
     and benchmarks/train_throughput.py use it."""
     os.makedirs(root, exist_ok=True)
-    rng = np.random.default_rng(seed)
+    rng = seeds.synthetic_rng(seed)
     langs = sorted(WORDS)
     tokenizer = train_wordpiece([_sentence(rng, lang, 200) for lang in langs for _ in range(50)], vocab_size=300)
     tokenizer.save(os.path.join(root, schema.TOKENIZER))

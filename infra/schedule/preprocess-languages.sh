@@ -7,7 +7,7 @@
 #
 #   CANINE_LANGUAGES        required, space-separated wiki codes: "en ja ko zh-min-nan"
 #   CANINE_OUTPUT           required, shard root; the run writes <root>/<langs>/<date>
-#                           (jobs/dumps.py output_subpath, e.g. en-ja-ko/20261101)
+#                           (pipeline/sources/dumps.py output_subpath, e.g. en-ja-ko/20261101)
 #   CANINE_DUMP_DATE        YYYYMMDD, or "latest" (default), pinned to the date it points at
 #   CANINE_MIRROR           dump mirror (default https://dumps.wikimedia.org)
 #   CANINE_BEAM_FLAGS       file of Beam options, one per line, '#' comments (infra/beam/*.flags);
@@ -50,7 +50,7 @@ for lang in $CANINE_LANGUAGES; do
 done
 # `canine preprocess --dump` resolves the dumps (`latest` pinned to its date, every dump and
 # index checked on the mirror, the output keyed <langs>/<date>) and takes the output's lock:
-# the same code path as a run by hand (jobs/preprocess.py preprocess()).
+# the same code path as a run by hand (pipeline/run.py preprocess()).
 cmd=("${canine[@]}" preprocess "${specs[@]}" --mirror "$mirror" --output "${CANINE_OUTPUT%/}" "${extra[@]}")
 if (( ${#beam[@]} )); then
   cmd+=(-- "${beam[@]}")

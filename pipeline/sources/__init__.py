@@ -6,6 +6,7 @@ One idea per module:
                     the expat page parser, a page's namespace from its title where it has no <ns>
     encoding.py     an export's character encoding, and the bytes of a UTF-8 one that are not UTF-8
     multistream.py  a bz2 multistream dump split by its index into ranges of whole streams
+    dumps.py        Wikimedia's dump naming: a dump's and its index's names, `--dump LANG:DATE`, `latest`, mirrors
     seekable.py     a single-stream .bz2 / .gz dump split at bz2 blocks / gzip seek points
     jsonl.py        JSON Lines corpora, line by line
     parquet.py      Parquet corpora, in Arrow batches
@@ -16,9 +17,9 @@ One idea per module:
 
 Inputs:
 - MediaWiki XML exports: `.xml`, `.xml.bz2`, `.xml.gz` (and Wikimedia's split names such as
-  `...-multistream1.xml-p1p41242.bz2`). A `*multistream*.xml.bz2` whose sibling
-  `*multistream-index*.txt.bz2` exists is split into one work item per range of bz2 streams,
-  so one big dump is parsed in parallel. Any other `.bz2` or `.gz` dump in UTF-8 is split at
+  `...-multistream1.xml-p1p41242.bz2`). A multistream dump with its index beside it (named
+  as dumps.py says: `X-multistream.xml.bz2`, `X-multistream-index.txt.bz2`) is split into one
+  work item per range of bz2 streams, so one big dump is parsed in parallel. Any other `.bz2` or `.gz` dump in UTF-8 is split at
   bzip2 blocks / gzip seek points about 64 MB of XML apart (seekable.py; a gzip file is
   decompressed once when planning, to find them); a plain `.xml` is one work item.
 - JSON Lines (`.jsonl`, `.json`, optionally `.gz` / `.bz2`) and Parquet (`.parquet`) with

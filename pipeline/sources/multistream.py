@@ -1,9 +1,9 @@
 """Wikimedia's multistream dumps (`X-multistream3.xml-p1p99.bz2`): bz2 streams of about 100
 pages each, concatenated, with an index beside the dump (`X-multistream-index3.txt-p1p99.bz2`,
-lines `offset:page_id:title`) that says where each stream starts. With the index, one big dump
-becomes one work item per range of whole streams, parsed in parallel, at no cost when planning
-but reading the index. A dump without its index is split at its bzip2 blocks instead, as any
-single-stream .bz2 (seekable.py).
+lines `offset:page_id:title`) that says where each stream starts; the names are Wikimedia's,
+known to dumps.py alone. With the index, one big dump becomes one work item per range of whole
+streams, parsed in parallel, at no cost when planning but reading the index. A dump without its
+index is split at its bzip2 blocks instead, as any single-stream .bz2 (seekable.py).
 """
 
 import dataclasses
@@ -16,10 +16,8 @@ import fsspec
 from pipeline.sources import network
 from pipeline.sources.common import InputError, WorkItem
 from pipeline.sources.compressed import MAGIC, decoded_chunks
+from pipeline.sources.dumps import INDEX_RE, index_of  # INDEX_RE: plan.py skips index files by it
 
-INDEX_RE = re.compile(r"multistream-index\d*\.txt(?:-p\d+p\d+)?\.bz2$")
-# `X-multistream3.xml-p1p99.bz2` -> `X-multistream-index3.txt-p1p99.bz2` (Wikimedia naming)
-_MULTISTREAM_RE = re.compile(r"multistream(\d*)\.xml(-p\d+p\d+)?\.bz2$")
 _INDEX_OFFSET_RE = re.compile(rb"(?m)^(\d+):")
 
 
@@ -30,11 +28,10 @@ def split(path: str, fs, fs_path: str, lang: str, streams_per_item: int,
     `max_pages` pages, the index's lines counting each stream's pages; the last range ends at the
     next stream and stops at its page (WorkItem.max_pages: what the ranges before it leave).
     Without an index the one item it returns has no max_pages, for the caller to set."""
-    index_name = r"multistream-index\1.txt\2.bz2"
-    if not _MULTISTREAM_RE.search(fs_path):
+    if index_of(fs_path) is None:
         return [WorkItem(path, "xml", lang=lang)]
-    index = _MULTISTREAM_RE.sub(index_name, path)
-    if not network.exists(fs, _MULTISTREAM_RE.sub(index_name, fs_path), index, "looking for the index beside its dump"):
+    index = index_of(path)
+    if not network.exists(fs, index_of(fs_path), index, "looking for the index beside its dump"):
         return [WorkItem(path, "xml", lang=lang)]  # no index: bz2 can't be split, one item per file
     offsets, pages, after = _streams(index, fs.size(fs_path), max_pages)
     with fsspec.open(path, "rb") as f:  # an index of another dump, seen now rather than by a worker

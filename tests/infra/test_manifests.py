@@ -364,8 +364,8 @@ def test_cronjob_runs_the_script_with_mounted_flags():
 
 
 def test_rayjob_trains_on_what_the_cronjob_writes():
-    """--data is <CANINE_OUTPUT>/<langs>/<date> for the CronJob's languages (jobs/dumps.py naming)."""
-    from jobs.dumps import output_path, parse_dump
+    """--data is <CANINE_OUTPUT>/<langs>/<date> for the CronJob's languages (pipeline/sources/dumps.py naming)."""
+    from pipeline.sources.dumps import output_path, parse_dump
 
     (c,) = _one("CronJob")["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in c["env"]}

@@ -14,7 +14,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from contract import schema
 from pipeline import masks
-from pipeline.examples import codepoints_to_text, mask_rng, pack_pages, text_to_codepoints
+from pipeline.examples import codepoints_to_text, pack_pages, text_to_codepoints
 from pipeline.masks import (
     UNSPACED_RANGES,
     MaskPlanConfig,
@@ -30,6 +30,7 @@ from pipeline.masks import (
     target_count,
     whitespace_spans,
 )
+from pipeline.seeds import mask_rng
 from pipeline.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer, train_wordpiece
 
 

@@ -2,7 +2,7 @@
 gs:// (gcp-storage-emulator) and s3:// (moto) by the DirectRunner's worker processes and by the
 DaskRunner gives the same objects, byte for byte, as a 1-worker run on a local disk.
 
-Runs go through `jobs.preprocess.preprocess`, as `canine preprocess` does: its lock creates the
+Runs go through `pipeline.run.preprocess`, as `canine preprocess` does: its lock creates the
 output's root before the job, and the launcher's listing of that root is what went stale while
 the workers wrote staging from other processes (pipeline/output.py, `finalize`)."""
 
@@ -12,8 +12,8 @@ import fsspec
 import pytest
 
 from contract import schema
-from jobs.preprocess import preprocess
 from pipeline import dask_runner, itemcache, output, progress
+from pipeline.run import preprocess
 from pipeline.sources import WorkItem
 from test_job_e2e import small_config
 

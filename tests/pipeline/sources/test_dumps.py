@@ -1,6 +1,8 @@
-"""`--dump LANG:DATE` naming: URLs in Wikimedia's layout, output keyed by language and date,
-`latest` pinned from a local mirror's feed, and a mirror that cannot be reached named as such. No
-network beyond 127.0.0.1: the mirror is a temp directory, or a socket on the loopback."""
+"""Wikimedia's dump naming (pipeline/sources/dumps.py): `--dump LANG:DATE` as URLs in Wikimedia's
+layout, output keyed by language and date, `latest` pinned from a local mirror's feed, a mirror
+that cannot be reached named as such, and the index the pipeline finds beside a multistream dump
+(a split part's too) by the same names. No network beyond 127.0.0.1: the mirror is a temp
+directory, or a socket on the loopback."""
 
 import bz2
 import re
@@ -10,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs import dumps
+from pipeline.sources import dumps
 
-SAMPLE_DIR = Path(__file__).resolve().parents[2] / "pipeline" / "sample"
+SAMPLE_DIR = Path(__file__).resolve().parents[3] / "pipeline" / "sample"
 
 FEED = """<?xml version="1.0" encoding="utf-8"?>
 <rss version="2.0"><channel><title>Wikimedia Downloads</title>
@@ -112,6 +114,28 @@ def test_the_pipeline_finds_the_index_beside_a_named_dump(tmp_path, make_multist
     assert len(items) > 1 and all(it.lang == "en" for it in items)  # split at the index's stream offsets
     whole = [p.title for p in read_pages(plan_work_items([str(sample_dir / "enwiki-20261101-pages-articles.xml")])[0])]
     assert [p.title for it in items for p in read_pages(it)] == whole
+
+
+def test_a_split_parts_index_is_named_by_the_same_rule(tmp_path, make_multistream):
+    """Wikimedia's dumps in parts (`...-multistream3.xml-p1p99.bz2`): the index of each part is its
+    name with `-index` and `.txt`; the planner splits the part by it and takes the index for no input."""
+    from pipeline.sources import plan_work_items
+
+    d = dumps.parse_dump("en:20261101")
+    assert dumps.index_of(d.dump_url) == d.index_url
+    part = "enwiki-20261101-pages-articles-multistream3.xml-p1p41242.bz2"
+    assert dumps.index_of(f"gs://b/{part}") == "gs://b/enwiki-20261101-pages-articles-multistream-index3.txt-p1p41242.bz2"
+    assert dumps.INDEX_RE.search(dumps.index_of(part)) and not dumps.INDEX_RE.search(part)
+    for other in ("enwiki-20261101-pages-articles.xml.bz2", "x-multistream.xml", part + ".gz"):
+        assert dumps.index_of(other) is None
+    whole, whole_index = make_multistream(SAMPLE_DIR / "enwiki-20261101-pages-articles.xml", tmp_path / "whole")
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    dump = parts / part
+    dump.write_bytes(whole.read_bytes())
+    (parts / dumps.index_of(part)).write_bytes(whole_index.read_bytes())
+    items = plan_work_items([str(parts / "*")], streams_per_item=1)
+    assert len(items) > 1 and {it.path for it in items} == {str(dump)}  # split at its index, not read as input
 
 
 def test_output_subpath_of_a_multilingual_run():

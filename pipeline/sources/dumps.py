@@ -1,4 +1,5 @@
-"""Name a Wikimedia dump as `LANG:DATE` and derive its file URLs and an output sub-path.
+"""Wikimedia's dump naming, in one place: a dump named as `LANG:DATE`, its file URLs on a mirror,
+the index beside any multistream dump, `latest` pinned to its date, and an output sub-path.
 
     canine preprocess --dump en:20261101 --output gs://bucket/shards
     canine preprocess --dump ja:latest --mirror /data/wikimedia --output out/shards
@@ -9,18 +10,21 @@ Wikimedia's layout (https://dumps.wikimedia.org, and every mirror that copies it
     <mirror>/<lang>wiki/<date>/<lang>wiki-<date>-pages-articles-multistream.xml.bz2
     <mirror>/<lang>wiki/<date>/<lang>wiki-<date>-pages-articles-multistream-index.txt.bz2
     <mirror>/<lang>wiki/latest/<lang>wiki-latest-pages-articles-multistream.xml.bz2  (and -index)
+    <mirror>/<lang>wiki/latest/<lang>wiki-latest-pages-articles-multistream.xml.bz2-rss.xml
 
-The index (`offset:page_id:title`, ~100 pages per bz2 stream) is what lets Beam split a dump
-that bz2 alone cannot (docs/canine.md, "Training-stack facts"); pipeline/sources/multistream.py finds it beside
-the dump by this same naming. `parse_dump` is pure: nothing is contacted. `pin_latest` and
-`missing_files` read the mirror, and only when called.
+and the same dump split into parts, `...-multistream3.xml-p1p99.bz2` beside
+`...-multistream-index3.txt-p1p99.bz2`. The index (`offset:page_id:title`, ~100 pages per bz2
+stream) is what lets Beam split a dump that bz2 alone cannot (docs/canine.md, "Training-stack
+facts"): `index_of` names it from the dump's name, for a `--dump` here and for any multistream
+input the pipeline plans (multistream.py). `parse_dump` is pure: nothing is contacted.
+`pin_latest` and `missing_files` read the mirror, and only when called; `resolve` is the one
+resolution of `canine preprocess --dump` (pipeline/run.py).
 
 A mirror that cannot be reached is not a missing dump: "missing on the mirror" is said only when
 the mirror answered that it has no such file; a refused connection, a host name that does not
 resolve, a time-out or an HTTP error status is named as such, with the host (InputError, from
-pipeline/sources/network.py). Each request to an HTTP(S) mirror waits at most
-network.TIMEOUT_S seconds to connect and between reads, and a wait of more than a second says in
-the log what it waits for.
+network.py). Each request to an HTTP(S) mirror waits at most network.TIMEOUT_S seconds to
+connect and between reads, and a wait of more than a second says in the log what it waits for.
 """
 
 import dataclasses
@@ -32,11 +36,16 @@ import xml.etree.ElementTree as ET
 import fsspec
 
 from contract.files import redact
+from pipeline.sources import network
 
 DEFAULT_MIRROR = "https://dumps.wikimedia.org"
 LATEST = "latest"
-_DUMP_SUFFIX = "pages-articles-multistream.xml.bz2"
-_INDEX_SUFFIX = "pages-articles-multistream-index.txt.bz2"
+_DUMP_SUFFIX = "pages-articles-multistream.xml.bz2"  # the content pages' current revisions, in bz2 streams
+# A multistream dump, whole or a part (`multistream3.xml-p1p99.bz2`), and its index: the dump's
+# name with `multistream` followed by `-index` and `.xml` by `.txt` (`multistream-index3.txt-p1p99.bz2`).
+_MULTISTREAM_RE = re.compile(r"multistream(\d*)\.xml(-p\d+p\d+)?\.bz2$")
+INDEX_RE = re.compile(r"multistream-index\d*\.txt(?:-p\d+p\d+)?\.bz2$")
+_INDEX_NAME = r"multistream-index\1.txt\2.bz2"
 # Wikipedia language codes: "en", "zh-min-nan", "be-tarask", "simple". The dump folders use the
 # database name, where hyphens are underscores ("zh_min_nanwiki"), so both spellings are accepted
 # and the underscore one is canonical: one output path, hence one lock, per wiki.
@@ -45,7 +54,7 @@ _LANG_RE = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
 
 class DumpNotFound(FileNotFoundError):
     """A dump, its index or its `latest` feed is not on the mirror; the message names the URLs
-    and what to do (jobs/errors.py prints it as it is)."""
+    and what to do (`canine preprocess` prints it as it is, jobs/errors.py)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,7 +78,7 @@ class Dump:
 
     @property
     def index_url(self) -> str:
-        return f"{self.folder}/{self.wiki}-{self.date}-{_INDEX_SUFFIX}"
+        return index_of(self.dump_url)
 
     @property
     def output_subpath(self) -> str:
@@ -79,7 +88,15 @@ class Dump:
     @property
     def latest_feed_url(self) -> str:
         """The RSS feed Wikimedia publishes beside each `latest` file; its <link> names the dated folder."""
-        return f"{self.mirror}/{self.wiki}/{LATEST}/{self.wiki}-{LATEST}-{_DUMP_SUFFIX}-rss.xml"
+        return f"{dataclasses.replace(self, date=LATEST).dump_url}-rss.xml"
+
+
+def index_of(dump: str) -> str | None:
+    """The index beside a multistream dump (a name, path or URL ending like one), or None for
+    any other name."""
+    if not _MULTISTREAM_RE.search(dump):
+        return None
+    return _MULTISTREAM_RE.sub(_INDEX_NAME, dump)
 
 
 def parse_dump(spec: str, *, mirror: str | None = None, lang: str | None = None) -> Dump:
@@ -138,8 +155,6 @@ def missing_files(dump: Dump, timeout_s: float | None = None) -> list[str]:
     """The dump and index URLs that the mirror does not have (empty when both exist). Raises
     InputError naming the host and what failed when the mirror cannot be reached; `timeout_s`
     bounds each wait on an HTTP(S) mirror (network.TIMEOUT_S)."""
-    from pipeline.sources import network
-
     missing = []
     for url in (dump.dump_url, dump.index_url):
         fs, path = _mirror_fs(url, timeout_s)
@@ -161,8 +176,6 @@ def _mirror_fs(url: str, timeout_s: float | None = None):
         return fsspec.core.url_to_fs(url)
     import aiohttp
 
-    from pipeline.sources import network
-
     t = network.TIMEOUT_S if timeout_s is None else timeout_s
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=t, sock_read=t)
     return fsspec.core.url_to_fs(url, client_kwargs={"timeout": timeout})
@@ -170,15 +183,11 @@ def _mirror_fs(url: str, timeout_s: float | None = None):
 
 def _waiting(url: str, what: str, timeout_s: float | None = None):
     """Says, once a wait on the mirror passes network.NOTICE_S, what it waits for."""
-    from pipeline.sources import network
-
     timeout_s = network.TIMEOUT_S if timeout_s is None else timeout_s
     return network.waiting(f"{redact(network.where(None, url))} to send {what}", timeout_s)
 
 
 def _raise_if_unreachable(url: str, error: BaseException, doing: str, dump: Dump) -> None:
-    from pipeline.sources import network
-
     if (unreachable := network.unreachable(url, error, doing, _todo(dump))):
         raise unreachable from None
 

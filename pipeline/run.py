@@ -1,0 +1,125 @@
+"""`preprocess(cfg)`: the driver of a preprocessing run, as training/train/run.py's `pretrain(cfg)`
+is of a training run. `canine preprocess` (jobs/preprocess.py: the flags, the config, this call,
+the lines after it) and `canine smoke` run it; the scheduled script runs the CLI.
+
+    from pipeline.preprocess_config import PreprocessConfig
+    from pipeline.run import preprocess
+    where, result = preprocess(PreprocessConfig(inputs=("pipeline/sample/*.xml",), output="out/shards"), workers=2)
+
+In order: `--dump` specs resolved on the mirror (sources/dumps.py) and added to the inputs, the
+output becoming OUTPUT/<langs>/<date>; a runner other than the DirectRunner checked
+(runners.py); the plan (output.prepare); then, under the output's lock (contract/lock.py), the
+Beam job (output.run). Every check that needs no writing comes before the lock, which is what
+creates the output folder: a run that fails before the job leaves no output folder it created.
+Bad input met while reading removes this config's staging too (sources.InputError).
+
+What it says, on stderr: which dump each --dump resolved to and where the output goes (a scheduled
+run's log says which dump it read), then the job's progress lines (progress.py). After the
+manifest, the CLI prints `closing_notes`. A Ctrl-C leaves as `Interrupted`, whose message says
+what was kept and that the same command resumes.
+"""
+
+import dataclasses
+import shlex
+import sys
+from contextlib import nullcontext
+
+from contract.files import redact
+from pipeline.preprocess_config import PreprocessConfig
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with what was done and how to go on: "interrupted after 12 of 40 work items (kept);
+    the same command resumes". Raised `from` the KeyboardInterrupt. The CLI prints the message as
+    it is, exit 130 (jobs/preprocess.py hands it on as jobs/errors.py's Interrupted, of a layer
+    this one does not import)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.message = message
+
+
+def _say(text: str) -> None:
+    print(f"canine preprocess: {text}", file=sys.stderr)
+
+
+def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | None = None, workers: int = 1,
+               runner: str = "DirectRunner", beam_args: list[str] = (), progress: bool = True,
+               around_job=nullcontext):
+    """The one way a preprocessing run starts: `--dump` specs resolved and added to the inputs
+    (the output becomes OUTPUT/<langs>/<date>), every check that needs no writing done before the
+    output's lock is taken, the Beam job run under that lock (contract/lock.py), inside
+    `around_job()` (the CLI holds the runner's own error records there: jobs/quiet.py). Returns
+    (the output, output.RunResult: its manifest and how the run went).
+    Errors raise; a run that fails before writing leaves no output folder it created."""
+    from contract.lock import OutputLock
+    from pipeline import output, runners, sources
+    from pipeline.sources import dumps as dump_specs
+
+    if workers < 1:
+        raise ValueError(f"--workers {workers}: must be 1 or more (worker processes of the runner)")
+    if dumps:
+        resolved = dump_specs.resolve(list(dumps), mirror=mirror, lang=cfg.lang)
+        cfg = dataclasses.replace(cfg, inputs=(*cfg.inputs, *(d.dump_url for d in resolved)),
+                                  output=dump_specs.output_path(cfg.output, resolved))
+        # What `latest` resolved to and where the shards go: a scheduled run's log says which dump it read.
+        for spec, d in zip(dumps, resolved):
+            _say(f"--dump {spec}: {d.wiki} {d.date} ({redact(d.dump_url)})")
+        _say(f"output {redact(cfg.output)}")
+    # A bad flag or input is found here, before the lock creates the output folder.
+    if runner != "DirectRunner":  # the default is known good; another may be misspelled or miss its options
+        # First: Beam's own option check already contacts Cloud Storage, retrying for minutes.
+        runners.check_launch(runner, cfg.output, cfg.inputs, list(beam_args))
+        runners.check_runner(workers, runner, beam_args)
+    plan = output.prepare(cfg)
+    created = output.missing_root(cfg.output)
+    command = redact(shlex.join(["canine", "preprocess", *map(str, cfg.inputs), "--output", cfg.output]))
+    try:
+        # The lock comes before anything touches the output, staging included: two runs of one
+        # config would otherwise clean up each other's staging (contract/lock.py).
+        with OutputLock(cfg.output, command=command) as lock:
+            try:
+                with around_job():
+                    result = output.run(cfg, workers=workers, runner=runner, beam_args=list(beam_args),
+                                        before_publish=lock.check, plan=plan, progress=progress)
+                return cfg.output, result
+            except sources.InputError:
+                # Bad input found while reading: the staging of this config (and its cache of
+                # items) is useless once the input is fixed, since the fix changes the config.
+                output.remove_staging(cfg.output, only=output.staging_url(plan.cfg))
+                raise
+    except output.RunInterrupted as e:
+        raise Interrupted(f"interrupted after {e.done} of {e.total} work items (kept); "
+                          "the same command resumes") from e
+    except KeyboardInterrupt as e:
+        if created:
+            output.remove_empty(cfg.output, created)
+        raise Interrupted("interrupted before the job started; nothing was written") from e
+    except BaseException:
+        if created:
+            output.remove_empty(cfg.output, created)
+        raise
+
+
+def closing_notes(cfg: PreprocessConfig, result) -> list[str]:
+    """The notes after the manifest (`canine preprocess: note: ...` each), in order: the languages
+    without a validation page, then a trial slice's, the last line, where a user looks: these
+    shards are not the whole dump."""
+    notes = []
+    if result.without_validation:
+        notes.append(no_validation_note(result.without_validation, cfg.validation_fraction))
+    if result.manifest.trial_slice:
+        notes.append(f"trial slice: {result.manifest.trial_slice}; leave out --max-pages, with another --output, "
+                     "to preprocess all of it")
+    return notes
+
+
+def no_validation_note(kept: dict[str, int], fraction: float) -> str:
+    """The note for languages that got no validation page: {lang: kept pages}."""
+    from pipeline import job, output
+
+    langs = ", ".join(f"{lang} ({n} kept page{'s' * (n != 1)})" for lang, n in sorted(kept.items()))
+    needed = output.validation_fraction_for(min(kept.values()))
+    return (f"no validation page for {langs}: a language of fewer than {job.MIN_PAGES_FOR_VALIDATION} kept pages "
+            f"gets only its share ({fraction:g} of its pages, rounded); --validation-fraction {needed:g} holds "
+            "out at least one page of each (and that share of every language)")
