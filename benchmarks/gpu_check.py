@@ -8,7 +8,7 @@ GPU is lent, and put its output in the note. Its first lines say what passed.
 Checks (each PASS or FAIL with its figures):
 - compile: every parameter's gradient after one backward, `model.compile()` (what DeepSpeed's
   engine.compile() does) against eager, base preset, dropout off, 8 x 2048, for CANINE-C and
-  CANINE-S in each --precisions (training/compile_check.py; tolerances there, with reasons).
+  CANINE-S in each --precisions (training/train/compile_check.py; tolerances there, with reasons).
 - lamb: one optimizer step of the base recipe's engine (LAMB, ZeRO-0, bf16 autocast over fp32
   weights) on this device against the reference LAMB (training/train/lamb.py) stepping a copy
   on the same device with the same (clipped) gradients: each parameter's change within 1e-4
@@ -40,10 +40,10 @@ if not torch.cuda.is_available():
     os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 from pipeline.synthetic import synthetic_rows  # noqa: E402
-from training import compile_check  # noqa: E402
 from training.batch import build_batch  # noqa: E402
 from training.canine_config import of_size  # noqa: E402
 from training.heads import CaninePretrainingModel  # noqa: E402
+from training.train import compile_check  # noqa: E402
 
 CHECKS = ("compile", "lamb", "learn", "learn-compiled")
 
@@ -152,7 +152,7 @@ def check_lamb(args) -> tuple[bool, list[str]]:
     whole = all(id(p) in own for p in grouped) and len(grouped) == len(own)
     before = {n: p.detach().float().cpu().clone() for n, p in model.named_parameters()}
     batch = _batch(model_cfg, cfg.train.objective, args.batch, args.seq_len, args.device)
-    with compile_check.autocast(args.device, precision):
+    with engine.autocast_for(args.device, precision):
         out = wrapped(batch)
     wrapped.backward(out.loss)
     wrapped.step()

@@ -45,7 +45,7 @@ def preprocess_s(inputs, out: str, workers: int) -> float:
 
 def train(data: str, out: str, steps: int) -> dict:
     """A stopped-then-resumed tiny run; its steady steps/s and the two wall times."""
-    from training import rundir
+    from training.train import rundir
     from training.train import config
     from training.train.run import pretrain
 

@@ -50,7 +50,7 @@ if not torch.cuda.is_available():
 
 from contract import schema  # noqa: E402
 from contract.options import parse_settings  # noqa: E402
-from training import rundir  # noqa: E402
+from training.train import rundir  # noqa: E402
 from training.train import config  # noqa: E402
 from training.train.run import pretrain  # noqa: E402
 

@@ -6,7 +6,7 @@
 
 Masked prediction on the validation split (pretrained, initial, unigram baseline) and a linear
 probe of the pooled output for language identification of short snippets, overall and per
-language, with the languages that had no validation example to score (training/evaluate.py
+language, with the languages that had no validation example to score (training/train/evaluate.py
 says how each is measured; --json: the same under "masked", "probe", "languages" and
 "unscored_languages"). Reads the run's config, its consolidated weights (written after the
 last step) or, with --step N or --checkpoint PATH, a saved checkpoint's (consolidated here, no Ray
@@ -23,7 +23,7 @@ def add_arguments(p):
     import inspect
 
     from jobs.export import add_weights_arguments
-    from training.evaluate import evaluate_run
+    from training.train.evaluate import evaluate_run
 
     default = {name: param.default for name, param in inspect.signature(evaluate_run).parameters.items()}  # one place
     p.add_argument("run", metavar="RUN", help="a run directory (fsspec URL), the --output of canine pretrain")
@@ -39,8 +39,8 @@ def add_arguments(p):
 
 def main(args) -> int:
     from jobs import errors
-    from training import rundir
-    from training.evaluate import evaluate_run, format_evaluation
+    from training.train import rundir
+    from training.train.evaluate import evaluate_run, format_evaluation
 
     try:
         result = evaluate_run(args.run, examples=args.examples, train_examples=args.train_examples,

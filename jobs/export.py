@@ -29,7 +29,7 @@ def add_arguments(p):
 
 
 def add_weights_arguments(p) -> None:
-    """--step / --checkpoint: which weights of the run (training/rundir.py `weights`); canine evaluate's too."""
+    """--step / --checkpoint: which weights of the run (training/train/rundir.py `weights`); canine evaluate's too."""
     which = p.add_mutually_exclusive_group()
     which.add_argument("--step", type=int, metavar="N",
                        help="the checkpoint saved at step N (default: the final weights, written after the last step)")
@@ -40,7 +40,7 @@ def add_weights_arguments(p) -> None:
 
 def objects(args) -> dict[str, str]:
     """What each path is, for an error that names only a path (jobs/errors.py)."""
-    from training import rundir
+    from training.train import rundir
 
     default = f"{rundir.HF}-step{args.step}" if args.step is not None else rundir.HF
     out = {args.run: "the run directory (RUN)", args.to or rundir.join(args.run, default): "the export directory (--to)"}
@@ -52,8 +52,8 @@ def objects(args) -> dict[str, str]:
 def main(args) -> int:
     from contract.files import redact
     from jobs import errors
-    from training import rundir
-    from training.export import export_run
+    from training.train import rundir
+    from training.train.export import export_run
 
     try:
         target = export_run(args.run, to=args.to, step=args.step, checkpoint=args.checkpoint)

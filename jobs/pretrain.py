@@ -67,7 +67,7 @@ def objects(args, cfg=None) -> dict[str, str]:
 
 def main(args) -> int:
     from jobs import errors
-    from training.rundir import absolute_paths
+    from training.train.rundir import absolute_paths
     from training.train.config import load_config, to_yaml
 
     try:

@@ -4,21 +4,22 @@
     canine report gs://bucket/runs/base --json
 
 Reads only what the run wrote (metrics.jsonl, config.yaml, summary.json, and the shard
-manifest its config points to), so it works for any finished or running run. RUN_DIR is a local
-path (relative to the working directory) or any fsspec URL; the curve goes to RUN_DIR/curves.png.
+manifest its config points to, read as the trainer reads it: training/train/data.py), so it
+works for any finished or running run. RUN_DIR is a local path (relative to the working
+directory) or any fsspec URL; the curve goes to RUN_DIR/curves.png.
 """
 
 import io
 import json
 
-from contract.manifest import read_manifest
-from training import rundir
+from training.train import rundir
+from training.train import data
 
 
-def _data_manifest(data_path: str):
-    """The manifest of the shards a run trained on (contract/manifest.py), None where it is gone."""
+def _dataset(data_path: str) -> "data.Dataset | None":
+    """The shards a run trained on, as the trainer read them (their manifest), None where they are gone."""
     try:
-        return read_manifest(data_path)
+        return data.open_dataset(data_path)
     except FileNotFoundError:
         return None
 
@@ -65,11 +66,13 @@ def summarize(run_dir: str) -> dict:
     if cfg:
         summary["objective"] = cfg.get("train", {}).get("objective")
         data_path = cfg.get("data", {}).get("path")
-        m = _data_manifest(data_path) if data_path else None
-        if m is not None:
+        ds = _dataset(data_path) if data_path else None
+        if ds is not None:
             summary["data"] = data_path
-            summary["examples"] = {name: split.rows for name, split in m.splits.items()}
-            summary["languages"] = sorted(m.languages)
+            summary["examples"] = ds.split_rows()
+            summary["languages"] = sorted(ds.languages)
+            if ds.trial_slice:  # a model trained on a --max-pages slice says so (a whole run's summary has no key)
+                summary["trial_slice"] = ds.trial_slice
     run_summary = rundir.read(rundir.join(run_dir, rundir.SUMMARY))
     if run_summary:
         s = json.loads(run_summary)
@@ -82,6 +85,8 @@ def format_summary(s: dict) -> str:
     if "examples" in s:
         ex = ", ".join(f"{k} {v}" for k, v in s["examples"].items())
         lines.append(f"data           {s['data']}: {ex} examples, {len(s['languages'])} languages ({' '.join(s['languages'])})")
+    if s.get("trial_slice"):
+        lines.append(f"trial slice    {s['trial_slice']}")
     lines += [f"{label:<15}{text}" for label, text in rundir.figures(s)]
     lines.append(f"curve          {s['curve']}")
     for key in ("consolidated", "hf_export"):

@@ -57,7 +57,7 @@ def main(args) -> int:
     from jobs import errors, report
     from jobs.preprocess import preprocess
     from pipeline.preprocess_config import PreprocessConfig
-    from training import evaluate, rundir
+    from training.train import evaluate, rundir
     from training.train.config import load_config
     from training.train.run import pretrain
 

@@ -4,6 +4,8 @@
     contract/   the shard contract and what both sides share (the base install): imports no layer
     pipeline/   preprocessing, which writes the shards: may import contract/
     training/   the model and the trainer, which read them: may import contract/, not pipeline/
+                (inside it, train/ is a run, from its config to its export: it imports the model
+                and what builds its input, the rest of training/, which never imports it)
     jobs/       the `canine` command: may import contract/, pipeline/ and training/
 
 pipeline/ and training/ sit side by side on contract/: neither imports the other, so a change
@@ -12,6 +14,7 @@ inside one cannot break the other except through the contract. Read from the sou
 deferred), so a lazy import cannot slip past.
 """
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -81,3 +84,65 @@ def test_the_check_sees_a_violation(tmp_path):
     assert above("training", bad) == {"pipeline"}
     assert above("contract", bad) == {"pipeline", "training"}
     assert above("jobs", bad) == set()
+
+
+# training/ is the CANINE model and what builds its input; training/train/ is a run of it, from its
+# config to its export. The run imports the model, never the other way round.
+TRAINER = "training.train"
+INDEX_LINE = re.compile(r"^    (\w+\.py|\w+/) ", re.M)  # a package docstring's "    name.py  what it is"
+
+
+def imported_modules(path: Path, package: tuple[str, ...] | None = None) -> set[str]:
+    """Dotted names of every module `path` imports and of every name it imports from one (`from
+    training import train` gives training.train), at module level or inside a function. A relative
+    import resolves against `package` (default: the folder of `path` under the repository)."""
+    package = path.resolve().relative_to(ROOT).parent.parts if package is None else package
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[:len(package) - node.level + 1] if node.level else ()
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def reaches_the_trainer(path: Path, package: tuple[str, ...] | None = None) -> list[str]:
+    return sorted(n for n in imported_modules(path, package) if n == TRAINER or n.startswith(TRAINER + "."))
+
+
+def test_the_model_does_not_import_the_trainer():
+    model_side = [p for p in sources("training") if ROOT / "training" / "train" not in p.parents]
+    wrong = {str(p.relative_to(ROOT)): reaches_the_trainer(p) for p in model_side if reaches_the_trainer(p)}
+    assert len(model_side) > 5 and not wrong, (
+        "a module of training/ outside train/ imports training.train; the model and what builds its input "
+        f"may not depend on the run (move the module into train/, or what both need down here): {wrong}")
+
+
+def test_the_trainer_check_sees_a_violation(tmp_path):
+    """A deferred import, a package imported by name, a submodule, and a relative import all count;
+    the run's own siblings do not."""
+    bad = tmp_path / "m.py"
+    bad.write_text("from training import kernels\n\n\ndef f():\n    from training.train import rundir\n"
+                   "    import training.train.run\n    from training import train\n    from .train.engine import wrap\n")
+    assert reaches_the_trainer(bad, ("training",)) == [
+        "training.train", "training.train.engine", "training.train.engine.wrap", "training.train.run",
+        "training.train.rundir"]
+    fine = tmp_path / "n.py"
+    fine.write_text("from training import batch, seeds\nimport training.model\n")
+    assert reaches_the_trainer(fine, ("training",)) == []
+
+
+@pytest.mark.parametrize("package", ["training", "training/train"])
+def test_the_package_index_lists_every_module(package):
+    """Each package's docstring indexes its modules (and subpackages), one line each."""
+    folder = ROOT / package
+    listed = INDEX_LINE.findall(ast.get_docstring(ast.parse((folder / "__init__.py").read_text()), clean=False) or "")
+    present = ({p.name for p in folder.glob("*.py") if p.name != "__init__.py"}
+               | {f"{p.parent.name}/" for p in folder.glob("*/__init__.py")})
+    twice = sorted({n for n in listed if listed.count(n) > 1})
+    assert set(listed) == present and not twice, (
+        f"{package}/__init__.py's index: missing {sorted(present - set(listed))}, no such module "
+        f"{sorted(set(listed) - present)}, listed twice {twice}")

@@ -11,26 +11,23 @@ Applies the mask plans the pipeline stored (it only decided them) and builds the
     (`subword_actions`); predictions at start + offset.
   * noise (off by default): CharBERT's typos in the input characters, targets clean (training/noise.py).
 Randomness (identity spans, shuffled order, noise) is a pure function of (seed, crc32(example_id), index):
-the same rows and seed give the same batch in any process, in any row order. No per-character
-Python loop: ragged columns are handled as flat arrays plus offsets. Rows are checked first with
-the contract's row rules (contract/rows.py), the ones `canine validate` applies: a broken row is
-named (BatchError), never trained on.
+training/seeds.py's counter streams, so the same rows and seed give the same batch in any process, in
+any row order. No per-character Python loop: ragged columns are handled as flat arrays plus offsets.
+Rows are checked first with the contract's row rules (contract/rows.py), the ones `canine validate`
+applies: a broken row is named (BatchError), never trained on.
 """
 
 import functools
-import zlib
 
 import numpy as np
 
 from contract import schema
 from contract.rows import SUBWORD_COLUMNS, RowError, Rows, check
-from contract.splitmix import GOLDEN, MIX1, MIX2, splitmix64, unit_floats
-from training import noise
+from training import noise, seeds
 from training.canine_config import OBJECTIVES, CanineConfig
 
 IDENTITY_SPAN_RATE = 0.1  # CANINE-C spans left unmasked but still predicted (paper Figure 2)
 _DEFAULT_BUCKETS = CanineConfig.num_hash_buckets
-_STREAM_IDENTITY, _STREAM_ORDER = 1, 2  # independent random streams per example; noise.py draws 3-5
 
 BatchError = RowError  # a row breaks the shard contract: the message names the example, field and position
 
@@ -42,14 +39,6 @@ def _pad(values, offsets, width: int, fill=0, dtype=np.int64) -> np.ndarray:
     rows = np.repeat(np.arange(len(lengths)), lengths)
     out[rows, np.arange(len(values)) - offsets[rows]] = values
     return out
-
-
-def _uniform(seed: int, keys: np.ndarray, index: np.ndarray, stream: int) -> np.ndarray:
-    """Deterministic U[0, 1) per (seed, example key, index, stream): splitmix64 of their mix."""
-    with np.errstate(over="ignore"):
-        x = (np.uint64(seed & (2**64 - 1)) * GOLDEN + keys.astype(np.uint64) * MIX1
-             + index.astype(np.uint64) * MIX2 + np.uint64(stream))
-        return unit_floats(splitmix64(x))
 
 
 def build_batch_numpy(rows, seq_len: int, objective: str, seed: int = 0, *, noise_rate: float = 0.0,
@@ -73,7 +62,7 @@ def build_batch_numpy(rows, seq_len: int, objective: str, seed: int = 0, *, nois
     r = Rows(rows)
     check(r, seq_len, char=objective == "char", subword=objective == "subword",
           max_char_predictions=max_char_predictions, max_subword_predictions=max_subword_predictions)
-    keys = np.array([zlib.crc32(i.encode("utf-8")) for i in r.ids], dtype=np.uint64)
+    keys = seeds.example_keys(r.ids)
     codepoints, offsets = r.ragged("codepoints")
     segments, _ = r.ragged("segment_ids")
     masked = codepoints.copy()
@@ -85,7 +74,7 @@ def build_batch_numpy(rows, seq_len: int, objective: str, seed: int = 0, *, nois
     noised = None
     if noise_rate > 0:
         noised = noise.add_noise(masked, segments, offsets, keys, protected, predicted, rate=noise_rate,
-                                 seq_len=seq_len, draw=functools.partial(_uniform, seed))
+                                 seq_len=seq_len, draw=functools.partial(seeds.batch_uniform, seed))
         key = "char" if objective == "char" else "subword"
         slot = plan[f"{key}_weights"] > 0  # padding slots stay 0
         moved = noised.new_index[offsets[:-1, None] + np.where(slot, plan[f"{key}_positions"], 0)]
@@ -121,12 +110,13 @@ def _char_plan(r, keys, codepoints, offsets, masked, seed, num_buckets, limit):
     nonempty = np.diff(pos_offsets) > 0
     first_span_of_row[nonempty] = span_global[pos_offsets[:-1][nonempty]]
     span_in_row = span_global - first_span_of_row[rows]
-    identity = _uniform(seed, keys[rows], span_in_row, _STREAM_IDENTITY) < IDENTITY_SPAN_RATE
+    identity = seeds.batch_uniform(seed, keys[rows], span_in_row, seeds.Stream.IDENTITY) < IDENTITY_SPAN_RATE
     masked[flat[~identity]] = schema.MASK  # the rest of `flat` is predicted but visible
 
     weights = _pad(np.ones(len(positions), np.float32), pos_offsets, limit, dtype=np.float32)
     slot = np.broadcast_to(np.arange(limit), weights.shape)
-    order_keys = _uniform(seed, keys[:, None], slot, _STREAM_ORDER) + (weights == 0)  # padding sorts last
+    order_keys = seeds.batch_uniform(seed, keys[:, None], slot, seeds.Stream.CHAR_ORDER)
+    order_keys += weights == 0  # padding sorts last
     return {
         "char_positions": _pad(positions, pos_offsets, limit),
         "char_gold_ids": _pad(gold, pos_offsets, limit),

@@ -1,5 +1,5 @@
 """Hugging Face interoperability: `export_hf(model, path)` and `import_hf(path)`.
-(A whole run, with its model card: training/export.py.)
+(A whole run, with its model card: training/train/export.py.)
 
 An export of a pretraining model also holds its head, for a fill-in query: training/hf_masked.py,
 copied in as modeling_canine_masked.py, is what `AutoModelForMaskedLM.from_pretrained(path,
@@ -233,13 +233,17 @@ def subword_vocab_of(data_path: str) -> list[str] | None:
     """CANINE-S's vocabulary, the tokens by id, from the tokenizer of the shards at `data_path`
     (contract/schema.py TOKENIZER); None where it is missing or unreadable (the export then
     names no subwords, its encoder is unaffected)."""
+    import fsspec
     from tokenizers import Tokenizer
 
     from contract import schema
-    from training import rundir
+    from contract.files import join
 
     try:
-        raw = rundir.read(rundir.join(data_path, schema.TOKENIZER)) if data_path else None
+        raw = None
+        if data_path:
+            fs, path = fsspec.core.url_to_fs(join(data_path, schema.TOKENIZER))
+            raw = fs.cat_file(path) if fs.exists(path) else None
         vocab = Tokenizer.from_str(raw.decode("utf-8")).get_vocab(with_added_tokens=True) if raw else {}
     except Exception:  # OSError reading it; the tokenizers library raises a bare Exception on bad JSON
         return None

@@ -33,8 +33,9 @@ Insertions that would make a row longer than `seq_len` are dropped from the row'
 (`dropped_insertions`).
 
 Randomness: `draw(keys, index, stream)` is U[0, 1) per (example key, character index in the row,
-stream): the batch builder's hash of (seed, crc32(example_id), index, stream), so the same rows and
-seed give the same noise in any process, row order and chunking; the seed is new every epoch.
+stream): training/seeds.py's batch_uniform of (seed, crc32(example_id), index, stream), its streams
+NOISE_SITE, NOISE_KIND and NOISE_SOURCE, so the same rows and seed give the same noise in any
+process, row order and chunking; the seed is new every epoch.
 Vectorized over the flat ragged arrays: no Python loop per character or row.
 """
 
@@ -44,10 +45,10 @@ from typing import Callable
 import numpy as np
 
 from contract import schema
+from training.seeds import Stream
 
 KINDS = ("insert", "delete", "swap", "substitute")
 INSERT, DELETE, SWAP, SUBSTITUTE = range(len(KINDS))
-STREAM_SITE, STREAM_KIND, STREAM_SOURCE = 3, 4, 5  # training/batch.py draws streams 1 and 2
 
 # Not word characters: whitespace (every str.isspace codepoint is <= U+3000) and specials (PAD,
 # U+E000..U+E0FF). The table's last slot stands for every codepoint above the special range.
@@ -84,10 +85,10 @@ def add_noise(ids: np.ndarray, segments: np.ndarray, offsets: np.ndarray, keys: 
     eligible = word.copy()
     eligible[protected] = False
     is_protected = word & ~eligible  # protected word characters (the rest are not word characters)
-    u = draw(np.repeat(keys, lengths), index, STREAM_SITE)  # for every character: cheaper than gathering
+    u = draw(np.repeat(keys, lengths), index, Stream.NOISE_SITE)  # for every character: cheaper than gathering
     sites = np.flatnonzero(eligible & (u < rate))
     srow, sidx = np.searchsorted(offsets, sites, side="right") - 1, index[sites]
-    kind = (draw(keys[srow], sidx, STREAM_KIND) * len(KINDS)).astype(np.int64)
+    kind = (draw(keys[srow], sidx, Stream.NOISE_KIND) * len(KINDS)).astype(np.int64)
 
     ok = np.ones(len(sites), dtype=bool)
     is_predicted = np.zeros(n, dtype=bool)
@@ -165,4 +166,4 @@ def _sources(sites, word_flat, offsets, keys, index, draw) -> np.ndarray:
     first = np.searchsorted(word_flat, offsets[:-1])
     count = np.searchsorted(word_flat, offsets[1:]) - first
     r = np.searchsorted(offsets, sites, side="right") - 1
-    return word_flat[first[r] + (draw(keys[r], index[sites], STREAM_SOURCE) * count[r]).astype(np.int64)]
+    return word_flat[first[r] + (draw(keys[r], index[sites], Stream.NOISE_SOURCE) * count[r]).astype(np.int64)]

@@ -56,7 +56,7 @@ def _safetensors(directory: Path) -> dict:
 
 def _hf_of_checkpoint(url: str) -> dict:
     """The Hugging Face tensors of a checkpoint's consolidated weights, as an export holds them."""
-    from training import rundir
+    from training.train import rundir
     from training.heads import CaninePretrainingModel
     from training.hf import to_hf_state_dict
     from training.train import config

@@ -508,7 +508,7 @@ def test_ctrl_c_in_pretrain_says_what_was_kept_and_130(shards, tmp_path, capsys,
     the last checkpoint Ray Train recorded (its snapshot, rundir.last_checkpoint), or none yet."""
     import json as json_
 
-    from training import rundir
+    from training.train import rundir
     from training.train import run as run_mod
 
     monkeypatch.chdir(tmp_path)
@@ -535,7 +535,7 @@ def test_evaluate_on_data_without_validation_rows_names_the_split_and_the_fix(tm
 
     from pipeline.synthetic import write_contract_shards
     from training.heads import CaninePretrainingModel
-    from training.rundir import CONSOLIDATED
+    from training.train.rundir import CONSOLIDATED
     from training.train import config
     from training.train.checkpoint import save_consolidated
 

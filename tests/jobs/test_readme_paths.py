@@ -198,7 +198,7 @@ def test_an_export_has_the_modes_the_umask_allows(umask, contract_shards, tmp_pa
 
     from jobs import cli
     from training.heads import CaninePretrainingModel
-    from training.rundir import CONSOLIDATED
+    from training.train.rundir import CONSOLIDATED
     from training.train import config
     from training.train.checkpoint import save_consolidated
 

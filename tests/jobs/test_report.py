@@ -7,7 +7,7 @@ import yaml
 
 from jobs import cli, report
 from pipeline.synthetic import WORDS, write_contract_shards
-from training import rundir
+from training.train import rundir
 
 
 def write_run(tmp_path):
@@ -68,7 +68,7 @@ def test_sentence_order_accuracy_is_reported_when_the_run_had_pairs(tmp_path):
 def test_summary_json_report_and_model_card_print_the_same_figures(tmp_path):
     """One summary of metrics.jsonl (rundir.summarize): the driver's summary.json, canine report
     and the model card print the same numbers, to the digit (they once used three statistics)."""
-    from training.export import model_card
+    from training.train.export import model_card
     from training.train import config
     from training.train.run import summarize as run_summary
 
@@ -81,7 +81,7 @@ def test_summary_json_report_and_model_card_print_the_same_figures(tmp_path):
                                           "train.max_steps": 20})
     saved = run_summary(cfg, records)
     shown = report.summarize(str(tmp_path))
-    card = model_card(cfg, config.model_config(cfg), records, None, None, "not here")
+    card = model_card(cfg, config.model_config(cfg), records, None, "not here")
     for key in ("loss_start", "loss_end", "final_loss", "eval_loss", "eval_accuracy", "examples_per_s", "chars_per_s"):
         assert saved[key] == shown[key], key
     assert saved["steps"] == 20 and saved["finished"] and saved["peak_rss_mb_per_worker"] == 519.0

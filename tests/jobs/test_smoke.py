@@ -16,7 +16,7 @@ STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d"
 STDOUT = [r"\[1/3\] preprocessing the bundled sample .*", r"    \d+ train / \d+ validation examples from .*",
           r"\[2/3\] pretraining tiny CANINE-C .*", r"\[3/3\] summary", r"run  +.*", r"data  +.*", r"loss  +.*",
           r"validation  +step \d+: loss .*", r"throughput  +.* characters/s.*", r"curve  +.*/curves\.png",
-          # canine evaluate's comparison (training/evaluate.py format_evaluation)
+          # canine evaluate's comparison (training/train/evaluate.py format_evaluation)
           r"weights  +step (\d+) of \1 \(the final weights\)",
           r"held-out  +\d+ validation examples, \d+ masked characters \(CANINE-C\)", r" +accuracy +loss",
           *(rf"  {name} +0\.\d{{3}} +\d+\.\d{{3}}" for name in ("pretrained", "initial", "unigram")),

@@ -47,7 +47,7 @@ def reference_run(pipeline_shards, ray_local, tmp_path_factory):
     multi-node tests compare their losses with step by step. log.profile_steps leaves the
     arithmetic unchanged."""
     from reference_settings import reference_config
-    from training import rundir
+    from training.train import rundir
     from training.train.run import pretrain
 
     output = tmp_path_factory.mktemp("reference")

@@ -1,5 +1,5 @@
 """torch.compile of the whole pretraining model trains what eager trains: every parameter's
-gradient after one backward, and the weights after a few optimizer steps (training/compile_check.py,
+gradient after one backward, and the weights after a few optimizer steps (training/train/compile_check.py,
 the same check benchmarks/gpu_check.py runs on a GPU).
 
 Dropout is off (compiled code draws its dropout masks from another generator). Inductor's code
@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from pipeline.synthetic import synthetic_rows
-from training import compile_check
+from training.train import compile_check
 from training.batch import build_batch
 from training.canine_config import of_size
 from training.heads import CaninePretrainingModel

@@ -1,4 +1,4 @@
-"""`canine evaluate` (training/evaluate.py, jobs/evaluate.py): a run's encoder against its own
+"""`canine evaluate` (training/train/evaluate.py, jobs/evaluate.py): a run's encoder against its own
 initialization on held-out data: masked prediction beside a unigram baseline, and a linear
 language probe of the pooled output."""
 
@@ -12,7 +12,7 @@ import torch
 
 from contract import schema
 from jobs import cli
-from training import evaluate
+from training.train import evaluate
 from training.train import config
 
 from test_export import write_run
@@ -66,7 +66,7 @@ def test_an_untrained_run_equals_its_initialization(tmp_path, contract_shards):
 
 
 def test_each_languages_figures_are_over_its_own_rows_and_the_unread_are_listed(tmp_path, contract_shards):
-    from training.train.stream import build_seed
+    from training.seeds import build_seed
 
     run = str(tmp_path / "run")
     write_run(run, contract_shards)
@@ -110,9 +110,9 @@ def test_each_languages_figures_are_over_its_own_rows_and_the_unread_are_listed(
 def _train_briefly(run: str, data: str, steps: int) -> None:
     """Overwrite the run's weights with those of a short in-process AdamW run on its data."""
     from training.heads import CaninePretrainingModel
-    from training.rundir import CONSOLIDATED
+    from training.train.rundir import CONSOLIDATED
     from training.train.checkpoint import save_consolidated
-    from training.train.stream import build_seed
+    from training.seeds import build_seed
 
     cfg, manifest, _, _ = evaluate.load_run(run)
     model = CaninePretrainingModel(config.model_config(cfg), "char")

@@ -1,4 +1,4 @@
-"""`export_run` (training/export.py) and `canine export` (jobs/export.py): a finished run -> a
+"""`export_run` (training/train/export.py) and `canine export` (jobs/export.py): a finished run -> a
 directory AutoModel and AutoTokenizer load offline, with a model card; published whole, locally
 and on an object store; pretraining says where it exported, or why not."""
 
@@ -11,11 +11,11 @@ import torch
 import yaml
 
 from contract.manifest import read_manifest
-from training import rundir
-from training.export import ExportError, export_run
+from training.train import rundir
+from training.train.export import ExportError, export_run
 from training.heads import CaninePretrainingModel
 from training.hf import EXPORT_MARKER, to_hf_state_dict
-from training.rundir import CONSOLIDATED
+from training.train.rundir import CONSOLIDATED
 from training.train import config
 from training.train.checkpoint import save_consolidated
 

@@ -8,7 +8,9 @@ import pytest
 from contract import schema
 from pipeline.synthetic import synthetic_rows
 from training import noise
-from training.batch import _uniform, build_batch_numpy
+from training.batch import build_batch_numpy
+from training import seeds
+from training.seeds import Stream, batch_uniform
 from training.train import config, stream
 
 CLS, SEP, MASK = schema.CLS, schema.SEP, schema.MASK
@@ -52,11 +54,11 @@ def test_off_by_default_and_a_rate_without_sites_change_nothing(objective):
 
 
 def test_the_edits_by_hand():
-    # "hello" at seed 11, rate 0.3: the site draws _uniform(11, crc32("hand"), i, 3) at i = 1..5 are
+    # "hello" at seed 11, rate 0.3: the site draws batch_uniform(11, crc32("hand"), i, 3) at i = 1..5 are
     # .49 .47 .48 .25 .21, so 'l' (4) and 'o' (5) are sites; both draw swap (kind draws x 4 = 2, 2).
     # 'l' swaps with 'o'; 'o' is right after a swap site, so it does nothing (the left site wins).
     key = np.full(7, zlib.crc32(b"hand"), np.uint64)
-    assert np.flatnonzero(_uniform(11, key, np.arange(7), noise.STREAM_SITE)[1:6] < 0.3).tolist() == [3, 4]
+    assert np.flatnonzero(batch_uniform(11, key, np.arange(7), Stream.NOISE_SITE)[1:6] < 0.3).tolist() == [3, 4]
     b, n = build_batch_numpy(_row("hand", "hello"), 10, "char", seed=11, noise_rate=0.3, return_noise=True)
     assert _text(b["input_ids"][0]) == "[helol]"
     assert n.edits.tolist() == [-1, -1, -1, -1, noise.SWAP, -1, -1]
@@ -101,8 +103,8 @@ def test_a_swap_never_pulls_a_subword_span_character():
     row = {**_row("keep", "hello"), "subword_starts": [[3]], "subword_lengths": [[2]], "subword_ids": [[7]],
            "subword_predict_offsets": [[1]], "subword_actions": [[schema.ACTION_KEEP]], "subword_replacements": [[]]}
     key = np.full(7, zlib.crc32(b"keep"), np.uint64)
-    assert np.flatnonzero(_uniform(21, key, np.arange(7), noise.STREAM_SITE) < 0.3).tolist() == [2]
-    assert int(_uniform(21, key, np.array([2]), noise.STREAM_KIND)[0] * 4) == noise.SWAP
+    assert np.flatnonzero(batch_uniform(21, key, np.arange(7), Stream.NOISE_SITE) < 0.3).tolist() == [2]
+    assert int(batch_uniform(21, key, np.array([2]), Stream.NOISE_KIND)[0] * 4) == noise.SWAP
     b, n = build_batch_numpy(row, 10, "subword", seed=21, noise_rate=0.3, return_noise=True)
     assert _text(b["input_ids"][0]) == "[hello]" and n.counts["skipped"] == 1 and n.counts["swap"] == 0
     assert b["subword_positions"][0, 0] == 4
@@ -117,8 +119,8 @@ def test_noise_is_a_function_of_seed_example_and_epoch():
     for key in a:
         assert np.array_equal(a[key], reverse[key][::-1]), key  # per example, not per row index
         assert np.array_equal(a[key], np.concatenate([c[key] for c in chunks])), key
-    epochs = [build_batch_numpy(table, 300, "char", seed=stream.build_seed(0, e), noise_rate=0.1) for e in (0, 1)]
-    clean = [build_batch_numpy(table, 300, "char", seed=stream.build_seed(0, e)) for e in (0, 1)]
+    epochs = [build_batch_numpy(table, 300, "char", seed=seeds.build_seed(0, e), noise_rate=0.1) for e in (0, 1)]
+    clean = [build_batch_numpy(table, 300, "char", seed=seeds.build_seed(0, e)) for e in (0, 1)]
     # Another epoch: other noise at the characters no mask decision touched.
     unmasked = (clean[0]["input_ids"] != MASK) & (clean[1]["input_ids"] != MASK)
     assert not np.array_equal(epochs[0]["input_ids"][unmasked], epochs[1]["input_ids"][unmasked])

@@ -15,7 +15,7 @@ model needs no more activation memory than that.
 Rank 0 writes the choice into OUTPUT/config.yaml, and the driver (run.py) fills `auto` from a
 saved config, so a worker restart or a resume trains with the same micro batch and probes no
 more. The order of the examples does not depend on the micro batch (data.py: each worker takes
-its block of every global batch in order); the dropout masks do (loop.dropout_seed draws them per
+its block of every global batch in order); the dropout masks do (training/seeds.py draws them per
 micro batch), so a run is reproducible for one micro batch, which is why the choice is saved.
 
 On CPU there is no probe (host memory is not what limits a CPU run): auto takes the largest
@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from contract import schema
+from training import seeds
 from training.train import failures
 
 CPU_MICRO_BATCH = 32  # training/train/schema.py's built-in train.micro_batch
@@ -75,7 +76,7 @@ def probe_rows(seq_len: int, vocab_size: int, rows: int = PROBE_ROWS) -> dict:
     Made from the contract alone, since training/ imports nothing of the pipeline: the batch
     builder pads every row to the same shapes, and the model's memory depends on those shapes
     only, not on the letters or on which positions are chosen."""
-    rng = np.random.default_rng(0)
+    rng = seeds.probe_rng()
     chars = np.arange(1, seq_len - 1, 2)[:schema.MAX_CHAR_PREDICTIONS].tolist()  # every other character
     starts = np.arange(1, seq_len - 2, 3)[:schema.MAX_SUBWORD_PREDICTIONS]  # two-character spans, apart
     actions = np.resize([schema.ACTION_MASK, schema.ACTION_RANDOM, schema.ACTION_KEEP], len(starts))
@@ -179,7 +180,6 @@ def resolve(cfg, model, model_cfg, world: int, rank: int, device):
 def record(cfg) -> None:
     """Save the chosen micro batch with the run (OUTPUT/config.yaml, which the driver wrote)."""
     from contract.files import atomic_write
-    from training import rundir
-    from training.train import config
+    from training.train import config, rundir
 
     atomic_write(rundir.join(cfg.output, rundir.CONFIG), config.to_yaml(cfg).encode("utf-8"))

@@ -4,7 +4,8 @@ Everything here is deterministic and addressable, which is what exact and elasti
 - The train split is cut into units of at most `data.unit_rows` consecutive rows of one shard.
 - Epoch e: the units are shuffled with the seed (seed, e) and dealt to `data.streams` streams,
   each unit to the stream with the fewest rows so far (balanced; ties to the lowest). A stream is
-  its units in that order, the rows inside each unit permuted with the seed (seed, e, shard, start).
+  its units in that order, the rows inside each unit permuted with the seed (seed, e, shard, start)
+  (both in training/seeds.py).
 - Global batch s of the epoch is rows [s*q, (s+1)*q) of every stream, q = global_batch / streams,
   laid out stream after stream; worker r of W trains on the contiguous block [r*b, (r+1)*b) of it,
   b = global_batch / W: a worker reads several streams' pieces of a batch (W < streams), one
@@ -36,16 +37,16 @@ data may be local or on any fsspec filesystem (gs://, s3://, ...).
 
 import functools
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import fsspec
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from contract import manifest as contract_manifest
 from contract import schema
 from contract.files import file_sha256, join
+from training import seeds
 
 
 @dataclass(frozen=True)
@@ -57,13 +58,24 @@ class ShardRef:
 
 @dataclass(frozen=True)
 class Dataset:
-    """What training needs of the contract's manifest (contract/manifest.py), with absolute URLs."""
+    """What the training side reads of the contract's manifest (contract/manifest.py), with absolute
+    URLs: the trainer, and evaluate, export and `canine report`, which read nothing else of it."""
 
     url: str  # the data directory
     splits: dict  # split name -> tuple[ShardRef, ...]
     seq_len: int  # the length the pipeline built examples for (0 if the manifest does not say)
     config_sha256: str  # identity of the data: a resumed run checks it did not change
     tokenizer_url: str  # tokenizer.json (CANINE-S vocabulary)
+    # Every language the pipeline read -> its examples over both splits, sorted by code; 0 for one
+    # whose pages were all rejected (evaluate names those with examples it scored none of; the model
+    # card and `canine report` list all).
+    languages: dict = field(default_factory=dict)
+    manifest_sha256: str = ""  # of the manifest file's bytes: the model card names the data by it
+    trial_slice: str | None = None  # the manifest's words for a --max-pages output; None: the whole dump
+
+    def split_rows(self) -> dict[str, int]:
+        """{split: examples}, as the manifest records them."""
+        return {name: sum(s.rows for s in shards) for name, shards in self.splits.items()}
 
 
 @dataclass(frozen=True, order=True)
@@ -76,7 +88,7 @@ class Unit:
 def open_dataset(data_url: str) -> Dataset:
     """Load and check `DIR/<schema.MANIFEST>`; errors name the file and the offending field."""
     try:
-        m = contract_manifest.read_manifest(data_url)
+        m, manifest_sha256 = contract_manifest.open_manifest(data_url)
     except FileNotFoundError:
         raise FileNotFoundError(f"{contract_manifest.manifest_url(data_url)}: no manifest; --data must be a "
                                 "directory written by `canine preprocess`") from None
@@ -85,7 +97,9 @@ def open_dataset(data_url: str) -> Dataset:
     if not sum(s.rows for s in splits["train"]):
         raise ValueError(f"{contract_manifest.manifest_url(data_url)}: the train split has no rows")
     return Dataset(url=data_url, splits=splits, seq_len=m.seq_len, config_sha256=m.config_sha256,
-                    tokenizer_url=join(data_url, m.tokenizer.path))
+                    tokenizer_url=join(data_url, m.tokenizer.path),
+                    languages={lang: c.examples for lang, c in sorted(m.languages.items())},
+                    manifest_sha256=manifest_sha256, trial_slice=m.trial_slice)
 
 
 _CORRUPT = "(a damaged or replaced file; rerun `canine preprocess` or restore it)"
@@ -159,7 +173,7 @@ def canonical_streams(global_batch: int, units: int) -> int:
 
 def deal_units(units: list[Unit], streams: int, seed: int, epoch: int) -> list[list[Unit]]:
     """Shuffle the units with (seed, epoch), then give each to the stream with the fewest rows."""
-    order = np.random.default_rng([seed, epoch]).permutation(len(units))
+    order = seeds.unit_order(seed, epoch, len(units))
     dealt = [[] for _ in range(streams)]
     rows = [0] * streams
     for i in order:
@@ -212,7 +226,7 @@ def rank_segments(p: EpochPlan, shards, first: int, last: int, rank: int, world:
 
 
 def unit_seed(seed: int, epoch: int, unit: Unit) -> list[int]:
-    return [seed, epoch, unit.shard, unit.start]
+    return seeds.row_order_seed(seed, epoch, unit.shard, unit.start)
 
 
 def segments(units, shards, lo: int, hi: int, seed: int, epoch: int | None) -> list[dict]:
@@ -300,7 +314,7 @@ def read_segments(segs: list[dict]) -> pa.Table:
         url, sha256, start, stop, perm_seed = key
         unit = read_unit(url, sha256, start, stop)
         if perm_seed is not None:
-            unit = unit.take(np.random.default_rng(list(perm_seed)).permutation(unit.num_rows))
+            unit = unit.take(seeds.row_order(perm_seed, unit.num_rows))
         units[key] = unit
     tables = [units[key].slice(a, b - a) for key, (a, b) in zip(keys, (s["take"] for s in segs))]
     return pa.concat_tables(tables)

@@ -11,8 +11,9 @@ Precision: the weights are fp32 at every stage and precision, and they are the m
 the optimizer updates. parallel.precision=bf16 runs the forward under torch.autocast to bf16,
 on CPU and GPU alike: the engine's forward enters it (DeepSpeed's `torch_autocast` section,
 deepspeed_config), so training and evaluation get it wherever the engine is called; the backward
-runs outside it, as PyTorch recommends. `autocast` gives the same context for forwards outside the
-engine (the micro-batch probe, the compile check). DeepSpeed's own "bf16" mode stays off.
+runs outside it, as PyTorch recommends. `autocast` (of a config) and `autocast_for` (of a device
+and a precision) give the same context for forwards outside the engine (the micro-batch probe, the
+compile check). DeepSpeed's own "bf16" mode stays off.
 An outer torch.autocast around the engine is not enough: on CUDA DeepSpeed switches it off inside
 its forward unless its own section is on, so runs until 2026-11-27 trained in fp32 (TF32) on GPUs
 while CPU runs were bf16 (docs/compile.md, "Precision on GPUs"). That mode holds bf16
@@ -27,11 +28,11 @@ On CPU (DS_ACCELERATOR=cpu) DeepSpeed communicates over the gloo group Ray Train
 shared-memory op it would build there with ninja is skipped (`_skip_cpu_inference_allreduce_op`).
 """
 
+import contextlib
 import logging
 
 import torch
 
-from training import compile_check
 from training.train import optim
 from training.train.schema import PretrainConfig
 
@@ -79,7 +80,16 @@ def autocast(cfg: PretrainConfig):
     autocast over the fp32 weights, or nothing. Not around the backward: autograd runs each op's
     backward in the dtype of its forward."""
     _resolved(cfg)
-    return compile_check.autocast(cfg.parallel.device, cfg.parallel.precision)
+    return autocast_for(cfg.parallel.device, cfg.parallel.precision)
+
+
+def autocast_for(device: str, precision: str):
+    """The forward's mixed-precision context on `device` ("cpu", "cuda"): bf16 autocast over the
+    fp32 weights for "bf16", or nothing for "fp32". `autocast` gives it for a resolved config; the
+    compile check (compile_check.py) runs its eager and compiled forwards in it."""
+    if precision == "bf16":
+        return torch.autocast(device, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def _clip_and_record_norm(optimizer: torch.optim.Optimizer, max_norm: float) -> None:

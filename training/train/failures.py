@@ -164,7 +164,7 @@ class Faults:
         self.training = 0  # the step being trained (1-based), for the gradient hooks
 
     def _mark(self, line: str) -> None:
-        from training.rundir import join
+        from training.train.rundir import join
 
         fs, path = fsspec.core.url_to_fs(join(self.output, FAULT_MARKER))
         old = fs.cat_file(path) if fs.exists(path) else b""  # read and rewrite: object stores cannot append
@@ -203,7 +203,7 @@ class Faults:
         """After (1-based) `step`: the kill, once per output."""
         if self.kind != "kill" or step != self.step or self.rank != 1:
             return
-        from training.rundir import join
+        from training.train.rundir import join
 
         fs, path = fsspec.core.url_to_fs(join(self.output, FAULT_MARKER))
         if fs.exists(path):

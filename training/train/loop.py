@@ -11,23 +11,16 @@ for tests (failures.Faults: kill rank 1, an out-of-memory, zero or NaN gradients
 """
 
 import dataclasses
-import random
 import tempfile
 import time
 
-import numpy as np
 import torch
 
 from contract.files import atomic_write
-from training import rundir
-from training.train import autobatch, checkpoint, config, data, failures, guard, metrics, stream, tracking
+from training import seeds
+from training.train import autobatch, checkpoint, config, data, failures, guard, metrics, rundir, stream, tracking
 from training.train.engine import global_grad_norm, wrap
 from training.train.failures import FAULT_ENV, FAULT_MARKER  # noqa: F401 (importable from here as before)
-
-def seed_all(seed: int) -> None:
-    torch.manual_seed(seed)
-    np.random.seed(seed % 2**32)
-    random.seed(seed)
 
 
 class _Profiler:
@@ -62,13 +55,6 @@ class _Profiler:
             self.prof = None
 
 
-def dropout_seed(seed: int, step: int, micro: int) -> int:
-    """The generator seed of micro batch `micro` (its index in the global batch) of optimizer step
-    `step`: dropout depends on which examples a forward sees, not on which worker runs it, so a
-    run resumed on another worker count draws the same masks (elastic determinism)."""
-    return int(np.random.SeedSequence([seed, step, micro]).generate_state(1, np.uint64)[0] >> 1)
-
-
 def _sop_sums(out, device) -> torch.Tensor:
     """[SOP loss x pairs, correct, pairs] of one forward; zeros without the SOP head or pairs."""
     if out.sop_loss is None:
@@ -91,7 +77,7 @@ def _train_step(engine, train, accum: int, device, seed: int, step: int, rank: i
     sums = torch.zeros(8, dtype=torch.float64, device=device)
     for i in range(accum):
         batch = {k: v.to(device, non_blocking=True) for k, v in train.next().items()}
-        torch.manual_seed(dropout_seed(seed, step, rank * accum + i))  # this worker's block: micro batches rank*accum+i
+        seeds.seed_dropout(seed, step, rank * accum + i)  # this worker's block: micro batches rank*accum+i
         out = engine(batch)  # in the run's precision: the engine's forward autocasts (engine.py)
         engine.backward(out.loss)
         engine.step()  # DeepSpeed only updates at the accumulation boundary
@@ -151,9 +137,9 @@ def train_loop_per_worker(loop_config: dict) -> None:
         raise fatal from e
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class _Worker:
-    """What a worker's set-up builds and its steps use."""
+    """What a worker's set-up builds and its steps use (built by keyword: twenty fields, several of one type)."""
 
     cfg: object  # the resolved PretrainConfig (micro batch settled)
     rank: int
@@ -209,7 +195,7 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
     model_cfg = config.model_config(cfg)
     seq_len = cfg.data.seq_len
 
-    seed_all(cfg.train.seed)  # the same initial weights on every rank
+    seeds.seed_all(cfg.train.seed)  # the same initial weights on every rank
     model = CaninePretrainingModel(model_cfg, cfg.train.objective)
     shapes = checkpoint.model_shapes(model)
     flops_per_example = model.num_flops_per_example(seq_len)
@@ -225,7 +211,7 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
                  and checkpoint.resharded(cfg))
     engine = wrap(model, cfg, world, load_universal=universal)
     device = engine.device
-    seed_all(cfg.train.seed * 1_000_003 + rank + 1)  # anything else drawing randomness differs per rank
+    seeds.seed_worker(cfg.train.seed, rank)  # anything else drawing randomness differs per rank
 
     state = {"step": 0, "epoch": 0, "rows": 0, "world": world, "data_sha256": manifest.config_sha256}
     if restored is not None:
@@ -243,8 +229,10 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
     t = cfg.train
     stop = min(t.max_steps, t.stop_at_step or t.max_steps)
     profiler = _Profiler(cfg, state["step"], stop, on_gpu) if rank == 0 and cfg.log.profile_steps else None
-    return _Worker(cfg, rank, world, on_gpu, engine, device, manifest, model_cfg, shapes, flops_per_example, faults,
-                   step_guard, train, state, stop, cfg.accumulation_steps(world), peak, log, progress, profiler)
+    return _Worker(cfg=cfg, rank=rank, world=world, on_gpu=on_gpu, engine=engine, device=device, manifest=manifest,
+                   model_cfg=model_cfg, shapes=shapes, flops_per_example=flops_per_example, faults=faults,
+                   step_guard=step_guard, train=train, state=state, stop=stop, accum=cfg.accumulation_steps(world),
+                   peak=peak, log=log, progress=progress, profiler=profiler)
 
 
 def _step(w: _Worker, at: dict) -> dict:

@@ -31,8 +31,8 @@ import threading
 import fsspec
 
 from contract.files import atomic_write, is_local
-from training import rundir
-from training.rundir import METRICS, TENSORBOARD
+from training.train import rundir
+from training.train.rundir import METRICS, TENSORBOARD
 
 # Dense bf16 peak TFLOP/s per accelerator (vendor datasheets, without sparsity), for MFU.
 PEAK_TFLOPS = {"H200": 989.4, "H100": 989.4, "A100": 312.0, "L40S": 362.1, "L4": 121.0, "A10": 125.0}

@@ -42,8 +42,7 @@ import sys
 import fsspec
 
 from contract.files import atomic_write, is_local, redact
-from training import rundir
-from training.train import autobatch, data, failures, metrics, resources, tracking
+from training.train import autobatch, data, failures, metrics, resources, rundir, tracking
 from training.train import config
 from training.train.failures import FAULT_ENV, FAULT_KIND_ENV
 from training.train.loop import train_loop_per_worker
@@ -183,11 +182,11 @@ def summarize(cfg, records: list[dict]) -> dict:
 
 
 def export(cfg, consolidated_url: str) -> str | None:
-    """Write the run's Hugging Face CanineModel directory, OUTPUT/hf (training/export.py: the
+    """Write the run's Hugging Face CanineModel directory, OUTPUT/hf (training/train/export.py: the
     weights, the tokenizer config, a model card; published whole), and say on stderr where it
     went, or why there is none (the [hf] extra missing, a model HF cannot hold): then None,
     and `canine export OUTPUT` can write it later."""
-    from training.export import ExportError, export_run
+    from training.train.export import ExportError, export_run
 
     target = rundir.join(cfg.output, rundir.HF)
     try:

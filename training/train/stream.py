@@ -5,16 +5,16 @@ strings: which rows of which units). Ray tasks run `read + build_batch_numpy` on
 cluster's CPUs, ahead of the step (`data.prefetch_batches`), and the worker takes micro batches of
 torch tensors in plan order, which exact resume relies on (see `batches`).
 The batch builder is training/batch.py's: it draws its randomness from
-(seed, example_id), so a batch does not depend on how rows were grouped into chunks.
+(seed, example_id) (training/seeds.py), so a batch does not depend on how rows were grouped into chunks.
 """
 
 import collections
 import json
 import time
-import zlib
 
 import numpy as np
 
+from training.seeds import build_seed
 from training.train import data
 
 
@@ -30,11 +30,6 @@ def _build_chunk(descriptor: str, *, seq_len: int, objective: str, num_hash_buck
 
 def _rows(descriptor: str) -> int:
     return sum(b - a for a, b in (seg["take"] for seg in json.loads(descriptor)["segments"]))
-
-
-def build_seed(seed: int, epoch: int | None) -> int:
-    """The batch builder's seed (identity spans, CANINE-C order, noise): new each epoch, fixed for eval."""
-    return zlib.crc32(json.dumps([seed, "eval" if epoch is None else epoch]).encode())
 
 
 def chunk_descriptors(p: data.EpochPlan, shards, first: int, rank: int, world: int, steps_per_chunk: int,

@@ -30,7 +30,7 @@ import os
 import time
 
 from contract.files import redact
-from training import rundir
+from training.train import rundir
 
 RECORD = "mlflow.json"  # OUTPUT/mlflow.json: {"run_id", "experiment_id", "tracking_uri" (masked)}
 EMBEDDED = "on"

@@ -10,7 +10,7 @@ import torch
 import yaml
 
 from jobs import cli
-from training import rundir
+from training.train import rundir
 from training.train import autobatch, config, run
 
 

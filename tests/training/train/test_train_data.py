@@ -12,6 +12,7 @@ import pytest
 from contract import schema
 from contract.files import file_sha256
 from training.batch import build_batch_numpy
+from training import seeds
 from training.train import config, data, stream
 
 
@@ -233,6 +234,6 @@ def test_the_stream_resumes_exactly_through_ray_tasks(contract_shards, ray_local
     resumed.close()
 
     rows = data.read_segments(data.rank_segments(plan, manifest.splits["train"], 0, 1, 1, 2, 0)).slice(0, 4)
-    direct = build_batch_numpy(rows, 256, "char", seed=stream.build_seed(0, 0), num_hash_buckets=2048)
+    direct = build_batch_numpy(rows, 256, "char", seed=seeds.build_seed(0, 0), num_hash_buckets=2048)
     assert all(np.array_equal(batches[0][k].numpy(), direct[k]) for k in direct)
     assert full.wait_s > 0

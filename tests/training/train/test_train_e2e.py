@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from training.heads import CaninePretrainingModel
-from training import rundir
+from training.train import rundir
 from training.train import checkpoint, config
 from training.train.run import pretrain
 

@@ -17,7 +17,7 @@ import torch
 
 from canine_fixtures import CPU
 from pipeline.synthetic import synthetic_rows
-from training import rundir
+from training.train import rundir
 from training.batch import build_batch
 from training.heads import CaninePretrainingModel
 from training.train import config, engine, failures, guard, run

@@ -8,7 +8,7 @@ import uuid
 import fsspec
 import pytest
 
-from training import rundir
+from training.train import rundir
 from training.train import metrics
 
 

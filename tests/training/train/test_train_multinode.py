@@ -15,7 +15,7 @@ import pytest
 
 import raynodes
 from reference_settings import REFERENCE_SETTINGS, REFERENCE_STEPS, assert_same_losses
-from training import rundir
+from training.train import rundir
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]

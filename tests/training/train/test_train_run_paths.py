@@ -1,4 +1,4 @@
-"""The driver's paths and what it says before and around a run (training/train/run.py, training/rundir.py):
+"""The driver's paths and what it says before and around a run (training/train/run.py, training/train/rundir.py):
 local paths are made absolute against the caller's working directory before anything reaches Ray
 (URLs as they are); a run that will not be evaluated says why before Ray starts; a run that failed
 before its first checkpoint leaves only what a rerun with another config accepts; the two things
@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from jobs import cli
-from training import rundir
+from training.train import rundir
 from training.train import config
 
 

@@ -12,7 +12,7 @@ import pytest
 from contract import schema
 from contract.lock import OutputLock
 from jobs import cli
-from training import rundir
+from training.train import rundir
 from training.train import checkpoint, config
 from training.train.run import pretrain
 

@@ -3,7 +3,7 @@
     canine export runs/tiny                                   # -> runs/tiny/hf
     canine export runs/tiny --step 8                          # -> runs/tiny/hf-step8
     canine export gs://bucket/runs/base --to /data/canine-c-base
-    from training.export import export_run; export_run("runs/tiny")
+    from training.train.export import export_run; export_run("runs/tiny")
 
 What it reads from the run (any fsspec URL): config.yaml (the resolved config), the consolidated
 fp32 weights (final/model_fp32.pt, written after the last step) or a saved checkpoint's
@@ -21,8 +21,6 @@ it, e.g. once the `[hf]` extra is installed.
 """
 
 import dataclasses
-import hashlib
-import json
 import os
 import pickle
 
@@ -31,7 +29,7 @@ import yaml
 
 from contract import schema
 from contract.files import is_local, redact
-from training import rundir
+from training.train import rundir
 
 
 class ExportError(RuntimeError):
@@ -48,22 +46,22 @@ def missing_extra() -> str | None:
     return None
 
 
-def _manifest(data_path: str):
-    """(manifest.Manifest, sha256 of its file, why it is missing) of the shards a run trained on."""
-    from contract.manifest import Manifest, ManifestError
+def _dataset(data_path: str):
+    """(data.Dataset, why it is missing) of the shards a run trained on: their manifest as the
+    trainer read it (training/train/data.py open_dataset)."""
+    from contract.manifest import ManifestError, manifest_url
+    from training.train import data
 
     if not data_path:
-        return None, None, "the config names no data.path"
+        return None, "the config names no data.path"
     try:
-        raw = rundir.read(rundir.join(data_path, schema.MANIFEST))
+        return data.open_dataset(data_path), ""
+    except FileNotFoundError:
+        return None, f"{schema.MANIFEST} not found"
+    except (ValueError, ManifestError) as e:  # the file's own name, as before: the card is published
+        return None, f"unreadable ({str(e).replace(manifest_url(data_path), schema.MANIFEST)})"
     except OSError as e:
-        return None, None, f"unreadable here ({type(e).__name__})"
-    if raw is None:
-        return None, None, f"{schema.MANIFEST} not found"
-    try:
-        return Manifest.from_dict(json.loads(raw), schema.MANIFEST), hashlib.sha256(raw).hexdigest(), ""
-    except (ValueError, ManifestError) as e:  # JSONDecodeError is a ValueError
-        return None, None, f"unreadable ({e})"
+        return None, f"unreadable here ({type(e).__name__})"
 
 
 # The model card's fill-in line per objective (training/hf_masked.py `fill`).
@@ -71,8 +69,8 @@ FILL_EXAMPLE = {"char": 'print(model.fill("The capital of France is P____."))  #
                 "subword": 'print(model.fill("The capital of France is _____."))  # a subword for each run of _'}
 
 
-def model_card(cfg, encoder_config, records: list[dict], manifest, manifest_sha: str | None,
-               manifest_missing: str = "", weights: rundir.Weights | None = None) -> str:
+def model_card(cfg, encoder_config, records: list[dict], dataset, manifest_missing: str = "",
+               weights: rundir.Weights | None = None) -> str:
     """README.md of an export: what was trained, on what, for how long, and how well. `weights`
     (rundir.weights; default the final ones): a checkpoint's are described by the records up to
     its step, and the card says which step of how many it holds."""
@@ -82,7 +80,7 @@ def model_card(cfg, encoder_config, records: list[dict], manifest, manifest_sha:
         records = [r for r in records if r["step"] <= weights.step]  # what these weights were trained through
 
     objective = {"char": "CANINE-C (autoregressive character loss)", "subword": "CANINE-S (subword loss)"}
-    langs = sorted(manifest.languages) if manifest else []
+    langs = sorted(dataset.languages) if dataset else []
     front = {"library_name": "transformers", "pipeline_tag": "feature-extraction",
              "tags": ["canine", "character-level", "tokenization-free", "canine-pretrain"]}
     if langs:
@@ -116,11 +114,14 @@ def model_card(cfg, encoder_config, records: list[dict], manifest, manifest_sha:
              f"- trained on sequences of {cfg.data.seq_len} characters: the tokenizer's `model_max_length`; "
              "positions past it were never trained", "",
              "## Data", ""]
-    if manifest:
-        splits = ", ".join(f"{k} {v.rows} examples" for k, v in manifest.splits.items())
+    if dataset:
+        splits = ", ".join(f"{k} {v} examples" for k, v in dataset.split_rows().items())
         lines += [f"- shards: `{redact(cfg.data.path)}` ({splits})",
-                  f"- manifest: `{schema.MANIFEST}` sha256 `{manifest_sha}`, config sha256 `{manifest.config_sha256}`",
+                  f"- manifest: `{schema.MANIFEST}` sha256 `{dataset.manifest_sha256}`, "
+                  f"config sha256 `{dataset.config_sha256}`",
                   f"- languages: {' '.join(langs)}"]
+        if dataset.trial_slice:
+            lines.append(f"- trial slice: {dataset.trial_slice}")
     else:
         lines.append(f"- shards: `{redact(cfg.data.path)}` (manifest: {manifest_missing})")
     lines += ["", "## Training", ""]
@@ -183,8 +184,8 @@ def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | No
     else:
         _load_final(model, weights.url)
     records = rundir.read_metrics(run)
-    manifest, manifest_sha, missing = _manifest(cfg.data.path)
-    card = model_card(cfg, model.encoder.config, records, manifest, manifest_sha, missing, weights)
+    dataset, missing = _dataset(cfg.data.path)
+    card = model_card(cfg, model.encoder.config, records, dataset, missing, weights)
     try:
         vocab = subword_vocab_of(cfg.data.path) if cfg.train.objective == "subword" else None
         export_hf(model, target, max_length=cfg.data.seq_len, files={"README.md": card.encode("utf-8")},

@@ -5,12 +5,14 @@ benchmarks/gpu_check.py on a GPU (where the CPU tests cannot look: docs/compile.
 Why it exists: on an H100 (torch 2.11), `model.compile()` of the whole CaninePretrainingModel gave
 the right loss and every gradient exactly zero, so the compiled base recipe trained nothing while
 its throughput looked fine. A loss comparison cannot see that; comparing every gradient can.
+The forward runs in the trainer's precision context (engine.py `autocast_for`).
 """
 
-import contextlib
 import copy
 
 import torch
+
+from training.train.engine import autocast_for
 
 # Relative error ||g_compiled - g_eager|| / ||g_eager|| allowed per parameter.
 # fp32: Inductor fuses and reorders reductions, so sums round differently (observed <= 2.5e-6 on
@@ -23,19 +25,11 @@ import torch
 RTOL = {"fp32": 1e-4, "bf16": 0.1}
 
 
-def autocast(device: str, precision: str):
-    """The forward's mixed-precision context: bf16 autocast (over fp32 weights, as the trainer
-    runs it: training/train/engine.py `autocast`), or nothing for fp32."""
-    if precision == "bf16":
-        return torch.autocast(device, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
 def one_backward(model, batch: dict, precision: str = "fp32"):
     """(loss, {name: gradient or None}) of one forward/backward from zeroed gradients."""
     model.zero_grad(set_to_none=True)
     device = next(model.parameters()).device.type
-    with autocast(device, precision):
+    with autocast_for(device, precision):
         out = model(batch)
     out.loss.backward()
     return out.loss.item(), {n: None if p.grad is None else p.grad.detach().clone()
@@ -89,7 +83,7 @@ def train_steps(model, batches: list[dict], precision: str = "fp32", lr: float =
     losses = []
     for batch in batches:
         optimizer.zero_grad(set_to_none=True)
-        with autocast(device, precision):
+        with autocast_for(device, precision):
             out = model(batch)
         out.loss.backward()
         optimizer.step()

@@ -41,10 +41,10 @@ from contract import schema
 from contract.files import redact
 from training.batch import build_batch
 from training.heads import CaninePretrainingModel
+from training.seeds import build_seed, seed_all, seed_probe, snippet_rng
 from training.train import config
 from training.train import data
 from training.train.checkpoint import load_checkpoint_weights, load_consolidated
-from training.train.stream import build_seed
 
 
 def read_rows(shards, limit: int, split: str = "", data_url: str = "") -> pa.Table:
@@ -71,8 +71,7 @@ def read_rows(shards, limit: int, split: str = "", data_url: str = "") -> pa.Tab
 def load_run(run: str, weights=None):
     """(config, manifest, pretrained model, initial model) of a run, both in eval mode. `weights`
     (rundir.weights): the pretrained model's, by default the final ones (a finished run)."""
-    from training import rundir
-    from training.train.loop import seed_all
+    from training.train import rundir
 
     cfg = rundir.read_config(run)
     weights = weights or rundir.weights(run, cfg=cfg)
@@ -154,7 +153,7 @@ def by_language(rows: pa.Table) -> dict[str, pa.Table]:
 def snippets(rows: pa.Table, chars: int, per_row: int, seed: int) -> tuple[np.ndarray, list[str]]:
     """Up to `per_row` non-overlapping windows of `chars` text characters per row (no special
     codepoint inside), each as CLS window SEP: ((N, chars + 2) int64 ids, their languages)."""
-    rng = np.random.default_rng(seed)
+    rng = snippet_rng(seed)
     out, langs = [], []
     for cps, lang in zip(rows["codepoints"].to_pylist(), rows["lang"].to_pylist()):
         cps = np.asarray(cps, dtype=np.int64)
@@ -192,7 +191,7 @@ def probe_predictions(train_x, train_y, test_x, classes: int, l2: float = 1e-3, 
     frozen features predicts."""
     mean, std = train_x.mean(0), train_x.std(0).clamp(min=1e-6)
     train_x, test_x = (train_x - mean) / std, (test_x - mean) / std
-    torch.manual_seed(seed)
+    seed_probe(seed)
     probe = torch.nn.Linear(train_x.shape[1], classes)
     torch.nn.init.zeros_(probe.weight)
     torch.nn.init.zeros_(probe.bias)
@@ -217,20 +216,13 @@ def linear_probe(train_x, train_y, test_x, test_y, classes: int, l2: float = 1e-
     return float((predicted == torch.as_tensor(test_y)).float().mean())
 
 
-def _output_languages(data_url: str) -> list[str]:
-    """The languages the output holds examples of (its manifest; the trainer's copy omits them)."""
-    from contract.manifest import read_manifest
-
-    return sorted(lang for lang, c in read_manifest(data_url).languages.items() if c.examples)
-
-
 def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, snippet_chars: int = 32,
                  snippets_per_row: int = 4, batch_size: int = 16, step: int | None = None,
                  checkpoint: str | None = None) -> dict:
     """Both measures (module docstring) for the run at `run`, as a JSON-ready dict. The pretrained
     weights: the final ones, or a saved checkpoint's (`step` / `checkpoint`: rundir.weights);
     "step", "max_steps", "weights" (their URL) and "checkpoint" say which."""
-    from training import rundir
+    from training.train import rundir
 
     weights = rundir.weights(run, step, checkpoint)
     cfg, manifest, pretrained, initial = load_run(run, weights)
@@ -286,7 +278,7 @@ def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, sni
     result["probe"] = probe
     result["languages"] = languages
     # The output's languages that could not be scored: none of their validation examples was read.
-    result["unscored_languages"] = [lang for lang in _output_languages(cfg.data.path) if lang not in languages]
+    result["unscored_languages"] = [lang for lang, n in manifest.languages.items() if n and lang not in languages]
     return result
 
 

@@ -10,7 +10,7 @@ any fsspec URL; and the one summary of its metrics.jsonl, which summary.json, `c
     OUTPUT/ray_train/checkpoint_manager_snapshot.json   RAY_SNAPSHOT: Ray Train's record of them (last_checkpoint)
     OUTPUT/final/model_fp32.pt    CONSOLIDATED: the fp32 weights, written after the last step
     OUTPUT/summary.json           SUMMARY: the run's figures (summarize), written when a start ends
-    OUTPUT/hf/                    HF: the Hugging Face export (training/export.py)
+    OUTPUT/hf/                    HF: the Hugging Face export (training/train/export.py)
     OUTPUT/hf-stepN/              an export of the checkpoint of step N (`export_dir`): never the final's HF
     OUTPUT/curves.png             CURVES: `canine report`'s loss and accuracy curves
 
