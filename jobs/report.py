@@ -54,14 +54,14 @@ def plot(records: list[dict], url: str) -> str:
     return url
 
 
-def summarize(run_dir: str) -> dict:
-    """The run's figures (rundir.summarize: the same as its summary.json and model card), what it
+def report_of(run_dir: str) -> dict:
+    """The run's figures (rundir.run_figures: the same as its summary.json and model card), what it
     trained on, where its curve, weights and export are; draws the curve."""
     records = rundir.read_metrics(run_dir)
     if not records:
         raise FileNotFoundError(f"{run_dir}: no {rundir.METRICS} (not a canine pretrain run, or it has not logged a "
                                 "step); give the --output of canine pretrain")
-    summary = {"run": run_dir, **rundir.summarize(records), "curve": plot(records, rundir.join(run_dir, rundir.CURVES))}
+    summary = {"run": run_dir, **rundir.run_figures(records), "curve": plot(records, rundir.join(run_dir, rundir.CURVES))}
     cfg = rundir.read_saved_config(run_dir)
     if cfg:
         summary["objective"] = cfg.get("train", {}).get("objective")
@@ -104,7 +104,7 @@ def main(args) -> int:
     from jobs import errors
 
     try:
-        s = summarize(args.run_dir)
+        s = report_of(args.run_dir)
     except Exception as e:  # our messages as they are, a bare path in words, anything else with its traceback file
         return errors.report("report", e, {args.run_dir: "the run directory (RUN_DIR)"})
     print(json.dumps(s, indent=1) if args.json else format_summary(s))

@@ -100,7 +100,7 @@ def main(args) -> int:
         return 1
 
     _stage(3, "summary")
-    s = report.summarize(str(run))
+    s = report.report_of(str(run))
     # the report's figures and curve, then where to look next: TensorBoard, the export
     print(report.format_summary({k: v for k, v in s.items() if k not in ("consolidated", "hf_export")}))
     # Proof of learning (canine evaluate): held-out masked characters and a language probe,

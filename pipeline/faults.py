@@ -1,6 +1,8 @@
 """Kill points for crash tests: `CANINE_PREPROCESS_FAULT=POINT[:N]` kills the whole job with
 SIGKILL the N-th time (default 1) one process passes POINT, as an OOM kill or a preempted node
-would: no `finally`, no atexit, files left as they are.
+would: no `finally`, no atexit, files left as they are. `POINT:N:INT` sends SIGINT instead, what
+a terminal's Ctrl-C sends the foreground process group, at a known point of the job (a test
+that signals from outside races a job that may finish first).
 
 Points: `item` (a work item was parsed and cached), `tokenizer` (vocabulary training starts),
 `shard` (a shard file was written to staging), `publish` (one file was moved into place),
@@ -24,11 +26,12 @@ def point(name: str) -> None:
     spec = os.environ.get(FAULT_ENV)
     if not spec:
         return
-    want, _, n = spec.partition(":")
-    if want not in POINTS:
-        raise ValueError(f"{FAULT_ENV}={spec!r}: unknown point {want!r} (one of {', '.join(POINTS)})")
+    want, _, rest = spec.partition(":")
+    n, _, sig = rest.partition(":")
+    if want not in POINTS or sig not in ("", "INT"):
+        raise ValueError(f"{FAULT_ENV}={spec!r}: not POINT[:N[:INT]] with POINT one of {', '.join(POINTS)}")
     if want != name:
         return
     _passed[name] += 1
-    if _passed[name] >= int(n or 1):
-        os.killpg(os.getpgrp(), signal.SIGKILL)
+    if _passed[name] == int(n or 1):  # once: a SIGINT the job outlives must not come again
+        os.killpg(os.getpgrp(), signal.SIGINT if sig else signal.SIGKILL)

@@ -376,7 +376,7 @@ class SampleLanguages(beam.PTransform):
 
     def expand(self, packed):
         cfg = self.cfg
-        plan = (
+        shard_sizing = (
             packed
             | "ExampleSize" >> beam.Map(lambda x: (SplitLang(x.split, x.lang), Size(1, len(x.example.codepoints))))
             .with_output_types(Tuple[SplitLang, Size])
@@ -385,12 +385,12 @@ class SampleLanguages(beam.PTransform):
             | "Sizing" >> beam.Map(sizing, cfg.alpha, cfg.shard_codepoints)
         )
 
-        def replicate(x, plan):
-            n = 1 if x.split == "validation" else copies_of(plan.weights.get(x.lang, 1.0), cfg.seed, x.lang, x.example)
+        def replicate(x, shard_sizing):
+            n = 1 if x.split == "validation" else copies_of(shard_sizing.weights.get(x.lang, 1.0), cfg.seed, x.lang, x.example)
             for copy in range(n):
                 yield Sampled(x.split, x.lang, x.example, copy)
 
-        return packed | "Replicate" >> beam.FlatMap(replicate, pvalue.AsSingleton(plan)), plan
+        return packed | "Replicate" >> beam.FlatMap(replicate, pvalue.AsSingleton(shard_sizing)), shard_sizing
 
 
 class _PlanAndWriteFn(beam.DoFn):
@@ -439,8 +439,8 @@ class WriteShards(beam.PTransform):
         self.cfg, self.staging, self.sizing, self.tokenizer_json = cfg, staging, sizing, tokenizer_json
 
     def expand(self, sampled):
-        def key(s, plan):
-            total = plan.shards[s.split]
+        def key(s, shard_sizing):
+            total = shard_sizing.shards[s.split]
             index = seeds.shard_index(examples.example_id(s.lang, s.example, s.copy), total)
             return ShardKey(s.split, index, total), s
 
@@ -482,8 +482,8 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
     tokenizer = split_pages | "TrainTokenizer" >> TrainTokenizer(cfg, tokenizer_json)
     _ = tokenizer | "SaveTokenizer" >> beam.Map(save_text, f"{staging}/{schema.TOKENIZER}")
     packed = split_pages | "PackExamples" >> PackExamples(cfg)
-    sampled, plan = packed | "SampleLanguages" >> SampleLanguages(cfg)
-    written = sampled | "WriteShards" >> WriteShards(cfg, staging, plan, tokenizer)
+    sampled, shard_sizing = packed | "SampleLanguages" >> SampleLanguages(cfg)
+    written = sampled | "WriteShards" >> WriteShards(cfg, staging, shard_sizing, tokenizer)
     _ = (
         written.shards
         | "ShardList" >> beam.combiners.ToList()
@@ -502,7 +502,7 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
         replaced=cleaned.replaced,
         dropped=cleaned.dropped,
         example_langs=sampled | "ExampleLang" >> beam.Map(lambda s: s.lang),
-        weights=plan | "Weights" >> beam.Map(lambda s: s.weights),
+        weights=shard_sizing | "Weights" >> beam.Map(lambda s: s.weights),
         validation_langs=(split_pages | "ValidationOnly" >> beam.Filter(lambda sp: sp.split == "validation")
                           | "ValidationLang" >> beam.Map(lambda sp: sp.page.lang)),
         headings=cleaned.headings,

@@ -226,7 +226,7 @@ def check_output_path(output: str) -> None:
 
 
 @dataclasses.dataclass(frozen=True)
-class Plan:
+class WorkPlan:
     """What `prepare` resolved: the config with its input fingerprints, the work items and a
     given tokenizer's text."""
 
@@ -235,7 +235,7 @@ class Plan:
     tokenizer_json: str | None
 
 
-def prepare(cfg: PreprocessConfig) -> Plan:
+def prepare(cfg: PreprocessConfig) -> WorkPlan:
     """Everything that can fail before work starts and needs no lock: config, output path,
     input files, tokenizer. Writes nothing."""
     cfg.validate()
@@ -250,7 +250,7 @@ def prepare(cfg: PreprocessConfig) -> Plan:
         except FileNotFoundError:
             raise sources.InputError(f"--tokenizer {cfg.tokenizer}: no such file; give the {schema.TOKENIZER} of an "
                                      "earlier output, or leave --tokenizer out to train one") from None
-    return Plan(cfg, items, tokenizer_json)
+    return WorkPlan(cfg, items, tokenizer_json)
 
 
 def existing_output(cfg: PreprocessConfig, tokenizer_json: str | None = None) -> Manifest | None:
@@ -275,9 +275,9 @@ def existing_output(cfg: PreprocessConfig, tokenizer_json: str | None = None) ->
 
 
 def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", beam_args=(), before_publish=None,
-        plan: Plan | None = None, progress: bool = False) -> RunResult:
+        work_plan: WorkPlan | None = None, progress: bool = False) -> RunResult:
     """Run the whole job and return its manifest (the existing one if the output is up to date:
-    the caller says so). `plan` is `prepare(cfg)` if the caller made it already (before taking
+    the caller says so). `work_plan` is `prepare(cfg)` if the caller made it already (before taking
     the output's lock). `before_publish()` runs after the pipeline, before anything is moved
     into place: a lock holder's check that it still owns the output. `progress`: report on
     stderr while the job runs (pipeline/progress.py), and name the Dataflow job's page.
@@ -288,9 +288,9 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
     from pipeline.progress import ItemProgress
 
     started = time.time()
-    plan = plan or prepare(cfg)
-    cfg = plan.cfg
-    existing = existing_output(cfg, plan.tokenizer_json)
+    work_plan = work_plan or prepare(cfg)
+    cfg = work_plan.cfg
+    existing = existing_output(cfg, work_plan.tokenizer_json)
     if existing is not None:
         remove_staging(cfg.output)  # a run killed between its manifest and its clean-up left it
         log.debug("%s is up to date (config %s): nothing to do", cfg.output, existing.config_sha256[:12])
@@ -308,17 +308,17 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
     fs.makedirs(staging_path, exist_ok=True)
     options = runners.beam_options(workers, runner, [*beam_args, *_worker_plugins(runner, workers)])
     p = beam.Pipeline(options=options)
-    job.build(p, cfg, plan.items, staging, plan.tokenizer_json)
+    job.build(p, cfg, work_plan.items, staging, work_plan.tokenizer_json)
     watch = None
     if progress:
         sizes = {url: size for url, size, _ in cfg.input_fingerprints}
-        sizes = {item.path: sizes.get(recorded_url(item.path), 0) for item in plan.items}
+        sizes = {item.path: sizes.get(recorded_url(item.path), 0) for item in work_plan.items}
         # A trial slice's item read from a file's start to its Nth page: how far that is is not known,
         # and the whole file's size would show a 20 GB dump read in seconds. Its bytes count as none.
-        sizes |= {item.path: 0 for item in plan.items if item.max_pages is not None and item.end is None}
-        watch = ItemProgress(plan.items, sizes, staging).start(len(cfg.input_fingerprints))
+        sizes |= {item.path: 0 for item in work_plan.items if item.max_pages is not None and item.end is None}
+        watch = ItemProgress(work_plan.items, sizes, staging).start(len(cfg.input_fingerprints))
     else:
-        log.info("%d work items from %d input files", len(plan.items), len(cfg.input_fingerprints))
+        log.info("%d work items from %d input files", len(work_plan.items), len(cfg.input_fingerprints))
     finished, result = False, None
     try:
         with _launcher_pid_for_workers():
@@ -332,10 +332,10 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
         finished = True
     except KeyboardInterrupt as e:
         _cancel(result)
-        raise RunInterrupted(*_items_done(plan.items, staging)) from e
+        raise RunInterrupted(*_items_done(work_plan.items, staging)) from e
     except (RuntimeError, sources.InputError) as e:
         if _interrupted(e):  # in-process DirectRunner: Beam wraps a DoFn's KeyboardInterrupt
-            raise RunInterrupted(*_items_done(plan.items, staging)) from e
+            raise RunInterrupted(*_items_done(work_plan.items, staging)) from e
         raise _input_error_in(e) or e
     finally:
         if watch is not None:
@@ -347,8 +347,8 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
         records = _read_staged_json(fs, staging_path, "stats.json")
         manifest = finalize(cfg, staging, records)
     except KeyboardInterrupt as e:
-        raise RunInterrupted(*_items_done(plan.items, staging)) from e
-    stats = RunStats(round(time.time() - started, 2), len(plan.items), counters.get("items_parsed", 0),
+        raise RunInterrupted(*_items_done(work_plan.items, staging)) from e
+    stats = RunStats(round(time.time() - started, 2), len(work_plan.items), counters.get("items_parsed", 0),
                      counters.get("items_reused", 0))
     return RunResult(manifest, run=stats,
                      without_validation=without_validation(records, manifest.languages, cfg.validation_fraction))

@@ -8,7 +8,7 @@ the lines after it) and `canine smoke` run it; the scheduled script runs the CLI
 
 In order: `--dump` specs resolved on the mirror (sources/dumps.py) and added to the inputs, the
 output becoming OUTPUT/<langs>/<date>; a runner other than the DirectRunner checked
-(runners.py); the plan (output.prepare); then, under the output's lock (contract/lock.py), the
+(runners.py); the work plan (output.prepare); then, under the output's lock (contract/lock.py), the
 Beam job (output.run). Every check that needs no writing comes before the lock, which is what
 creates the output folder: a run that fails before the job leaves no output folder it created.
 Bad input met while reading removes this config's staging too (sources.InputError).
@@ -59,7 +59,7 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
     if workers < 1:
         raise ValueError(f"--workers {workers}: must be 1 or more (worker processes of the runner)")
     if dumps:
-        resolved = dump_specs.resolve(list(dumps), mirror=mirror, lang=cfg.lang)
+        resolved = dump_specs.resolve_dumps(list(dumps), mirror=mirror, lang=cfg.lang)
         cfg = dataclasses.replace(cfg, inputs=(*cfg.inputs, *(d.dump_url for d in resolved)),
                                   output=dump_specs.output_path(cfg.output, resolved))
         # What `latest` resolved to and where the shards go: a scheduled run's log says which dump it read.
@@ -71,7 +71,7 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
         # First: Beam's own option check already contacts Cloud Storage, retrying for minutes.
         runners.check_launch(runner, cfg.output, cfg.inputs, list(beam_args))
         runners.check_runner(workers, runner, beam_args)
-    plan = output.prepare(cfg)
+    work_plan = output.prepare(cfg)
     created = output.missing_root(cfg.output)
     command = redact(shlex.join(["canine", "preprocess", *map(str, cfg.inputs), "--output", cfg.output]))
     try:
@@ -81,12 +81,12 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
             try:
                 with around_job():
                     result = output.run(cfg, workers=workers, runner=runner, beam_args=list(beam_args),
-                                        before_publish=lock.check, plan=plan, progress=progress)
+                                        before_publish=lock.check, work_plan=work_plan, progress=progress)
                 return cfg.output, result
             except sources.InputError:
                 # Bad input found while reading: the staging of this config (and its cache of
                 # items) is useless once the input is fixed, since the fix changes the config.
-                output.remove_staging(cfg.output, only=output.staging_url(plan.cfg))
+                output.remove_staging(cfg.output, only=output.staging_url(work_plan.cfg))
                 raise
     except output.RunInterrupted as e:
         raise Interrupted(f"interrupted after {e.done} of {e.total} work items (kept); "

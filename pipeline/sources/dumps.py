@@ -17,7 +17,7 @@ and the same dump split into parts, `...-multistream3.xml-p1p99.bz2` beside
 stream) is what lets Beam split a dump that bz2 alone cannot (docs/canine.md, "Training-stack
 facts"): `index_of` names it from the dump's name, for a `--dump` here and for any multistream
 input the pipeline plans (multistream.py). `parse_dump` is pure: nothing is contacted.
-`pin_latest` and `missing_files` read the mirror, and only when called; `resolve` is the one
+`pin_latest` and `missing_files` read the mirror, and only when called; `resolve_dumps` is the one
 resolution of `canine preprocess --dump` (pipeline/run.py).
 
 A mirror that cannot be reached is not a missing dump: "missing on the mirror" is said only when
@@ -250,7 +250,7 @@ def _mirror_root(mirror: str | None) -> str:
     return root.rstrip("/") or "/"
 
 
-def resolve(specs: list[str], *, mirror: str | None = None, lang: str | None = None) -> list[Dump]:
+def resolve_dumps(specs: list[str], *, mirror: str | None = None, lang: str | None = None) -> list[Dump]:
     """`--dump` specs as dumps that exist: `latest` pinned to its date (the output path then names
     the real date, so reruns find it), every dump and its index checked on the mirror. Raises
     ValueError naming a bad spec, DumpNotFound naming what the mirror lacks. The one

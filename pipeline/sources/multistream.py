@@ -16,7 +16,7 @@ import fsspec
 from pipeline.sources import network
 from pipeline.sources.common import InputError, WorkItem
 from pipeline.sources.compressed import MAGIC, decoded_chunks
-from pipeline.sources.dumps import INDEX_RE, index_of  # INDEX_RE: plan.py skips index files by it
+from pipeline.sources.dumps import index_of
 
 _INDEX_OFFSET_RE = re.compile(rb"(?m)^(\d+):")
 

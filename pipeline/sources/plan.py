@@ -22,7 +22,7 @@ from contextlib import closing
 import fsspec
 import fsspec.core
 
-from pipeline.sources import jsonl, mediawiki, multistream, network, parquet, seekable
+from pipeline.sources import dumps, jsonl, mediawiki, network, parquet, seekable
 from pipeline.sources.common import LANG_RE, SURROGATE_RE, InputError, RawPage, WorkItem
 from pipeline.sources.compressed import codec_of
 
@@ -107,7 +107,7 @@ def _expand(patterns: list[str]) -> list[tuple[str, fsspec.AbstractFileSystem, s
             files = []
             for p in paths:
                 # isdir only for names that are not input files: on https:// it may fetch the body
-                if not (_kind(p) or multistream.INDEX_RE.search(p)) and fs.isdir(p):
+                if not (_kind(p) or dumps.INDEX_RE.search(p)) and fs.isdir(p):
                     files += sorted(f for f in fs.ls(p, detail=False) if _kind(f) and fs.isfile(f))
                 elif not literal or network.exists(fs, p, pattern):
                     files.append(p)
@@ -122,7 +122,7 @@ def _expand(patterns: list[str]) -> list[tuple[str, fsspec.AbstractFileSystem, s
         remote = "://" in pattern or "::" in pattern
         matched = 0
         for p in files:
-            if multistream.INDEX_RE.search(p):
+            if dumps.INDEX_RE.search(p):
                 continue
             if not _kind(p):
                 if literal:

@@ -24,7 +24,7 @@ def write_run(tmp_path):
 
 def test_summary_and_curve(tmp_path):
     write_run(tmp_path)
-    s = report.summarize(str(tmp_path))
+    s = report.report_of(str(tmp_path))
     assert s["steps"] == 20
     assert s["loss_start"] == round(sum(10.0 - k * 0.3 for k in range(1, 6)) / 5, 4)
     assert s["loss_end"] < s["loss_start"]
@@ -49,7 +49,7 @@ def test_data_comes_from_the_contract_manifest_and_a_torn_last_line_is_dropped(t
     shards = write_contract_shards(str(tmp_path / "shards"), train_rows=(90,), validation_rows=10)
     run_config = {"train": {"objective": "char"}, "data": {"path": str(shards)}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(run_config))
-    s = report.summarize(str(tmp_path))
+    s = report.report_of(str(tmp_path))
     assert s["steps"] == 20 and s["objective"] == "char"
     assert s["examples"] == {"train": 90, "validation": 10} and s["languages"] == sorted(WORDS)
     left = sorted(os.listdir(tmp_path))
@@ -60,17 +60,17 @@ def test_sentence_order_accuracy_is_reported_when_the_run_had_pairs(tmp_path):
     records = write_run(tmp_path)
     records[-1].update(eval_sop_loss=0.61, eval_sop_accuracy=0.6875)
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    s = report.summarize(str(tmp_path))
+    s = report.report_of(str(tmp_path))
     assert s["eval_sop_accuracy"] == 0.6875
     assert "validation     step 20: loss 5.0000, accuracy 0.4000, sentence order 0.6875" in report.format_summary(s)
 
 
 def test_summary_json_report_and_model_card_print_the_same_figures(tmp_path):
-    """One summary of metrics.jsonl (rundir.summarize): the driver's summary.json, canine report
+    """One summary of metrics.jsonl (rundir.run_figures): the driver's summary.json, canine report
     and the model card print the same numbers, to the digit (they once used three statistics)."""
     from training.train.export import model_card
     from training.train import config
-    from training.train.run import summarize as run_summary
+    from training.train.run import run_summary
 
     records = write_run(tmp_path)
     for i, r in enumerate(records):  # speeds that differ between the mean, the median and its steady part
@@ -80,7 +80,7 @@ def test_summary_json_report_and_model_card_print_the_same_figures(tmp_path):
     cfg = config.load_config("tiny", {"output": str(tmp_path), "data.path": str(tmp_path / "shards"),
                                           "train.max_steps": 20})
     saved = run_summary(cfg, records)
-    shown = report.summarize(str(tmp_path))
+    shown = report.report_of(str(tmp_path))
     card = model_card(cfg, config.model_config(cfg), records, None, "not here")
     for key in ("loss_start", "loss_end", "final_loss", "eval_loss", "eval_accuracy", "examples_per_s", "chars_per_s"):
         assert saved[key] == shown[key], key

@@ -12,6 +12,7 @@ from training.batch import build_batch_numpy
 from training import seeds
 from training.seeds import Stream, batch_uniform
 from training.train import config, stream
+from training.train.schema import PretrainConfig
 
 CLS, SEP, MASK = schema.CLS, schema.SEP, schema.MASK
 CLEAN_KEYS = ("char_targets", "char_gold_ids", "char_order", "char_weights", "subword_labels", "subword_weights",
@@ -214,7 +215,7 @@ def test_realized_rate_and_kinds():
 
 def test_config_field_and_wiring(monkeypatch):
     cfg = config.load_config("tiny", {"data.noise_rate": "0.1"})
-    assert cfg.data.noise_rate == 0.1 and config.PretrainConfig().data.noise_rate == 0.0
+    assert cfg.data.noise_rate == 0.1 and PretrainConfig().data.noise_rate == 0.0
     for bad in ("1.5", "-0.1"):
         with pytest.raises(ValueError, match=r"data\.noise_rate must be in \[0, 1\)"):
             config.load_config("tiny", {"data.noise_rate": bad})

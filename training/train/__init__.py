@@ -7,7 +7,7 @@ One idea per module:
     schema.py         the run configuration's fields: one frozen dataclass per concern, each field commented
     config.py         loading the run configuration (preset or YAML, overrides), validation, resolving "auto"
     rundir.py         a run directory's files by name, reading them on any fsspec URL, the one metrics summary
-    data.py           the manifest, the per-epoch plan of work units, reading rows (deterministic, sha256-checked)
+    data.py           the manifest, the per-epoch order of work units, reading rows (deterministic, sha256-checked)
     stream.py         the input pipeline of one worker, Ray tasks (read + build batches + prefetch)
     optim.py          AdamW / LAMB and the warm-up + linear-decay learning rate
     lamb.py           the LAMB optimizer (per-tensor trust ratio)

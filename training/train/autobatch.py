@@ -144,7 +144,7 @@ def with_micro_batch(cfg, micro: int):
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, micro_batch=micro))
 
 
-def resolve(cfg, model, model_cfg, world: int, rank: int, device):
+def choose_micro_batch(cfg, model, model_cfg, world: int, rank: int, device):
     """`cfg` with train.micro_batch chosen (module docstring); on GPU a collective (every rank
     calls it). Rank 0 records the choice in OUTPUT/config.yaml."""
     import torch.distributed as dist

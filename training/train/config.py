@@ -21,13 +21,9 @@ import yaml
 
 from contract import options
 from training.canine_config import CanineConfig, of_size
-from training.train.schema import (
-    CheckpointConfig, DataConfig, LogConfig, ModelSpec, OptimConfig, ParallelConfig, PretrainConfig, TrainConfig,
-)
+from training.train.schema import PretrainConfig
 
-# The schema's classes are importable from here too: `config.PretrainConfig`, `config.OptimConfig`.
-__all__ = ["CheckpointConfig", "DataConfig", "LogConfig", "ModelSpec", "OptimConfig", "ParallelConfig", "PretrainConfig",
-           "TrainConfig", "RESUMABLE_CHANGES", "from_dict", "load_config", "model_config", "resolve", "resume_conflicts",
+__all__ = ["RESUMABLE_CHANGES", "from_dict", "load_config", "model_config", "resolve", "resume_conflicts",
            "saved_run_config", "to_dict", "to_yaml", "validate"]
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"

@@ -1,4 +1,4 @@
-"""What each worker reads, in which order: the manifest, work units, the per-epoch plan, row reads.
+"""What each worker reads, in which order: the manifest, work units, the per-epoch order, row reads.
 
 Everything here is deterministic and addressable, which is what exact and elastic resume need:
 - The train split is cut into units of at most `data.unit_rows` consecutive rows of one shard.
@@ -184,14 +184,14 @@ def deal_units(units: list[Unit], streams: int, seed: int, epoch: int) -> list[l
 
 
 @dataclass(frozen=True)
-class EpochPlan:
+class EpochOrder:
     epoch: int
     streams: tuple  # per stream, its units in stream order
     steps: int  # global batches in this epoch
     stream_rows: int  # rows each stream gives one global batch (q)
 
 
-def epoch_plan(shards, unit_rows: int, seed: int, epoch: int, streams: int, global_batch: int) -> EpochPlan:
+def epoch_order(shards, unit_rows: int, seed: int, epoch: int, streams: int, global_batch: int) -> EpochOrder:
     dealt = deal_units(make_units(shards, unit_rows), streams, seed, epoch)
     q = global_batch // streams
     steps = min(sum(u.stop - u.start for u in units) for units in dealt) // q
@@ -201,10 +201,10 @@ def epoch_plan(shards, unit_rows: int, seed: int, epoch: int, streams: int, glob
             f"the train split ({total} rows in {len(shards)} shards, units of {unit_rows} rows) cannot give each of "
             f"{streams} data streams {q} rows for one global batch; lower train.global_batch, data.unit_rows or "
             "data.streams")
-    return EpochPlan(epoch, tuple(tuple(units) for units in dealt), steps, q)
+    return EpochOrder(epoch, tuple(tuple(units) for units in dealt), steps, q)
 
 
-def rank_segments(p: EpochPlan, shards, first: int, last: int, rank: int, world: int, seed: int) -> list[dict]:
+def rank_segments(p: EpochOrder, shards, first: int, last: int, rank: int, world: int, seed: int) -> list[dict]:
     """What worker `rank` of `world` trains on in global batches [first, last) of the epoch: its
     block of each batch (module docstring), as read instructions; neighbouring pieces of one unit
     are merged, so a worker that reads one stream gets one segment per unit."""

@@ -69,29 +69,29 @@ def read_rows(shards, limit: int, split: str = "", data_url: str = "") -> pa.Tab
 
 
 def load_run(run: str, weights=None):
-    """(config, manifest, pretrained model, initial model) of a run, both in eval mode. `weights`
+    """(config, dataset, pretrained model, initial model) of a run, both in eval mode. `weights`
     (rundir.weights): the pretrained model's, by default the final ones (a finished run)."""
     from training.train import rundir
 
     cfg = rundir.read_config(run)
     weights = weights or rundir.weights(run, cfg=cfg)
-    manifest = data.open_dataset(cfg.data.path)
+    dataset = data.open_dataset(cfg.data.path)
     model_cfg = config.model_config(cfg)
     if cfg.train.objective == "subword" and not model_cfg.num_subword_vocab:
-        model_cfg = config.model_config(cfg, data.vocab_size(manifest.tokenizer_url))
+        model_cfg = config.model_config(cfg, data.vocab_size(dataset.tokenizer_url))
     seed_all(cfg.train.seed)  # as loop.train_loop_per_worker: the run's own starting point
     initial = CaninePretrainingModel(model_cfg, cfg.train.objective).eval()
     pretrained = CaninePretrainingModel(model_cfg, cfg.train.objective)
     if weights.checkpoint:
         load_checkpoint_weights(pretrained, weights.url)
-        return cfg, manifest, pretrained.eval(), initial
+        return cfg, dataset, pretrained.eval(), initial
     fs, path = fsspec.core.url_to_fs(weights.url)
     if not fs.exists(path):
         raise FileNotFoundError(f"{redact(run)} has no consolidated weights ({redact(weights.url)}): "
                                 "they are written after the run's last step; finish the run, or evaluate a saved "
                                 f"checkpoint with --step (saved steps: {rundir.saved_steps(run)})")
     load_consolidated(pretrained, weights.url)
-    return cfg, manifest, pretrained.eval(), initial
+    return cfg, dataset, pretrained.eval(), initial
 
 
 def _batches(rows: pa.Table, cfg, model_cfg, seq_len: int, batch_size: int):
@@ -225,11 +225,11 @@ def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, sni
     from training.train import rundir
 
     weights = rundir.weights(run, step, checkpoint)
-    cfg, manifest, pretrained, initial = load_run(run, weights)
+    cfg, dataset, pretrained, initial = load_run(run, weights)
     model_cfg = pretrained.config
-    seq_len = cfg.data.seq_len or manifest.seq_len
-    val_rows = read_rows(manifest.splits["validation"], examples, "validation", manifest.url)
-    train_rows = read_rows(manifest.splits["train"], train_examples, "train", manifest.url)
+    seq_len = cfg.data.seq_len or dataset.seq_len
+    val_rows = read_rows(dataset.splits["validation"], examples, "validation", dataset.url)
+    train_rows = read_rows(dataset.splits["train"], train_examples, "train", dataset.url)
     objective = cfg.train.objective
     classes = model_cfg.num_hash_buckets if objective == "char" else model_cfg.num_subword_vocab
 
@@ -278,7 +278,7 @@ def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, sni
     result["probe"] = probe
     result["languages"] = languages
     # The output's languages that could not be scored: none of their validation examples was read.
-    result["unscored_languages"] = [lang for lang, n in manifest.languages.items() if n and lang not in languages]
+    result["unscored_languages"] = [lang for lang, n in dataset.languages.items() if n and lang not in languages]
     return result
 
 

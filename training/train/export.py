@@ -126,7 +126,7 @@ def model_card(cfg, encoder_config, records: list[dict], dataset, manifest_missi
         lines.append(f"- shards: `{redact(cfg.data.path)}` (manifest: {manifest_missing})")
     lines += ["", "## Training", ""]
     if records:
-        summary = rundir.summarize(records)
+        summary = rundir.run_figures(records)
         lines += [f"- steps: {summary['steps']} of {cfg.train.max_steps}, global batch {cfg.train.global_batch}, "
                   f"{cfg.optim.name} lr {cfg.optim.lr}, {cfg.parallel.workers} {cfg.parallel.device} workers, "
                   f"DeepSpeed ZeRO-{cfg.parallel.zero_stage}, {cfg.parallel.precision}"]

@@ -20,7 +20,6 @@ from contract.files import atomic_write
 from training import seeds
 from training.train import autobatch, checkpoint, config, data, failures, guard, metrics, rundir, stream, tracking
 from training.train.engine import global_grad_norm, wrap
-from training.train.failures import FAULT_ENV, FAULT_MARKER  # noqa: F401 (importable from here as before)
 
 
 class _Profiler:
@@ -147,7 +146,7 @@ class _Worker:
     on_gpu: bool
     engine: object  # DeepSpeed's engine around the model
     device: torch.device
-    manifest: object
+    dataset: object
     model_cfg: object
     shapes: dict
     flops_per_example: float
@@ -191,7 +190,7 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
 
         torch.cuda.set_device(ray.train.torch.get_device())  # this worker's GPU, before anything allocates
         torch.backends.cuda.matmul.allow_tf32 = True
-    manifest = data.open_dataset(cfg.data.path)
+    dataset = data.open_dataset(cfg.data.path)
     model_cfg = config.model_config(cfg)
     seq_len = cfg.data.seq_len
 
@@ -203,7 +202,7 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
     faults.install(model)
     if not cfg.train.micro_batch:  # --micro-batch auto: settled before DeepSpeed's config needs it
         here = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
-        cfg = at["config"] = autobatch.resolve(cfg, model, model_cfg, world, rank, here)
+        cfg = at["config"] = autobatch.choose_micro_batch(cfg, model, model_cfg, world, rank, here)
     restored = ray.train.get_checkpoint()
     # Written by another worker count: an elastic resume, through the universal form if the
     # optimizer state is partitioned (checkpoint.py).
@@ -213,15 +212,15 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
     device = engine.device
     seeds.seed_worker(cfg.train.seed, rank)  # anything else drawing randomness differs per rank
 
-    state = {"step": 0, "epoch": 0, "rows": 0, "world": world, "data_sha256": manifest.config_sha256}
+    state = {"step": 0, "epoch": 0, "rows": 0, "world": world, "data_sha256": dataset.config_sha256}
     if restored is not None:
         if universal:
             checkpoint.make_universal(restored, rank)
         with checkpoint.rank_files(restored, rank, universal) as directory:
-            state = checkpoint.restore(engine, directory, shapes, rank, world, manifest.config_sha256)
+            state = checkpoint.restore(engine, directory, shapes, rank, world, dataset.config_sha256)
         state["world"] = world  # the next checkpoint is this count's
     step_guard = guard.StepGuard(engine, cfg, rank, state["step"])
-    train = stream.TrainStream(manifest, cfg, rank, world, {"epoch": state["epoch"], "rows": state["rows"]},
+    train = stream.TrainStream(dataset, cfg, rank, world, {"epoch": state["epoch"], "rows": state["rows"]},
                                num_hash_buckets=model_cfg.num_hash_buckets, seq_len=seq_len, device=str(device))
     tracker = tracking.Tracker.open(cfg, config.to_dict(cfg), state["step"]) if rank == 0 and cfg.log.mlflow else None
     log = metrics.MetricsLog(cfg.output, state["step"], cfg.log.tensorboard, tracker) if rank == 0 else None
@@ -229,7 +228,7 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
     t = cfg.train
     stop = min(t.max_steps, t.stop_at_step or t.max_steps)
     profiler = _Profiler(cfg, state["step"], stop, on_gpu) if rank == 0 and cfg.log.profile_steps else None
-    return _Worker(cfg=cfg, rank=rank, world=world, on_gpu=on_gpu, engine=engine, device=device, manifest=manifest,
+    return _Worker(cfg=cfg, rank=rank, world=world, on_gpu=on_gpu, engine=engine, device=device, dataset=dataset,
                    model_cfg=model_cfg, shapes=shapes, flops_per_example=flops_per_example, faults=faults,
                    step_guard=step_guard, train=train, state=state, stop=stop, accum=cfg.accumulation_steps(world),
                    peak=peak, log=log, progress=progress, profiler=profiler)
@@ -272,7 +271,7 @@ def _step(w: _Worker, at: dict) -> dict:
         record["mfu"] = w.flops_per_example * examples / seconds / (w.peak * w.world)
     if (t.eval_every and state["step"] % t.eval_every == 0) or state["step"] == t.max_steps:
         if w.eval_data is None:
-            w.eval_data = stream.eval_batches(w.manifest, cfg, w.rank, w.world, w.model_cfg.num_hash_buckets,
+            w.eval_data = stream.eval_batches(w.dataset, cfg, w.rank, w.world, w.model_cfg.num_hash_buckets,
                                               cfg.data.seq_len)
         record.update(_evaluate(w.engine, w.eval_data, w.device, cfg))
     return record

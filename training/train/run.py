@@ -123,13 +123,13 @@ def _connect(cfg) -> bool:
     return True
 
 
-def resolve(cfg, manifest: data.Dataset, cluster_gpus: float, saved: dict | None = None):
+def resolve_with_data(cfg, dataset: data.Dataset, cluster_gpus: float, saved: dict | None = None):
     """config.resolve with what the data says: the shards' length, the CANINE-S vocabulary and the
     train split's units (the default data.streams)."""
-    vocab = data.vocab_size(manifest.tokenizer_url) if cfg.train.objective == "subword" else 0
-    units = len(data.make_units(manifest.splits["train"], cfg.data.unit_rows))
-    cfg = config.resolve(cfg, manifest_seq_len=manifest.seq_len, num_subword_vocab=vocab,
-                             cluster_gpus=cluster_gpus, saved=saved, where=manifest.url, train_units=units)
+    vocab = data.vocab_size(dataset.tokenizer_url) if cfg.train.objective == "subword" else 0
+    units = len(data.make_units(dataset.splits["train"], cfg.data.unit_rows))
+    cfg = config.resolve(cfg, manifest_seq_len=dataset.seq_len, num_subword_vocab=vocab,
+                             cluster_gpus=cluster_gpus, saved=saved, where=dataset.url, train_units=units)
     return _saved_micro_batch(cfg, saved)
 
 
@@ -172,11 +172,11 @@ def _storage(output: str) -> dict:
     return {"storage_path": path, "storage_filesystem": pafs.PyFileSystem(pafs.FSSpecHandler(fs))}
 
 
-def summarize(cfg, records: list[dict]) -> dict:
-    """summary.json: the run's figures (rundir.summarize, what every reader prints) and how it ran."""
+def run_summary(cfg, records: list[dict]) -> dict:
+    """summary.json: the run's figures (rundir.run_figures, what every reader prints) and how it ran."""
     return {"output": cfg.output, "max_steps": cfg.train.max_steps,
             "finished": bool(records) and records[-1]["step"] >= cfg.train.max_steps, "steps": 0,
-            **rundir.summarize(records),
+            **rundir.run_figures(records),
             "workers": cfg.parallel.workers, "zero_stage": cfg.parallel.zero_stage,
             "precision": cfg.parallel.precision, "micro_batch": cfg.train.micro_batch}
 
@@ -303,26 +303,26 @@ def interrupted(cfg) -> str:
             f"the same command resumes from step {step}")
 
 
-def _no_evaluation(cfg, manifest: data.Dataset, workers: int = 0) -> str | None:
+def _no_evaluation(cfg, dataset: data.Dataset, workers: int = 0) -> str | None:
     """Why this run will not be evaluated, or None. Each worker evaluates an equal share of the
     first data.eval_examples validation rows (stream.eval_batches): fewer rows than workers, none.
     workers 0 (before the cluster says how many): only what does not depend on them."""
-    rows = sum(s.rows for s in manifest.splits.get("validation", ()))
+    rows = sum(s.rows for s in dataset.splits.get("validation", ()))
     if not cfg.data.eval_examples:
         return "data.eval_examples is 0; --set data.eval_examples=1024 evaluates on the first 1024 validation rows"
     if rows and (not workers or min(cfg.data.eval_examples, rows) >= workers):
         return None
     held = f"holds {rows} validation examples, fewer than the {workers} workers" if rows else "holds no validation examples"
-    return (f"{redact(manifest.url)} {held}: canine preprocess --validation-fraction 0.05 holds out 5% of each "
+    return (f"{redact(dataset.url)} {held}: canine preprocess --validation-fraction 0.05 holds out 5% of each "
             "language's pages (its default, 0.005, holds out none of a language under 20 kept pages)")
 
 
-def _finished(cfg, manifest: data.Dataset, saved: dict | None) -> dict:
+def _finished(cfg, dataset: data.Dataset, saved: dict | None) -> dict:
     """A finished run's saved summary, once its config is checked against this one: no Ray needed
-    (resolve takes the device, workers and precision from the run's config.yaml)."""
+    (resolve_with_data takes the device, workers and precision from the run's config.yaml)."""
     from contract.lock import OutputLock
 
-    cfg = resolve(cfg, manifest, 0, saved)
+    cfg = resolve_with_data(cfg, dataset, 0, saved)
     with OutputLock(cfg.output, command=_lock_command(cfg)):
         _save_or_check_config(cfg, saved)
         _say(f"{redact(cfg.output)} holds this run, finished at step {cfg.train.max_steps}; nothing to do")
@@ -340,24 +340,24 @@ def pretrain(cfg) -> dict:
         raise ValueError("pretraining needs output (--output) and data.path (--data)")
     cfg = rundir.absolute_paths(cfg)
     config.validate(cfg)
-    manifest = data.open_dataset(cfg.data.path)
-    data.check_shards(manifest)
+    dataset = data.open_dataset(cfg.data.path)
+    data.check_shards(dataset)
     consolidated, summary_url = rundir.join(cfg.output, rundir.CONSOLIDATED), rundir.join(cfg.output, rundir.SUMMARY)
     checkpointed = rundir.last_checkpoint(cfg.output)
     finished = rundir.exists(consolidated) and rundir.exists(summary_url)  # written only after the last step
     saved = rundir.read_saved_config(cfg.output) if checkpointed or finished else None
     if finished:
-        return _finished(cfg, manifest, saved)
+        return _finished(cfg, dataset, saved)
     if saved is not None:  # a resumption's device, workers and precision come from its config.yaml, not
         # the cluster (config.resolve): a changed config is refused before Ray starts
-        _check_config(resolve(cfg, manifest, 0, saved), saved)
-    why = _no_evaluation(cfg, manifest)
+        _check_config(resolve_with_data(cfg, dataset, 0, saved), saved)
+    why = _no_evaluation(cfg, dataset)
     if why:
         _say(f"no validation loss or accuracy in this run: {why}")
     tracking.check(cfg)  # an MLflow server that cannot be reached: said before Ray starts
     started = _connect(cfg)
     try:
-        cfg = resolve(cfg, manifest, ray.cluster_resources().get("GPU", 0), saved)
+        cfg = resolve_with_data(cfg, dataset, ray.cluster_resources().get("GPU", 0), saved)
         # Before the lock creates the output: a run the cluster cannot place leaves nothing behind.
         resources.await_resources(resources.needs(cfg), cfg.parallel.resource_wait_s)
         with OutputLock(cfg.output, command=_lock_command(cfg)) as lock:
@@ -367,7 +367,7 @@ def pretrain(cfg) -> dict:
             p, t = cfg.parallel, cfg.train
             _say(f"{p.workers} {p.device} workers, ZeRO-{p.zero_stage}, {p.precision}, {t.objective} objective, "
                  f"{t.max_steps} steps -> {redact(cfg.output)}")
-            late = None if why else _no_evaluation(cfg, manifest, p.workers)  # fewer validation rows than workers
+            late = None if why else _no_evaluation(cfg, dataset, p.workers)  # fewer validation rows than workers
             if late:
                 _say(f"no validation loss or accuracy in this run: {late}")
             with metrics.ProgressPrinter(t.max_steps) as progress:
@@ -376,7 +376,7 @@ def pretrain(cfg) -> dict:
             if not t.micro_batch:
                 cfg = _saved_micro_batch(cfg, rundir.read_saved_config(cfg.output))
                 _say(f"--micro-batch auto chose {cfg.train.micro_batch} per worker (saved in {rundir.CONFIG})")
-            summary = summarize(cfg, rundir.read_metrics(cfg.output))
+            summary = run_summary(cfg, rundir.read_metrics(cfg.output))
             # The URL, not Ray's path on the storage filesystem (which drops the s3:// of a store).
             summary["checkpoint"] = (rundir.join(cfg.output, rundir.CHECKPOINTS, os.path.basename(result.checkpoint.path))
                                      if result.checkpoint else None)

@@ -9,7 +9,7 @@ any fsspec URL; and the one summary of its metrics.jsonl, which summary.json, `c
     OUTPUT/ray_train/checkpoint_stepNNNNNNNN/   CHECKPOINTS: Ray Train's checkpoints (training/train/checkpoint.py)
     OUTPUT/ray_train/checkpoint_manager_snapshot.json   RAY_SNAPSHOT: Ray Train's record of them (last_checkpoint)
     OUTPUT/final/model_fp32.pt    CONSOLIDATED: the fp32 weights, written after the last step
-    OUTPUT/summary.json           SUMMARY: the run's figures (summarize), written when a start ends
+    OUTPUT/summary.json           SUMMARY: the run's figures (run_figures), written when a start ends
     OUTPUT/hf/                    HF: the Hugging Face export (training/train/export.py)
     OUTPUT/hf-stepN/              an export of the checkpoint of step N (`export_dir`): never the final's HF
     OUTPUT/curves.png             CURVES: `canine report`'s loss and accuracy curves
@@ -213,7 +213,7 @@ def steady(records: list[dict]) -> list[dict]:
     return records[len(records) // 10:] or records
 
 
-def summarize(records: list[dict]) -> dict:
+def run_figures(records: list[dict]) -> dict:
     """A run's figures from its metrics.jsonl records, rounded as every reader prints them:
     steps; loss_start / loss_end, the mean of the first / last EDGE_STEPS steps, and final_loss,
     the last step's; the last evaluation; examples/s, characters/s and MFU (GPU runs) as the

@@ -1,9 +1,9 @@
 """The input pipeline of one worker: read its rows, build batches, prefetch.
 
-Per epoch, the worker's slice of the plan (data.py) becomes a list of chunk descriptors (JSON
+Per epoch, the worker's slice of the epoch order (data.py) becomes a list of chunk descriptors (JSON
 strings: which rows of which units). Ray tasks run `read + build_batch_numpy` on them on the
 cluster's CPUs, ahead of the step (`data.prefetch_batches`), and the worker takes micro batches of
-torch tensors in plan order, which exact resume relies on (see `batches`).
+torch tensors in epoch order, which exact resume relies on (see `batches`).
 The batch builder is training/batch.py's: it draws its randomness from
 (seed, example_id) (training/seeds.py), so a batch does not depend on how rows were grouped into chunks.
 """
@@ -32,7 +32,7 @@ def _rows(descriptor: str) -> int:
     return sum(b - a for a, b in (seg["take"] for seg in json.loads(descriptor)["segments"]))
 
 
-def chunk_descriptors(p: data.EpochPlan, shards, first: int, rank: int, world: int, steps_per_chunk: int,
+def chunk_descriptors(p: data.EpochOrder, shards, first: int, rank: int, world: int, steps_per_chunk: int,
                       seed: int) -> list[str]:
     """Worker `rank`'s rows of global batches [first, p.steps) of an epoch, in chunks of
     `steps_per_chunk` batches that start at multiples of it (counted from the epoch start, so a
@@ -66,7 +66,7 @@ def batches(descriptors: list[str], *, micro_batch: int, prefetch: int, cpus_per
     import torch
 
     build = ray.remote(_build_chunk).options(num_cpus=cpus_per_task, scheduling_strategy="SPREAD")
-    todo, pending = iter(descriptors), collections.deque()  # (object ref, rows) in plan order
+    todo, pending = iter(descriptors), collections.deque()  # (object ref, rows) in epoch order
     carry = None  # rows of the last chunk short of a micro batch
     try:
         while True:
@@ -110,9 +110,9 @@ class TrainStream:
     next unseen batch.
     """
 
-    def __init__(self, manifest: data.Dataset, cfg, rank: int, world: int, position: dict | None = None,
+    def __init__(self, dataset: data.Dataset, cfg, rank: int, world: int, position: dict | None = None,
                  num_hash_buckets: int = 0, seq_len: int = 0, device: str = "cpu"):
-        self.shards = manifest.splits["train"]
+        self.shards = dataset.splits["train"]
         self.cfg, self.rank, self.world = cfg, rank, world
         # As config.resolve sets it (a config built in code may leave it 0): never the worker count.
         self.streams = cfg.data.streams or data.canonical_streams(
@@ -124,13 +124,13 @@ class TrainStream:
         self.device = device
         self.wait_s = 0.0  # time spent blocked on the input pipeline (data_wait_fraction)
         self._iter = None
-        self._plan = None
+        self._order = None
         self._step = 0  # global batches of the epoch this worker has fully taken
         self._taken = 0  # rows of the current batch taken so far
 
     def _start_epoch(self):
         d, t = self.cfg.data, self.cfg.train
-        p = data.epoch_plan(self.shards, d.unit_rows, t.seed, self.position["epoch"], self.streams, t.global_batch)
+        p = data.epoch_order(self.shards, d.unit_rows, t.seed, self.position["epoch"], self.streams, t.global_batch)
         step, rest = divmod(self.position["rows"], p.stream_rows)
         if rest:
             raise ValueError(f"data position {self.position} is not at a global batch boundary of {p.stream_rows} "
@@ -139,14 +139,14 @@ class TrainStream:
             self.position = {"epoch": self.position["epoch"] + 1, "rows": 0}
             return self._start_epoch()
         self.close()  # the last epoch's tasks, if any, are cancelled before the next epoch's start
-        self._plan, self._step, self._taken = p, step, 0
+        self._order, self._step, self._taken = p, step, 0
         per_chunk = max(1, round(d.chunk_rows / self.rows_per_step))  # global batches per build task
         descriptors = chunk_descriptors(p, self.shards, step, self.rank, self.world, per_chunk, t.seed)
         self._iter = batches(descriptors, micro_batch=t.micro_batch, prefetch=d.prefetch_batches,
                              cpus_per_task=d.cpus_per_task, build_kwargs=self.build_kwargs, device=self.device)
 
     def next(self) -> dict:
-        if self._iter is None or self._step >= self._plan.steps:
+        if self._iter is None or self._step >= self._order.steps:
             self._start_epoch()
         t0 = time.perf_counter()
         batch = next(self._iter)
@@ -158,7 +158,7 @@ class TrainStream:
         self._taken += n
         if self._taken == self.rows_per_step:  # this worker's block of the batch is complete
             self._step, self._taken = self._step + 1, 0
-            self.position = {"epoch": self._plan.epoch, "rows": self._step * self._plan.stream_rows}
+            self.position = {"epoch": self._order.epoch, "rows": self._step * self._order.stream_rows}
         return batch
 
     def close(self) -> None:
@@ -168,10 +168,10 @@ class TrainStream:
             self._iter = None
 
 
-def eval_batches(manifest: data.Dataset, cfg, rank: int, world: int, num_hash_buckets: int, seq_len: int) -> list:
+def eval_batches(dataset: data.Dataset, cfg, rank: int, world: int, num_hash_buckets: int, seq_len: int) -> list:
     """This worker's share of the first `data.eval_examples` validation rows, built once (the
     caller keeps them: validation is re-read never, evaluated every `eval_every` steps)."""
-    shards = manifest.splits["validation"]
+    shards = dataset.splits["validation"]
     units = data.make_units(shards, cfg.data.unit_rows)
     # Equal shares, so every worker runs the same number of forwards (ZeRO-3 gathers parameters
     # collectively in each one).

@@ -150,17 +150,17 @@ def test_output_subpath_of_a_multilingual_run():
         dumps.output_subpath([en, dumps.parse_dump("en:20261020")])
 
 
-def test_resolve_pins_latest_and_checks_the_mirror(tmp_path):
+def test_resolve_dumps_pins_latest_and_checks_the_mirror(tmp_path):
     """The one dump resolution (`canine preprocess --dump`, hence the CLI, smoke and the scheduled script)."""
     latest = tmp_path / "kowiki" / "latest"
     latest.mkdir(parents=True)
     (latest / "kowiki-latest-pages-articles-multistream.xml.bz2-rss.xml").write_text(FEED.format(wiki="kowiki", date="20261101"))
     with pytest.raises(FileNotFoundError, match="--dump ko:latest: missing on the mirror: .*/kowiki/20261101/kowiki-20261101-"):
-        dumps.resolve(["ko:latest"], mirror=str(tmp_path))
+        dumps.resolve_dumps(["ko:latest"], mirror=str(tmp_path))
     for name in ("pages-articles-multistream.xml.bz2", "pages-articles-multistream-index.txt.bz2"):
         (tmp_path / "kowiki" / "20261101" / f"kowiki-20261101-{name}").parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "kowiki" / "20261101" / f"kowiki-20261101-{name}").write_bytes(b"")
-    (ko,) = dumps.resolve(["ko:latest"], mirror=str(tmp_path))
+    (ko,) = dumps.resolve_dumps(["ko:latest"], mirror=str(tmp_path))
     assert ko.date == "20261101" and dumps.output_path("out", [ko]) == "out/ko/20261101"
 
 
@@ -193,7 +193,7 @@ def test_an_unreachable_mirror_is_named_not_missing(mirror, where, what):
     assert f"give another --mirror (now {mirror})" in str(e.value) and "missing" not in str(e.value)
     with pytest.raises(InputError, match=rf"^{re.escape(dumps.parse_dump('en:latest', mirror=mirror).latest_feed_url)}: "
                                          rf"cannot reach {re.escape(where)}.*\({what}\) while reading the feed of enwiki latest"):
-        dumps.resolve(["en:latest"], mirror=mirror)
+        dumps.resolve_dumps(["en:latest"], mirror=mirror)
 
 
 def test_a_mirror_that_does_not_answer_times_out_saying_what_it_waited_for(caplog):

@@ -49,7 +49,7 @@ def test_on_cpu_auto_takes_the_largest_divisor_up_to_32_without_probing(tmp_path
     cfg = config.load_config("tiny", {"parallel.device": "cpu", "parallel.precision": "fp32", "output": str(tmp_path),
                                       "train.global_batch": 96, "train.micro_batch": 4})
     (tmp_path / rundir.CONFIG).write_text(config.to_yaml(_auto(cfg)))  # as the driver wrote it
-    chosen = autobatch.resolve(_auto(cfg), model=None, model_cfg=None, world=2, rank=0, device="cpu")
+    chosen = autobatch.choose_micro_batch(_auto(cfg), model=None, model_cfg=None, world=2, rank=0, device="cpu")
     assert chosen.train.micro_batch == 24 and chosen.accumulation_steps(2) == 2  # 96 / 2 workers = 48: 24 x 2
     saved = yaml.safe_load((tmp_path / rundir.CONFIG).read_text())
     assert saved["train"]["micro_batch"] == 24  # recorded with the run by rank 0
@@ -117,7 +117,7 @@ def test_on_a_gpu_the_ranks_agree_on_a_fitting_size_or_stop_with_what_to_set(one
     gpu = dataclasses.replace(_auto(cfg), parallel=dataclasses.replace(cfg.parallel, device="cuda", precision="bf16"))
     model = torch.nn.Linear(1000, 1000)  # 1e6 parameters: 16 MB of optimizer state
     (tmp_path / rundir.CONFIG).write_text(config.to_yaml(gpu))
-    chosen = autobatch.resolve(gpu, model, None, world=1, rank=0, device="cpu")
+    chosen = autobatch.choose_micro_batch(gpu, model, None, world=1, rank=0, device="cpu")
     assert chosen.train.micro_batch == 8 and chosen.accumulation_steps(1) == 8  # 64 examples: 8 x 8
     assert yaml.safe_load((tmp_path / rundir.CONFIG).read_text())["train"]["micro_batch"] == 8
 
@@ -125,4 +125,4 @@ def test_on_a_gpu_the_ranks_agree_on_a_fitting_size_or_stop_with_what_to_set(one
     with pytest.raises(failures.OutOfMemory, match=r"^rank 0, before the first step: --micro-batch auto found no micro "
                                                     r"batch that fits: even 1 example of data.seq_len 256 .*within 90% "
                                                     r"of 10.0 GiB.*gradient_checkpointing=true"):
-        autobatch.resolve(gpu, model, None, world=1, rank=0, device="cpu")
+        autobatch.choose_micro_batch(gpu, model, None, world=1, rank=0, device="cpu")

@@ -9,6 +9,7 @@ import yaml
 
 from jobs import cli
 from training.train import config
+from training.train.schema import OptimConfig, PretrainConfig
 
 
 @pytest.mark.parametrize("name", ["tiny", "small", "base"])
@@ -163,24 +164,25 @@ def test_a_resumed_run_keeps_its_workers_device_and_precision_whatever_the_clust
     """The first start resolves 'auto' / 0 from the cluster; a rerun takes them from the run's saved
     config, so a cluster that lost its GPUs (or grew) changes nothing silently."""
     from training.train import data
-    from training.train.run import resolve
+    from training.train.run import resolve_with_data
 
-    manifest = data.open_dataset(contract_shards)
+    dataset = data.open_dataset(contract_shards)
     tiny = lambda **extra: config.load_config("tiny", {"data.path": contract_shards, **extra})  # noqa: E731
-    first = resolve(tiny(**{"parallel.workers": 0}), manifest, cluster_gpus=4)
+    first = resolve_with_data(tiny(**{"parallel.workers": 0}), dataset, cluster_gpus=4)
     assert (first.parallel.workers, first.parallel.device, first.parallel.precision, first.data.streams) == \
         (4, "cuda", "bf16", 8)  # 8 streams: the 8 units of 64 rows (data.canonical_streams), not the 4 workers
     saved = config.to_dict(first)
-    again = resolve(tiny(**{"parallel.workers": 0}), manifest, cluster_gpus=0, saved=saved)
+    again = resolve_with_data(tiny(**{"parallel.workers": 0}), dataset, cluster_gpus=0, saved=saved)
     assert (again.parallel.workers, again.parallel.device, again.parallel.precision, again.data.streams) == \
         (4, "cuda", "bf16", 8)  # not 2 CPU workers: the placement check then says what is missing
-    elastic = resolve(tiny(**{"parallel.workers": 2}), manifest, cluster_gpus=2, saved=saved)
+    elastic = resolve_with_data(tiny(**{"parallel.workers": 2}), dataset, cluster_gpus=2, saved=saved)
     assert (elastic.parallel.workers, elastic.data.streams) == (2, 8)  # asked for: the same data order
     assert config.resume_conflicts(saved, config.to_dict(elastic)) == []
     assert config.resume_conflicts(saved, config.to_dict(config.load_config("tiny", {"parallel.device": "cpu"})))
-    zero3 = config.to_dict(resolve(tiny(**{"parallel.zero_stage": 3, "parallel.workers": 0}), manifest, cluster_gpus=4))
+    zero3 = config.to_dict(resolve_with_data(tiny(**{"parallel.zero_stage": 3, "parallel.workers": 0}), dataset,
+                                             cluster_gpus=4))
     with pytest.raises(ValueError, match="trained with 4 workers under ZeRO-3; resuming it on 2 is not exact"):
-        resolve(tiny(**{"parallel.zero_stage": 3, "parallel.workers": 2}), manifest, 4, zero3)
+        resolve_with_data(tiny(**{"parallel.zero_stage": 3, "parallel.workers": 2}), dataset, 4, zero3)
 
 
 def test_the_default_streams_follow_the_global_batch_and_the_data_not_the_workers(contract_shards):
@@ -212,7 +214,7 @@ def test_the_default_streams_follow_the_global_batch_and_the_data_not_the_worker
 @pytest.mark.parametrize("name", ["tiny", "small", "base"])
 def test_presets_hold_only_what_differs_from_the_defaults(name):
     values, _ = config.read_yaml(name)
-    defaults = config.to_dict(config.PretrainConfig())
+    defaults = config.to_dict(PretrainConfig())
     for section, fields in values.items():
         for key, value in fields.items():
             assert defaults[section][key] != value, f"{name}.yaml restates the default {section}.{key}: {value!r}"
@@ -222,15 +224,15 @@ def test_every_field_has_help_and_its_choices_are_checked():
     from contract import options
     from pipeline.preprocess_config import PreprocessConfig
 
-    for cls in (PreprocessConfig, config.PretrainConfig, *[f.type for f in dataclasses.fields(config.PretrainConfig)
-                                                             if dataclasses.is_dataclass(f.type)]):
+    for cls in (PreprocessConfig, PretrainConfig, *[f.type for f in dataclasses.fields(PretrainConfig)
+                                                    if dataclasses.is_dataclass(f.type)]):
         for f in dataclasses.fields(cls):
             assert options.help_of(f), f"{cls.__name__}.{f.name} has no help"
     cfg = config.load_config("tiny")
     bad = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, objective="words"))
     with pytest.raises(ValueError, match=r"train\.objective must be one of char, subword, got 'words'"):
         config.validate(bad)
-    assert config.PretrainConfig.__dataclass_fields__["train"].default_factory().objective == "char"
+    assert PretrainConfig.__dataclass_fields__["train"].default_factory().objective == "char"
 
 
 def test_resumable_fields_are_the_ones_that_do_not_change_the_trajectory():
@@ -273,16 +275,16 @@ def test_the_old_name_of_the_model_size_is_refused_with_the_new_one(tmp_path):
 
 def test_the_config_goes_to_the_workers_resolved_and_the_engine_refuses_auto():
     from training.train import data, engine
-    from training.train.run import resolve
+    from training.train.run import resolve_with_data
 
     cfg = config.load_config("tiny")
     with pytest.raises(ValueError, match="call training.train.config.resolve first"):
         config.require_resolved(cfg)
     with pytest.raises(ValueError, match="resolve the config first"):
         engine.deepspeed_config(cfg, world=2)
-    manifest = data.Dataset("mem://d", {"train": ()}, 256, "abc", "mem://d/_tokenizer.json")
+    dataset = data.Dataset("mem://d", {"train": ()}, 256, "abc", "mem://d/_tokenizer.json")
     explicit = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, streams=2))  # no rows to count units of
-    resolved = resolve(explicit, manifest, cluster_gpus=0)
+    resolved = resolve_with_data(explicit, dataset, cluster_gpus=0)
     config.require_resolved(resolved)
     assert engine.deepspeed_config(resolved, world=2)["bf16"] == {"enabled": False}
 
@@ -295,6 +297,6 @@ def test_pretrain_flags_come_from_the_fields():
     parser = argparse.ArgumentParser()
     pretrain.add_arguments(parser)
     actions = {a.dest: a for a in parser._actions}
-    assert actions["optimizer"].choices == config.OptimConfig.__dataclass_fields__["name"].metadata["choices"]
+    assert actions["optimizer"].choices == OptimConfig.__dataclass_fields__["name"].metadata["choices"]
     assert actions["zero_stage"].type is int and actions["lr"].type is float and actions["lr"].default is None
     assert "peak learning rate" in actions["lr"].help and "optim.lr" in actions["lr"].help

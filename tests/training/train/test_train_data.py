@@ -1,4 +1,4 @@
-"""The data plan (manifest, units, deal, resume slicing) and the input pipeline on Ray."""
+"""The data order (manifest, units, deal, resume slicing) and the input pipeline on Ray."""
 
 import json
 import os
@@ -14,6 +14,7 @@ from contract.files import file_sha256
 from training.batch import build_batch_numpy
 from training import seeds
 from training.train import config, data, stream
+from training.train.schema import DataConfig
 
 
 def test_manifest_is_read_with_shard_urls(contract_shards):
@@ -58,16 +59,16 @@ def test_read_unit_matches_a_plain_read_across_row_groups(contract_shards):
     assert unit.equals(pq.read_table(shard.url).slice(50, 90))
 
 
-def test_a_resumed_stream_continues_where_the_plan_left_off(contract_shards):
+def test_a_resumed_stream_continues_where_the_order_left_off(contract_shards):
     """Rows from a resume position equal the tail of the uninterrupted stream, and the workers'
     streams never share an example within an epoch."""
     shards = data.open_dataset(contract_shards).splits["train"]
-    plan = data.epoch_plan(shards, 64, seed=3, epoch=1, streams=2, global_batch=16)
+    order = data.epoch_order(shards, 64, seed=3, epoch=1, streams=2, global_batch=16)
     seen = []
     for rank in range(2):
-        full = data.read_segments(data.rank_segments(plan, shards, 0, plan.steps, rank, 2, 3))
-        tail = data.read_segments(data.rank_segments(plan, shards, 5, plan.steps, rank, 2, 3))
-        assert full.num_rows == 8 * plan.steps and tail.equals(full.slice(40))
+        full = data.read_segments(data.rank_segments(order, shards, 0, order.steps, rank, 2, 3))
+        tail = data.read_segments(data.rank_segments(order, shards, 5, order.steps, rank, 2, 3))
+        assert full.num_rows == 8 * order.steps and tail.equals(full.slice(40))
         seen += full.column("example_id").to_pylist()
     assert len(seen) == len(set(seen))
 
@@ -77,16 +78,16 @@ def test_the_global_batches_do_not_depend_on_the_worker_count(contract_shards, s
     """Elastic determinism: with the streams fixed, any worker count splits the same global
     batches, in the same order, into its workers' blocks."""
     shards = data.open_dataset(contract_shards).splits["train"]
-    plan = data.epoch_plan(shards, 64, seed=3, epoch=0, streams=streams, global_batch=16)
+    order = data.epoch_order(shards, 64, seed=3, epoch=0, streams=streams, global_batch=16)
     ids = lambda segs: data.read_segments(segs).column("example_id").to_pylist()  # noqa: E731
-    one = [ids(data.rank_segments(plan, shards, s, s + 1, 0, 1, 3)) for s in range(plan.steps)]
-    assert all(len(batch) == 16 for batch in one) and len({i for b in one for i in b}) == 16 * plan.steps
+    one = [ids(data.rank_segments(order, shards, s, s + 1, 0, 1, 3)) for s in range(order.steps)]
+    assert all(len(batch) == 16 for batch in one) and len({i for b in one for i in b}) == 16 * order.steps
     for world in (2, 4, 8):
-        for s in (0, plan.steps - 1):
-            blocks = [ids(data.rank_segments(plan, shards, s, s + 1, r, world, 3)) for r in range(world)]
+        for s in (0, order.steps - 1):
+            blocks = [ids(data.rank_segments(order, shards, s, s + 1, r, world, 3)) for r in range(world)]
             assert [i for b in blocks for i in b] == one[s], (world, s)
     if streams == 2:  # a worker of a run with as many workers as streams reads one stream: few segments
-        segs = data.rank_segments(plan, shards, 0, plan.steps, 1, 2, 3)
+        segs = data.rank_segments(order, shards, 0, order.steps, 1, 2, 3)
         assert len(segs) == len({(g["url"], g["start"]) for g in segs})
 
 
@@ -94,7 +95,7 @@ def test_the_canonical_streams_follow_the_global_batch_and_the_data_only():
     """The default data.streams: the largest divisor of the global batch up to the cap and up to
     the train split's units (a stream needs one); the worker count is not an argument."""
     assert data.MAX_CANONICAL_STREAMS == 16
-    assert "16 (data.py MAX_CANONICAL_STREAMS)" in config.DataConfig.__dataclass_fields__["streams"].metadata["help"]
+    assert "16 (data.py MAX_CANONICAL_STREAMS)" in DataConfig.__dataclass_fields__["streams"].metadata["help"]
     assert data.canonical_streams(4096, 10**6) == 16  # the base recipe
     assert data.canonical_streams(16, 8) == 8 and data.canonical_streams(16, 5) == 4  # tiny data: capped by units
     assert data.canonical_streams(24, 100) == 12 and data.canonical_streams(17, 100) == 1
@@ -122,7 +123,7 @@ def test_fresh_runs_on_any_worker_count_read_the_same_global_batches(contract_sh
     assert streams == {64: 8, 100: 4}[unit_rows]
     where = _rows_of(shards)
     for epoch in (0, 1):
-        p = data.epoch_plan(shards, unit_rows, seed=3, epoch=epoch, streams=streams, global_batch=16)
+        p = data.epoch_order(shards, unit_rows, seed=3, epoch=epoch, streams=streams, global_batch=16)
         # The definition (data.py): batch s is rows [s*q, (s+1)*q) of every stream, stream after stream.
         expected = [[where[e] for c in range(streams) for e in data.read_segments(
             data.segments(p.streams[c], shards, s * p.stream_rows, (s + 1) * p.stream_rows, 3, epoch))
@@ -142,9 +143,9 @@ def test_fresh_runs_on_any_worker_count_read_the_same_global_batches(contract_sh
 def test_a_chunk_reads_each_of_its_units_once(contract_shards, monkeypatch):
     """One worker reading pieces of several streams interleaves units in a chunk (stream after
     stream, batch after batch): each unit is decoded once per chunk, not once per piece, and the
-    rows come out in plan order."""
+    rows come out in epoch order."""
     shards = data.open_dataset(contract_shards).splits["train"]
-    p = data.epoch_plan(shards, 64, seed=3, epoch=0, streams=8, global_batch=16)
+    p = data.epoch_order(shards, 64, seed=3, epoch=0, streams=8, global_batch=16)
     segs = data.rank_segments(p, shards, 0, 6, 0, 1, 3)  # 6 batches, 2 rows of each of 8 streams in each
     pieces = [data.read_segments([s]) for s in segs]
     calls = []
@@ -156,7 +157,7 @@ def test_a_chunk_reads_each_of_its_units_once(contract_shards, monkeypatch):
 
     # Units smaller than a row group (16 rows, 4 to a group of the fixture's 64): each group that
     # the chunk touches is decoded once, however many of its units the chunk reads.
-    p = data.epoch_plan(shards, 16, seed=3, epoch=0, streams=16, global_batch=16)
+    p = data.epoch_order(shards, 16, seed=3, epoch=0, streams=16, global_batch=16)
     segs = data.rank_segments(p, shards, 0, 8, 0, 1, 3)
     groups = {(g["url"], g["start"] // 64) for g in segs}
     data._row_group.cache_clear()
@@ -168,7 +169,7 @@ def test_a_chunk_reads_each_of_its_units_once(contract_shards, monkeypatch):
 def test_too_little_data_for_one_step_is_a_clear_error(contract_shards):
     shards = data.open_dataset(contract_shards).splits["train"]
     with pytest.raises(ValueError, match="cannot give each of 2 data streams 2048 rows"):
-        data.epoch_plan(shards, 64, 0, 0, 2, global_batch=4096)
+        data.epoch_order(shards, 64, 0, 0, 2, global_batch=4096)
 
 
 def test_missing_contract_column_names_the_file(contract_shards, tmp_path):
@@ -216,16 +217,16 @@ def test_the_stream_resumes_exactly_through_ray_tasks(contract_shards, ray_local
     data_dir = str(tmp_path / "shards")
     shutil.copytree(contract_shards, data_dir)
     cfg = config.load_config("tiny", {"data.path": data_dir, "data.chunk_rows": 12})
-    manifest = data.open_dataset(data_dir)
+    dataset = data.open_dataset(data_dir)
     kwargs = dict(num_hash_buckets=2048, seq_len=256)
-    full = stream.TrainStream(manifest, cfg, rank=1, world=2, **kwargs)
+    full = stream.TrainStream(dataset, cfg, rank=1, world=2, **kwargs)
     assert full.streams == 8  # data.streams 0: the canonical count of 8 units, not the 2 workers
-    plan = data.epoch_plan(manifest.splits["train"], 64, 0, 0, 8, 16)
-    q, per_epoch = plan.stream_rows, plan.steps * 2  # 2 micro batches per step
+    order = data.epoch_order(dataset.splits["train"], 64, 0, 0, 8, 16)
+    q, per_epoch = order.stream_rows, order.steps * 2  # 2 micro batches per step
     batches = [full.next() for _ in range(per_epoch + 4)]
     assert full.position == {"epoch": 1, "rows": 2 * q}
 
-    resumed = stream.TrainStream(manifest, cfg, rank=1, world=2, position={"epoch": 0, "rows": q * (plan.steps - 1)},
+    resumed = stream.TrainStream(dataset, cfg, rank=1, world=2, position={"epoch": 0, "rows": q * (order.steps - 1)},
                                  **kwargs)
     for expected in batches[per_epoch - 2:]:
         got = resumed.next()
@@ -233,7 +234,7 @@ def test_the_stream_resumes_exactly_through_ray_tasks(contract_shards, ray_local
     full.close()
     resumed.close()
 
-    rows = data.read_segments(data.rank_segments(plan, manifest.splits["train"], 0, 1, 1, 2, 0)).slice(0, 4)
+    rows = data.read_segments(data.rank_segments(order, dataset.splits["train"], 0, 1, 1, 2, 0)).slice(0, 4)
     direct = build_batch_numpy(rows, 256, "char", seed=seeds.build_seed(0, 0), num_hash_buckets=2048)
     assert all(np.array_equal(batches[0][k].numpy(), direct[k]) for k in direct)
     assert full.wait_s > 0

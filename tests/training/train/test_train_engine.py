@@ -11,8 +11,8 @@ from training.train import checkpoint, config, data, engine
 
 
 def _batches(contract_shards, objective, n=3):
-    manifest = data.open_dataset(contract_shards)
-    shard = manifest.splits["train"][0]
+    dataset = data.open_dataset(contract_shards)
+    shard = dataset.splits["train"][0]
     rows = data.read_unit(shard.url, shard.sha256, 0, 4 * n)
     return [build_batch(rows.slice(4 * i, 4), 256, objective, seed=i, num_hash_buckets=2048) for i in range(n)]
 

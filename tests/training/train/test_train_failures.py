@@ -150,7 +150,7 @@ def test_an_out_of_memory_ends_the_run_at_its_first_occurrence(contract_shards, 
 @pytest.mark.slow
 def test_a_config_the_data_cannot_serve_ends_the_run_at_once(contract_shards, ray_local, tmp_path, starts, capsys):
     """Met by the workers, not the driver: the 400 training rows cannot give each of 8 streams (the
-    canonical count of their 8 units) 64 rows for a global batch of 512 (data.epoch_plan)."""
+    canonical count of their 8 units) 64 rows for a global batch of 512 (data.epoch_order)."""
     with pytest.raises(failures.BadInput, match=r"^rank \d, step 1: the train split \(400 rows in 3 shards.*cannot "
                                                 r"give each of 8 data streams 64 rows.*lower train\.global_batch.*"
                                                 r"\(cpu, fp32, ZeRO-2.*global batch 512\); a restart would fail"):

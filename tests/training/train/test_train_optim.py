@@ -8,10 +8,11 @@ import torch
 from canine_fixtures import CPU, one_thread  # noqa: F401 (autouse: one torch thread)
 from training.train import config, engine, optim
 from training.train.lamb import Lamb
+from training.train.schema import OptimConfig
 
 
 def test_lr_schedule_warms_up_then_decays_linearly():
-    cfg = config.OptimConfig(warmup_fraction=0.025)
+    cfg = OptimConfig(warmup_fraction=0.025)
     warmup = optim.warmup_steps(cfg, 1000)
     assert warmup == 25  # 2.5% (paper §4.1.3)
     factors = [optim.lr_factor(s, warmup, 1000) for s in range(1000)]
