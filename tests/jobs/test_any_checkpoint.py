@@ -231,13 +231,6 @@ def test_each_zero_stage_consolidates_offline_to_what_training_gathers(stage_che
     assert "TORCH_FORCE_WEIGHTS_ONLY_LOAD" not in os.environ  # the guard ends with the load
 
 
-class _Payload:
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):  # what a malicious pickle does: run a command while being loaded
-        return os.system, (f"touch {self.marker}",)
-
 
 @pytest.mark.parametrize("stage", [0, 2])  # our own load of the module file; DeepSpeed's zero_to_fp32
 def test_a_planted_pickle_is_refused_unrun_and_a_cut_file_named(stage_checkpoints, tmp_path, stage):
@@ -245,6 +238,7 @@ def test_a_planted_pickle_is_refused_unrun_and_a_cut_file_named(stage_checkpoint
 
     import torch
 
+    from planted import PlantedPickle  # tests/planted.py
     from training.train.checkpoint import consolidate
 
     planted, cut = tmp_path / "planted", tmp_path / "cut"
@@ -253,7 +247,7 @@ def test_a_planted_pickle_is_refused_unrun_and_a_cut_file_named(stage_checkpoint
     module_file = planted / "deepspeed" / "step00000002" / "mp_rank_00_model_states.pt"
     states = torch.load(module_file, weights_only=False)  # our own file, just written
     marker = tmp_path / "payload_ran"
-    torch.save({**states, "extra": _Payload(marker)}, module_file)
+    torch.save({**states, "extra": PlantedPickle(marker)}, module_file)
     with pytest.raises(ValueError, match=rf"checkpoint {planted}: refused to load mp_rank_00_model_states\.pt "
                                          r"\(posix\.system\).*nothing in them was run"):
         consolidate(str(planted))

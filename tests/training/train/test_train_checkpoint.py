@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from canine_fixtures import CPU, one_thread  # noqa: F401 (autouse: one torch thread)
+from planted import PlantedPickle
 from training.batch import build_batch
 from training.canine_config import SIZES
 from training.heads import CaninePretrainingModel
@@ -105,13 +106,6 @@ def test_deepspeed_checkpoints_restore_under_weights_only(one_process_group, bat
     assert "TORCH_FORCE_WEIGHTS_ONLY_LOAD" not in os.environ  # the guard ends with the load
 
 
-class _Payload:
-    def __init__(self, marker):
-        self.marker = marker
-
-    def __reduce__(self):  # what a malicious pickle does: run a command while being loaded
-        return os.system, (f"touch {self.marker}",)
-
 
 def test_a_planted_pickle_in_a_deepspeed_file_is_refused_and_never_runs(one_process_group, batch, tmp_path):
     """Fails if DeepSpeed stops loading through TorchCheckpointEngine's torch.load, or torch stops
@@ -124,7 +118,7 @@ def test_a_planted_pickle_in_a_deepspeed_file_is_refused_and_never_runs(one_proc
     target = directory / checkpoint.DS_DIR / checkpoint.tag(1) / "mp_rank_00_model_states.pt"
     marker = tmp_path / "payload_ran"
     states = torch.load(target, weights_only=False)  # our own file, just written
-    torch.save({**states, "extra": _Payload(marker)}, target)  # everything resume needs, plus the payload
+    torch.save({**states, "extra": PlantedPickle(marker)}, target)  # everything resume needs, plus the payload
 
     restored, _ = _engine(0)
     with pytest.raises(ValueError) as info:
