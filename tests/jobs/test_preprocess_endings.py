@@ -14,6 +14,7 @@ lines) is a third-party line, and there must be none.
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -120,9 +121,11 @@ def test_ctrl_c_is_one_line_and_130_and_the_same_command_resumes(long_input, tmp
     # itself when vocabulary training starts (pipeline/faults.py), every worker process running:
     # a signal sent from here once an item was cached raced the job, which under load could
     # finish first (exit 0).
+    # SIGINT's default disposition in the job: a test run started in the background (`cmd &`
+    # without job control) inherits SIGINT ignored, and so would the job.
     env = {**os.environ, faults.FAULT_ENV: "tokenizer:1:INT"}
     proc = subprocess.Popen(args, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 130, stderr[-3000:]
     assert stdout == "" and "Traceback" not in stderr
