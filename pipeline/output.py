@@ -235,12 +235,14 @@ class WorkPlan:
     tokenizer_json: str | None
 
 
-def prepare(cfg: PreprocessConfig) -> WorkPlan:
+def prepare(cfg: PreprocessConfig, workers: int | None = None) -> WorkPlan:
     """Everything that can fail before work starts and needs no lock: config, output path,
-    input files, tokenizer. Writes nothing."""
+    input files, tokenizer. Writes nothing. `workers`: the items are sized to keep that many
+    busy (sources/plan.py; the config, and so the output, does not change with it)."""
     cfg.validate()
     check_output_path(cfg.output)
-    items = sources.plan_work_items(list(cfg.inputs), cfg.lang, cfg.streams_per_item, max_pages=cfg.max_pages)
+    items = sources.plan_work_items(list(cfg.inputs), cfg.lang, cfg.streams_per_item, max_pages=cfg.max_pages,
+                                    workers=workers)
     cfg = dataclasses.replace(cfg, inputs=tuple(cfg.inputs), input_fingerprints=fingerprint_inputs(items))
     tokenizer_json = None
     if cfg.tokenizer:
@@ -288,7 +290,7 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
     from pipeline.progress import ItemProgress
 
     started = time.time()
-    work_plan = work_plan or prepare(cfg)
+    work_plan = work_plan or prepare(cfg, workers)
     cfg = work_plan.cfg
     existing = existing_output(cfg, work_plan.tokenizer_json)
     if existing is not None:

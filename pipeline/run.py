@@ -71,7 +71,7 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
         # First: Beam's own option check already contacts Cloud Storage, retrying for minutes.
         runners.check_launch(runner, cfg.output, cfg.inputs, list(beam_args))
         runners.check_runner(workers, runner, beam_args)
-    work_plan = output.prepare(cfg)
+    work_plan = output.prepare(cfg, workers)
     created = output.missing_root(cfg.output)
     command = redact(shlex.join(["canine", "preprocess", *map(str, cfg.inputs), "--output", cfg.output]))
     try:

@@ -63,20 +63,23 @@ _ENCODING_ERRORS = {expat_errors.codes[expat_errors.XML_ERROR_UNKNOWN_ENCODING],
 
 
 def plan_items(path: str, fs, fs_path: str, lang: str | None, streams_per_item: int, size: int | None = None,
-               item_bytes: int = seekable.ITEM_BYTES, max_pages: int | None = None) -> list[WorkItem]:
+               item_bytes: int = seekable.ITEM_BYTES, max_pages: int | None = None,
+               min_items: int = 1) -> list[WorkItem]:
     """The dump's work items, with its language (its own xml:lang, else `lang`, --lang) and its
     <siteinfo>: a multistream dump's ranges of streams; any other UTF-8 dump (.xml, .bz2, .gz)
     split about `item_bytes` of text apart, at bz2 blocks / gzip seek points (seekable.py);
     a dump in another encoding whole. `max_pages` (a trial slice): a multistream dump's ranges
     of the streams that hold its first `max_pages` pages, any other dump one item read from its
-    start up to its `max_pages`th page (not split: the split's planning alone reads a whole .gz)."""
+    start up to its `max_pages`th page (not split: the split's planning alone reads a whole .gz).
+    `min_items`: a multistream dump's ranges hold fewer streams to make at least this many
+    (multistream.split)."""
     root_lang, site, declared = _header(path)
     lang = root_lang or lang  # the dump's own language wins over --lang
     if not lang:
         raise InputError(f"{path}: no language: the dump's <mediawiki> has no xml:lang and no --lang was given")
     if not LANG_RE.fullmatch(lang):
         raise InputError(f"{path}: xml:lang {lang!r} is not a language code")
-    items = multistream.split(path, fs, fs_path, lang, streams_per_item, max_pages)
+    items = multistream.split(path, fs, fs_path, lang, streams_per_item, max_pages, min_items)
     codec = codec_of(path)
     if max_pages is not None:
         if items[-1].max_pages is None:  # no index to say where page N is: read from the start

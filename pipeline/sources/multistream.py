@@ -22,8 +22,10 @@ _INDEX_OFFSET_RE = re.compile(rb"(?m)^(\d+):")
 
 
 def split(path: str, fs, fs_path: str, lang: str, streams_per_item: int,
-          max_pages: int | None = None) -> list[WorkItem]:
-    """The dump's work items: ranges of `streams_per_item` streams if its index exists, else one.
+          max_pages: int | None = None, min_items: int = 1) -> list[WorkItem]:
+    """The dump's work items: ranges of `streams_per_item` streams if its index exists, else one;
+    fewer streams a range where that makes fewer than `min_items` ranges (a small dump read by
+    several workers: plan.py), one stream a range at least.
     `max_pages` (a trial slice): only the ranges of the streams that hold the dump's first
     `max_pages` pages, the index's lines counting each stream's pages; the last range ends at the
     next stream and stops at its page (WorkItem.max_pages: what the ranges before it leave).
@@ -34,6 +36,7 @@ def split(path: str, fs, fs_path: str, lang: str, streams_per_item: int,
     if not network.exists(fs, index_of(fs_path), index, "looking for the index beside its dump"):
         return [WorkItem(path, "xml", lang=lang)]  # no index: bz2 can't be split, one item per file
     offsets, pages, after = _streams(index, fs.size(fs_path), max_pages)
+    streams_per_item = max(1, min(streams_per_item, -(-len(offsets) // max(1, min_items))))
     with fsspec.open(path, "rb") as f:  # an index of another dump, seen now rather than by a worker
         for offset in sorted({*offsets[:1], *offsets[-1:], *([] if after is None else [after])}):
             try:

@@ -12,6 +12,19 @@ worker count, runner or resume, and planned so that nothing after it is read: a 
 dump's index says which streams hold them (multistream.py), any other file is one work item
 read from its start that stops after its Nth page (a single-stream .bz2 / .gz is not split:
 where page N is is not known before reading, and a small N is read quickly from the start).
+
+How big an item is (`item_size`): every worker busy on a small input, items of a useful size on a
+big one. A run of `workers` aims at ITEMS_PER_WORKER items a worker, from the text its inputs
+hold (their stored sizes times TEXT_PER_STORED_BYTE), between MIN_ITEM_BYTES and
+seekable.ITEM_BYTES of text: a 28.8 MB .xml.bz2 with --workers 2 (~130 MB of XML) makes items of
+~16 MB, about 8, where one size for all made 2. A multistream dump takes fewer than
+`streams_per_item` streams an item the same way (never more: the config's value is the upper
+bound, and stays what the manifest's fingerprint records). The output never depends on where
+items are cut (pages are hashed into groups); the rejects' `source` positions of a split dump
+(`path@start:line`) do, and a rerun with another worker count on a small input plans other items
+and reads them again rather than reusing the cached ones. A big input (ITEM_BYTES x
+ITEMS_PER_WORKER x workers of text and more, 256 MB a worker) is cut at ITEM_BYTES whatever the
+worker count, as before. A trial slice is planned as it always was.
 """
 
 import posixpath
@@ -34,11 +47,28 @@ _KINDS = "expected .xml[.bz2|.gz], .jsonl/.json[.gz|.bz2] or .parquet"
 # of padding to a whole byte; the marker is not byte-aligned, so each padding is tried.
 _BZ2_END = 0x177245385090
 
+# Items a worker gets at least, on an input big enough: more than one, so that the last items
+# of a run (one big, one small) do not leave a worker idle for long, and the progress line moves.
+ITEMS_PER_WORKER = 4
+# The smallest item planned for a worker count: ~1.5 s of one core's cleaning (~3 MB/s of XML,
+# benchmarks/preprocess.py), against a per-item cost of ~10-50 ms (a bz2 cut's 256 kB read, a
+# Beam element, one cache file).
+MIN_ITEM_BYTES = 4 << 20
+# XML text per stored byte of an input, by how it is stored: the planner's and the disk
+# estimate's (pipeline/disk.py) guess of a file's text before reading it. bz2: enwiki's
+# pages-articles (~22 GB -> ~100 GB) 4.5; the real pages of tests/data/wiki 3.8, the made-up
+# sample 10. gzip: 3.1 on those real pages (gzip -6). JSON Lines and Parquet hold cleaned text
+# already (about half the XML of the same pages); Parquet's is compressed, ~2.5x with zstd/snappy.
+TEXT_PER_STORED_BYTE = {"bz2": 4.5, "gzip": 3.5, None: 1.0}
+
 
 def plan_work_items(patterns: list[str], lang: str | None = None, streams_per_item: int = 1,
-                    item_bytes: int | None = None, max_pages: int | None = None) -> list[WorkItem]:
+                    item_bytes: int | None = None, max_pages: int | None = None,
+                    workers: int | None = None) -> list[WorkItem]:
     """Expand fsspec URLs / globs into work items, sorted by (path, start). A single-stream
-    .bz2 / .gz dump is split about `item_bytes` of text apart (default: seekable.item_bytes()).
+    .bz2 / .gz dump is split about `item_bytes` of text apart (default: the ITEM_ENV setting,
+    else `item_size` for `workers`, else seekable.ITEM_BYTES), a multistream dump in ranges of
+    at most `streams_per_item` streams (fewer for `workers`: module docstring).
     `max_pages`: only the items of each file's first `max_pages` pages (module docstring).
 
     Fails with InputError before reading any page if a pattern matches nothing, a file's kind
@@ -52,14 +82,21 @@ def plan_work_items(patterns: list[str], lang: str | None = None, streams_per_it
         raise ValueError(f"max_pages must be >= 1, got {max_pages}")
     if lang is not None and not LANG_RE.fullmatch(lang):
         raise InputError(f"--lang {lang!r}: not a language code (e.g. en, zh-min-nan)")
-    item_bytes = item_bytes or seekable.item_bytes()
-    items = []
-    for path, fs, fs_path in _expand(patterns):
-        kind, size = _kind(path), _size(fs, fs_path, path)
+    files = [(path, fs, fs_path, _kind(path), _size(fs, fs_path, path)) for path, fs, fs_path in _expand(patterns)]
+    for path, _, _, _, size in files:
         if size == 0:
             raise InputError(f"{path}: empty file (0 bytes)")
+    min_items = 1
+    if workers is not None and max_pages is None:  # a trial slice is planned as it always was
+        min_items = ITEMS_PER_WORKER * workers
+        if item_bytes is None and not seekable.item_bytes_set():
+            item_bytes = item_size(sum(text_bytes(path, size or 0) for path, *_, size in files), workers)
+    item_bytes = item_bytes or seekable.item_bytes()
+    items = []
+    for path, fs, fs_path, kind, size in files:
         if kind == "xml":
-            items.extend(mediawiki.plan_items(path, fs, fs_path, lang, streams_per_item, size, item_bytes, max_pages))
+            items.extend(mediawiki.plan_items(path, fs, fs_path, lang, streams_per_item, size, item_bytes, max_pages,
+                                              min_items))
         elif kind == "jsonl":
             items.append(WorkItem(path, kind, lang=jsonl.file_language(path, lang), max_pages=max_pages))
         else:
@@ -67,6 +104,17 @@ def plan_work_items(patterns: list[str], lang: str | None = None, streams_per_it
         if size:  # None: the server did not say. After the header checks above, which name a wrong format better
             _check_end(path, kind, size)
     return sorted(items, key=lambda it: (it.path, it.start))
+
+
+def text_bytes(path: str, stored: int) -> int:
+    """About how many bytes of text a file of `stored` bytes holds (TEXT_PER_STORED_BYTE)."""
+    return int(stored * TEXT_PER_STORED_BYTE.get(codec_of(path), 1.0))
+
+
+def item_size(text: int, workers: int) -> int:
+    """Text per work item for `text` bytes of input read by `workers`: ITEMS_PER_WORKER items a
+    worker, between MIN_ITEM_BYTES and seekable.ITEM_BYTES (module docstring)."""
+    return max(MIN_ITEM_BYTES, min(seekable.ITEM_BYTES, text // (ITEMS_PER_WORKER * max(1, workers))))
 
 
 def work_item_key(item: WorkItem) -> str:

@@ -51,6 +51,7 @@ from pipeline.sources.compressed import MAGIC, _OUT_BYTES, _raw_chunks, decoded_
 # a Ctrl-C loses at most that per worker and the progress line moves every few seconds, while a
 # multi-GB dump still makes hundreds of items (enwiki's 100 GB: ~1500) and a small wiki's
 # 20 MB .bz2 one or two. The staging cache holds one file per item; a gzip item carries 32 KiB.
+# The largest item: a smaller input is cut finer to keep every worker busy (plan.py `item_size`).
 ITEM_BYTES = 64 << 20
 # The size for a run (tests force small items with it); the output does not depend on it, only
 # the rejects' `source` positions do.
@@ -59,6 +60,11 @@ ITEM_ENV = "CANINE_PREPROCESS_ITEM_BYTES"
 _BLOCK, _EOS = 0x314159265359, 0x177245385090  # bzip2's block and end-of-stream magics (48 bits)
 _MAX_BLOCK_BITS = 8 * (1 << 20)  # a bzip2 block holds at most 900 kB, so compresses to less than 1 MiB
 _WINDOW = 1 << 15
+
+
+def item_bytes_set() -> bool:
+    """Whether ITEM_ENV fixes the item size (then the planner does not adapt it to the run)."""
+    return bool(os.environ.get(ITEM_ENV))
 
 
 def item_bytes() -> int:
