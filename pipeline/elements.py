@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import apache_beam as beam
 
-from pipeline import examples
+from pipeline import spill
 
 
 class Page(NamedTuple):  # CleanPages "kept" -> AssignSplit
@@ -25,47 +25,11 @@ class Page(NamedTuple):  # CleanPages "kept" -> AssignSplit
     text: str
 
 
-class Outcome(NamedTuple):  # CleanPages "outcomes", one per page read -> CollectStats
-    lang: str
-    outcome: str  # one of contract.schema.PAGE_OUTCOMES
 
 
-class Replaced(NamedTuple):  # CleanPages "replaced", one per kept page with any -> CollectStats
-    lang: str
-    characters: int  # aliased characters replaced by U+FFFD
 
 
-class Dropped(NamedTuple):  # CleanPages "dropped", one per kept page that lost any -> CollectStats
-    lang: str
-    counts: tuple  # in the order of contract.schema.CONSTRUCT_DROPS
 
-
-class Headings(NamedTuple):  # CleanPages "headings", one per kept wikitext page -> CollectStats
-    lang: str
-    variants: int  # language-variant constructs rendered on the page
-    end_matter: tuple  # titles of the sections dropped as end matter
-    last_kept: str  # the last top-level heading kept ("" if none)
-    converted: int = 0  # characters the whole-page conversion changed (PreprocessConfig.convert)
-
-
-class Reject(NamedTuple):  # CleanPages "rejects" -> WriteRejects: one line of _rejects/<lang>.jsonl
-    lang: str
-    page_id: int
-    title: str
-    source: str
-    outcome: str
-    reason: str
-
-
-class SplitPage(NamedTuple):  # AssignSplit -> TrainTokenizer, PackExamples, CollectStats
-    split: str  # "train" or "validation"
-    page: Page
-
-
-class TokenizerPage(NamedTuple):  # TrainTokenizer's bottom-k sample; compared as a tuple, rank first
-    rank: int  # seeds.tokenizer_rank(lang, page id)
-    page_id: int
-    text: str
 
 
 class SplitLang(NamedTuple):  # key of the per-(split, language) sizes
@@ -79,10 +43,11 @@ class PackGroup(NamedTuple):  # PackExamples' group key: its pages are packed to
     group: int
 
 
-class Packed(NamedTuple):  # PackExamples -> SampleLanguages
+
+class PackedFile(NamedTuple):  # PackExamples -> SampleLanguages: one pack group's examples in staging
     split: str
     lang: str
-    example: examples.PackedExample
+    url: str
 
 
 class Size(NamedTuple):  # summed per SplitLang in SampleLanguages
@@ -94,12 +59,6 @@ class Sizing(NamedTuple):  # SampleLanguages' singleton -> WriteShards (side inp
     weights: dict  # {lang: expected copies per training example}
     shards: dict  # {split: shard count}
 
-
-class Sampled(NamedTuple):  # SampleLanguages -> WriteShards: one copy of a packed example
-    split: str
-    lang: str
-    example: examples.PackedExample
-    copy: int
 
 
 class ShardKey(NamedTuple):  # WriteShards' group key: one Parquet file
@@ -181,6 +140,6 @@ class KeyCoder(beam.coders.Coder):
 
 
 # The keys of the job's GroupByKey and CombinePerKey steps (a language alone is a str key).
-KEYS = (Outcome, SplitLang, PackGroup, ShardKey)
+KEYS = (SplitLang, PackGroup, ShardKey, spill.Ref)
 for _key in KEYS:
     beam.coders.registry.register_coder(_key, KeyCoder)

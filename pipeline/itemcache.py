@@ -43,6 +43,15 @@ class Cleaned(NamedTuple):
     last_heading: str  # the last top-level heading kept ("" if none, or not a wikitext page)
 
 
+class Reject(NamedTuple):  # one line of _rejects/<lang>.jsonl (pipeline/job.py WriteRejects)
+    lang: str
+    page_id: int
+    title: str
+    source: str
+    outcome: str
+    reason: str
+
+
 SCHEMA = pa.schema(
     [("lang", pa.string()), ("page_id", pa.int64()), ("title", pa.string()), ("source", pa.string()),
      ("outcome", pa.string()), ("reason", pa.string()), ("text", pa.string()), ("replaced", pa.int32()),
@@ -97,3 +106,24 @@ def parse_and_store(item: sources.WorkItem, url: str, cfg: PreprocessConfig = Pr
         if rows:
             writer.write_batch(_batch(rows))
     atomic_write(url, sink.getvalue().to_pybytes())
+
+def kept_pages(url: str) -> Iterator[tuple]:
+    """(lang, page id, text) of the cached item's kept pages, in the order it read them: what the
+    steps after ReadAndClean read instead of pages passed through Beam. A row group at a time."""
+    with fsspec.open(url, "rb") as f:
+        for batch in pq.ParquetFile(f).iter_batches(batch_size=_BATCH, columns=["lang", "page_id", "outcome", "text"]):
+            langs, ids, outcomes, texts = (batch.column(i).to_pylist() for i in range(4))
+            for lang, page_id, outcome, text in zip(langs, ids, outcomes, texts):
+                if outcome == "kept":
+                    yield lang, page_id, text
+
+
+def rejects(urls, lang: str) -> Iterator[Reject]:
+    """The reject lines of one language in these items' caches (parse errors and empty pages)."""
+    columns = ["lang", "page_id", "title", "source", "outcome", "reason"]
+    for url in urls:
+        with fsspec.open(url, "rb") as f:
+            for batch in pq.ParquetFile(f).iter_batches(batch_size=_BATCH, columns=columns):
+                for row in zip(*(batch.column(i).to_pylist() for i in range(len(columns)))):
+                    if row[0] == lang and row[4] in ("parse_errors", "empty"):
+                        yield Reject(*row)

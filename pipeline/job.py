@@ -2,20 +2,27 @@
 
     canine preprocess pipeline/sample/*.xml --output out/shards --workers 2
 
-Steps (each a labelled composite, each testable with TestPipeline):
-  ReadAndClean   work items (files, multistream ranges, split single-stream ranges) -> Reshuffle -> streaming parse + clean
-                 (CleanPages): every page gets exactly one outcome, counted per language, and what
-                 cleaning drops from kept pages is counted per reason; each finished item is cached
-                 in staging so a killed run resumes (pipeline/itemcache.py)
-  AssignSplit    per language, its share of pages (~0.5%; at least one page from 20 pages on),
-                 those with the smallest hashes of (lang, page id), to validation
-  TrainTokenizer WordPiece for CANINE-S on the pages with the smallest id hashes (or a given tokenizer.json)
-  PackExamples   pages grouped by hash, sorted by id, packed to seq_len
+Steps (each a labelled composite or ParDo, each testable with TestPipeline). Pages and examples
+cross the shuffles as files in staging (pipeline/spill.py); through Beam go only counts, keys and
+file references, so no process and no runner's data plane holds the dump (docs/scale.md):
+  ReadAndClean    work items (files, multistream ranges, split single-stream ranges) -> Reshuffle ->
+                  streaming parse + clean; each item's cleaned pages cached in staging/items/
+                  (pipeline/itemcache.py: a killed run resumes), a LangTally per language passed on:
+                  every page's outcome counted, what cleaning dropped counted per reason
+  ValidationCuts  per language, its share of pages (~0.5%; at least one page from 20 pages on),
+                  those with the smallest hashes of (lang, page id), to validation: a cut per language
+  SizeItems       a light pass over the caches: codepoints per (split, language), validation pages,
+                  and the tokenizer sample's candidates (pipeline/tokenizer_sample.py)
+  ScatterPages    each item's kept pages to its pack groups (staging/pages/), and its pages of the
+                  tokenizer's sample to their chunks (staging/tokenizer/)
+  TrainTokenizer  WordPiece for CANINE-S on the pages with the smallest id hashes, a chunk at a time
+                  (or a given tokenizer.json)
+  PackExamples    a pack group's pages, sorted by id, packed to seq_len (staging/packed/)
   SampleLanguages share^alpha smoothing: subsample big languages, repeat small ones with fresh masks;
-                 shards per split from the expected size
-  WriteShards    examples -> a shard chosen by a hash of example_id; there, CANINE-C span mask +
-                 CANINE-S subword plan per example, seeded by (seed, page id, copy), rows ordered
-                 by another hash of the id (languages mixed), one Parquet file
+                  shards per split from the expected size; each copy to its shard (staging/sampled/)
+  WriteShards     a shard's examples: CANINE-C span mask + CANINE-S subword plan per example,
+                  seeded by (seed, page id, copy), rows ordered by another hash of the id
+                  (languages mixed), one Parquet file
 
 Everything the job writes goes to a staging folder first, each file whole (atomic_write),
 with the lists of the shards and rejects files it wrote (shards.json, rejects.json);
@@ -31,7 +38,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Tuple
+from typing import Any, Tuple
 
 import apache_beam as beam
 import fsspec
@@ -40,12 +47,9 @@ from apache_beam.metrics import Metrics
 
 from contract import schema
 from contract.files import save_json, save_text
-from pipeline import examples, faults, itemcache, masks, seeds, shards
+from pipeline import examples, faults, itemcache, masks, seeds, shards, spill, tally, tokenizer_sample
 from pipeline.preprocess_config import PreprocessConfig
-from pipeline.elements import (
-    Page, Outcome, Replaced, Dropped, Reject, SplitPage, TokenizerPage, SplitLang, PackGroup, Packed, Size,
-    Sizing, Sampled, ShardKey, ShardFile, Headings, MaskHistograms,
-)
+from pipeline.elements import Page, SplitLang, PackGroup, PackedFile, Size, Sizing, ShardKey, ShardFile, MaskHistograms
 from pipeline.stats import CollectStats, StatsInputs
 from pipeline.tokenizer import WordPieceTokenizer, train_wordpiece
 
@@ -95,91 +99,63 @@ def set_up_worker_process() -> None:
 set_up_worker_process()
 
 
-class _RouteFn(beam.DoFn):
-    """A cleaned page -> exactly one outcome record, plus the page itself or its reject, and what
-    cleaning dropped from a kept page, by reason (datatrove's dropped_<reason> counters)."""
-
-    def __init__(self):
-        self.outcome_counters = {o: Metrics.counter(_NS, o) for o in schema.PAGE_OUTCOMES}
-        self.drop_counters = [Metrics.counter(_NS, f"dropped_{r}") for r in schema.CONSTRUCT_DROPS]
-
-    def process(self, c: itemcache.Cleaned):
-        self.outcome_counters[c.outcome].inc()
-        yield pvalue.TaggedOutput("outcomes", Outcome(c.lang, c.outcome))
-        if c.replaced:
-            yield pvalue.TaggedOutput("replaced", Replaced(c.lang, c.replaced))
-        if any(c.dropped):
-            for counter, n in zip(self.drop_counters, c.dropped):
-                counter.inc(n)
-            yield pvalue.TaggedOutput("dropped", Dropped(c.lang, tuple(c.dropped)))
-        if c.outcome == "kept":
-            if c.variants or c.converted or c.end_matter or c.last_heading:
-                yield pvalue.TaggedOutput("headings", Headings(c.lang, c.variants, tuple(c.end_matter), c.last_heading,
-                                                               c.converted))
-            yield Page(c.lang, c.page_id, c.text)
-        elif c.outcome in ("parse_errors", "empty"):
-            # Redirects and other namespaces are only counted (enwiki has ~10M redirects);
-            # pages that should have been text but were not are kept with their reason.
-            yield pvalue.TaggedOutput("rejects", Reject(c.lang, c.page_id, c.title, c.source, c.outcome, c.reason))
-
-
-def _route(cleaned):
-    route = beam.ParDo(_RouteFn()).with_output_types(Page, outcomes=Outcome, replaced=Replaced, dropped=Dropped,
-                                                      headings=Headings, rejects=Reject)
-    tags = ("outcomes", "replaced", "dropped", "headings", "rejects")
-    return cleaned | "Route" >> route.with_outputs(*tags, main="kept")
-
-
-class CleanPages(beam.PTransform):
-    """RawPage -> {kept: Page, outcomes: Outcome, replaced: Replaced, dropped: Dropped, headings: Headings,
-    rejects: Reject}."""
-
-    def __init__(self, cfg: PreprocessConfig = PreprocessConfig()):
-        super().__init__()
-        self.cfg = cfg
-
-    def expand(self, raw_pages):
-        return _route(raw_pages | "Clean" >> beam.Map(itemcache.clean_raw, self.cfg))
-
-
+# --- ReadAndClean: work items -> cached cleaned pages, counted -------------------------------------
 class _ItemFn(beam.DoFn):
-    """One work item -> its cleaned pages, from the cache of an earlier run or parsed now."""
+    """One work item -> its cleaned pages in its cache file (parsed now, or found from an earlier
+    run), and one LangTally per language of the item: counts, never pages."""
 
     def __init__(self, staging, cfg: PreprocessConfig):
         self.staging, self.cfg = staging, cfg
         self.reused = Metrics.counter(_NS, "items_reused")
         self.parsed = Metrics.counter(_NS, "items_parsed")
+        self.outcome_counters = {o: Metrics.counter(_NS, o) for o in schema.PAGE_OUTCOMES}
+        self.drop_counters = [Metrics.counter(_NS, f"dropped_{r}") for r in schema.CONSTRUCT_DROPS]
 
     def process(self, item):
         url = itemcache.cache_url(self.staging, item)
         fs, path = fsspec.core.url_to_fs(url)
+        tallies = {}
         if fs.exists(path):
-            self.reused.inc()
-            yield from itemcache.replay(url)
-            return
-        yield from itemcache.parse_and_store(item, url, self.cfg)
-        self.parsed.inc()
-        faults.point("item")
+            pages, counter = itemcache.replay(url), self.reused
+        else:
+            pages, counter = itemcache.parse_and_store(item, url, self.cfg), self.parsed
+        for c in pages:
+            if c.lang not in tallies:
+                tallies[c.lang] = tally.Tally()
+            tallies[c.lang].add(c)
+        counter.inc()
+        for lang in sorted(tallies):
+            t = tallies[lang].done(url, lang)
+            for outcome, n in zip(schema.PAGE_OUTCOMES, t.outcomes):
+                if n:
+                    self.outcome_counters[outcome].inc(n)
+            for counter_, n in zip(self.drop_counters, t.dropped):
+                if n:
+                    counter_.inc(n)
+            yield t
+        if counter is self.parsed:
+            faults.point("item")
 
 
 class ReadAndClean(beam.PTransform):
-    """Work items -> the outputs of CleanPages. The Reshuffle spreads a single big multistream
-    dump over workers; each finished item is cached in staging, so a killed run resumes."""
+    """Work items -> LangTally, one per (item, language). The Reshuffle spreads a single big
+    multistream dump over workers; each finished item is cached in staging (itemcache), and
+    that file, not Beam, carries its pages to the next steps."""
 
     def __init__(self, items, staging, cfg: PreprocessConfig):
         super().__init__()
         self.items, self.staging, self.cfg = list(items), staging, cfg
 
     def expand(self, pbegin):
-        cleaned = (
+        return (
             pbegin
             | "WorkItems" >> beam.Create(self.items, reshuffle=False)
             | "Reshuffle" >> beam.Reshuffle()
             | "ParseAndClean" >> beam.ParDo(_ItemFn(self.staging, self.cfg))
         )
-        return _route(cleaned)
 
 
+# --- the validation split --------------------------------------------------------------------------
 # The validation split, per language: a language of 30 pages beside one of millions
 # must still get validation pages, or `canine evaluate` cannot say whether it was learned.
 # A language with fewer kept pages than this cannot spare one, and its figures would be noise:
@@ -189,9 +165,8 @@ MIN_PAGES_FOR_VALIDATION = 20
 # split hashes (a bottom-k sketch of EXACT_VALIDATION_PAGES hashes per language, bounded memory).
 # Beyond it, "hash < fraction of the hash range" is already proportional within noise (a binomial
 # count, one standard deviation 14% of it at 50 pages, 0.5% at enwiki's ~33,000 at 0.5%) and needs
-# no per-language state; it too takes the smallest hashes, the pages the global rule before
-# the per-language split took, so a large language's validation pages did not change.
-EXACT_VALIDATION_PAGES = 50
+# no per-language state; it too takes the smallest hashes.
+EXACT_VALIDATION_PAGES = tally.EXACT_VALIDATION_PAGES
 _HASH_SPACE = 1 << 64  # split_hash's range
 
 
@@ -223,102 +198,203 @@ def split_of(page: Page, cuts: dict) -> str:
     return "validation" if split_hash(page.lang, page.page_id) < cuts.get(page.lang, 0) else "train"
 
 
-class AssignSplit(beam.PTransform):
-    """Page -> SplitPage. Per language, one combine counts the pages and keeps their
-    EXACT_VALIDATION_PAGES smallest split hashes (bounded memory: no language is ever grouped on
-    one worker); from those a cut per language (validation_cut), a side input of one number a
-    language. Count and Top are order-free, so the split does not depend on bundling or workers."""
+class ValidationCuts(beam.PTransform):
+    """LangTally -> one dict {lang: (kept pages, cut)}: per language, the kept pages counted and
+    the EXACT_VALIDATION_PAGES smallest split hashes merged (bounded memory: no language is ever
+    grouped on one worker). Sums and smallest-k are order-free: the split does not depend on
+    bundling or workers."""
 
     def __init__(self, validation_fraction):
         super().__init__()
         self.fraction = validation_fraction
 
-    def expand(self, pages):
+    def expand(self, tallies):
         fraction = self.fraction
-        count_and_smallest = beam.combiners.SingleInputTupleCombineFn(
-            beam.combiners.CountCombineFn(), beam.combiners.TopCombineFn(EXACT_VALIDATION_PAGES, reverse=True))
 
         def cut(lang, combined):
-            kept, smallest = combined  # in the order of count_and_smallest's combiners
-            return lang, validation_cut(kept, smallest, fraction)
+            kept, smallest = combined
+            return lang, (kept, validation_cut(kept, smallest, fraction))
 
-        cuts = (
-            pages
-            | "LangHash" >> beam.Map(lambda p: (p.lang, split_hash(p.lang, p.page_id)))
-            | "CountAndSmallest" >> beam.CombinePerKey(count_and_smallest)
+        return (
+            tallies
+            | "KeptAndSmallest" >> beam.Map(lambda t: (t.lang, (t.kept, t.smallest)))
+            | "Merge" >> beam.CombinePerKey(tally.merge_smallest)
             | "Cut" >> beam.MapTuple(cut)
             | "CutDict" >> beam.combiners.ToDict()
         )
-        return pages | "KeySplit" >> beam.Map(lambda p, cuts: SplitPage(split_of(p, cuts), p), pvalue.AsSingleton(cuts))
 
 
-def _train_tokenizer(sample, vocab_size):
+def cuts_of(kept_and_cuts: dict) -> dict:
+    return {lang: cut for lang, (_, cut) in kept_and_cuts.items()}
+
+
+# --- SizeItems: a second, light pass over each item's cache ----------------------------------------
+class _SizeFn(beam.DoFn):
+    """One item's cache, with the cuts -> codepoints per (split, language), validation pages per
+    language, and the item's candidates for the tokenizer's sample (tagged)."""
+
+    def process(self, url, cuts, tokenizer_bound):
+        sizes, held = {}, {}
+        for lang, page_id, text in itemcache.kept_pages(url):
+            split = split_of(Page(lang, page_id, ""), cuts)
+            key = SplitLang(split, lang)
+            sizes[key] = sizes.get(key, 0) + len(text)
+            if split == "validation":
+                held[lang] = held.get(lang, 0) + 1
+            elif (rank := seeds.tokenizer_rank(lang, page_id)) < tokenizer_bound:
+                yield pvalue.TaggedOutput("candidates", (rank, page_id, len(text)))
+        for key in sorted(sizes):
+            yield key, sizes[key]
+        for lang in sorted(held):
+            yield pvalue.TaggedOutput("validation", (lang, held[lang]))
+
+
+def _tokenizer_bound(kept_and_cuts: dict, fraction: float, k: int) -> int:
+    """A rank bound that holds the tokenizer's k pages of the smallest ranks among the training
+    pages, so an item passes on ~k candidates, not all its pages. Ranks are uniform 64-bit
+    hashes: the k-th smallest of N is about k/N of the range, with a standard deviation of about
+    sqrt(k)/N; the bound is 12 of those above (and 1% and 256 pages more) for N the fewest
+    training pages the split can leave (validation_pages, plus 6 standard deviations of a
+    hash-cut language's binomial count), so missing one of the k is not something that happens
+    (tokenizer_sample.plan checks it all the same)."""
+    train = 0
+    for kept, _ in kept_and_cuts.values():
+        held = validation_pages(kept, fraction)
+        train += kept - held - (6 * math.sqrt(held) + 6 if held > EXACT_VALIDATION_PAGES else 0)
+    need = k * 1.01 + 12 * math.sqrt(k) + 256
+    return _HASH_SPACE if need >= train else int(_HASH_SPACE * need / train)
+
+
+class SizeItems(beam.PTransform):
+    """Item cache URLs -> {sizes: (SplitLang, codepoints) summed, validation: (lang, pages)
+    summed, tokenizer: the sample's plan (tokenizer_sample.Plan, a singleton)}."""
+
+    def __init__(self, cfg: PreprocessConfig, kept_and_cuts, cuts):
+        super().__init__()
+        self.cfg, self.kept_and_cuts, self.cuts = cfg, kept_and_cuts, cuts
+
+    def expand(self, urls):
+        k = self.cfg.tokenizer_pages
+        # Any: a bound of the whole range is 2**64, past Beam's VarIntCoder for an inferred int
+        bound = self.kept_and_cuts | "Bound" >> beam.Map(_tokenizer_bound, self.cfg.validation_fraction, k) \
+            .with_output_types(Any)
+        out = urls | "Sizes" >> beam.ParDo(_SizeFn(), pvalue.AsSingleton(self.cuts),
+                                           pvalue.AsSingleton(bound)) \
+            .with_output_types(Tuple[SplitLang, int], candidates=Any, validation=Tuple[str, int]) \
+            .with_outputs("candidates", "validation", main="sizes")
+        sizes = out.sizes | "SumSizes" >> beam.CombinePerKey(sum)
+        validation = out.validation | "SumValidation" >> beam.CombinePerKey(sum)
+        plan = (out.candidates
+                | "Candidates" >> beam.combiners.ToList()
+                | "Plan" >> beam.Map(tokenizer_sample.plan, k, pvalue.AsSingleton(bound)))
+        return sizes, validation, plan
+
+
+# --- ScatterPages: each item's kept pages to its pack groups, through files ------------------------
+def groups_of(sizes: dict, pack_group_codepoints: int) -> dict:
+    """{SplitLang: codepoints} -> {SplitLang: pack groups}: the count comes from the size, not
+    from the worker count."""
+    return {key: max(1, math.ceil(size / pack_group_codepoints)) for key, size in sizes.items()}
+
+
+class _ScatterPagesFn(beam.DoFn):
+    """One item's kept pages -> STAGING/pages/<item>.parquet, a row group per PackGroup, and
+    its pages of the tokenizer's sample -> STAGING/tokenizer/<item>.parquet, a row group per
+    chunk of the sample. Emits (PackGroup, Ref) and, tagged "sample", (chunk, Ref)."""
+
+    def __init__(self, staging):
+        self.staging = staging
+
+    def process(self, url, cuts, groups, plan):
+        name = url.rsplit("/", 1)[-1]
+        by_group, sample = {}, {}
+        for lang, page_id, text in itemcache.kept_pages(url):
+            split = split_of(Page(lang, page_id, ""), cuts)
+            key = SplitLang(split, lang)
+            group = PackGroup(split, lang, seeds.pack_group(lang, page_id, groups[key]))
+            by_group.setdefault(group, ([], [], []))
+            for column, value in zip(by_group[group], (lang, page_id, text)):
+                column.append(value)
+            if split == "train" and (chunk := plan.chunk_of(seeds.tokenizer_rank(lang, page_id), page_id)) is not None:
+                sample.setdefault(chunk, []).append((seeds.tokenizer_rank(lang, page_id), page_id, text))
+        tables = {g: spill.pages_table(*cols) for g, cols in by_group.items()}
+        for group, ref in spill.write_buckets(f"{self.staging}/pages/{name}", tables):
+            yield group, ref
+        tables = {c: tokenizer_sample.table(rows) for c, rows in sample.items()}
+        for chunk, ref in spill.write_buckets(f"{self.staging}/tokenizer/{name}", tables):
+            yield pvalue.TaggedOutput("sample", (chunk, ref))
+
+
+# --- TrainTokenizer --------------------------------------------------------------------------------
+def _train_tokenizer(refs, plan, vocab_size):
     faults.point("tokenizer")
-    texts = [s.text for s in sorted(sample)]  # sorted: same texts, same order, same vocabulary
+    texts = tokenizer_sample.Texts(refs, plan)  # read chunk by chunk, in rank order, twice
     return train_wordpiece(texts, vocab_size=vocab_size).to_str()
 
 
 class TrainTokenizer(beam.PTransform):
-    """SplitPage (training only) -> one tokenizer JSON string (a singleton PCollection).
+    """(chunk, Ref) of the sample's pages -> one tokenizer JSON string (a singleton PCollection).
 
-    The sample is the `tokenizer_pages` pages with the smallest hash of (lang, page id): a
-    deterministic bottom-k sketch whose memory is bounded whatever the input size.
-    """
+    The sample is the `tokenizer_pages` training pages with the smallest hash of (lang, page id):
+    a deterministic bottom-k sketch (pipeline/tokenizer_sample.py), read from files a chunk at
+    a time, so neither its pages nor the dump's sit in one process."""
 
-    def __init__(self, cfg: PreprocessConfig, given_json: str | None):
+    def __init__(self, cfg: PreprocessConfig, given_json: str | None, plan):
         super().__init__()
-        self.cfg, self.given_json = cfg, given_json
+        self.cfg, self.given_json, self.plan = cfg, given_json, plan
 
-    def expand(self, split_pages):
+    def expand(self, sample_refs):
         if self.given_json is not None:
-            return split_pages.pipeline | "GivenTokenizer" >> beam.Create([self.given_json])
+            return sample_refs.pipeline | "GivenTokenizer" >> beam.Create([self.given_json])
         return (
-            split_pages
-            | "TrainOnly" >> beam.Filter(lambda sp: sp.split == "train")
-            | "HashKey" >> beam.Map(lambda sp: TokenizerPage(seeds.tokenizer_rank(sp.page.lang, sp.page.page_id),
-                                                             sp.page.page_id, sp.page.text))
-            | "BottomK" >> beam.combiners.Top.Smallest(self.cfg.tokenizer_pages)
-            | "Train" >> beam.Map(_train_tokenizer, self.cfg.vocab_size)
+            sample_refs
+            | "SampleRefs" >> beam.combiners.ToList()
+            | "Train" >> beam.Map(_train_tokenizer, pvalue.AsSingleton(self.plan), self.cfg.vocab_size)
         )
+
+
+# --- PackExamples ----------------------------------------------------------------------------------
+class _PackFn(beam.DoFn):
+    """One pack group's pages (Refs into the items' page files) -> its examples in
+    STAGING/packed/<split>-<lang>-<group>.parquet; emits PackedFile and, tagged "sizes",
+    (SplitLang, Size)."""
+
+    def __init__(self, cfg: PreprocessConfig, staging):
+        self.cfg, self.staging = cfg, staging
+
+    def process(self, kv):
+        group, refs = kv
+        by_id = []
+        for table in spill.read_buckets(refs, columns=["page_id", "text"]):
+            by_id += zip(table.column("page_id").to_pylist(), table.column("text").to_pylist())
+        by_id.sort()  # by id (then text): the same packing whatever reached which worker first
+        cfg = self.cfg
+        exs = examples.pack_pages(by_id, cfg.seq_len, cfg.sentence_order, cfg.seed)
+        del by_id
+        url = f"{self.staging}/packed/{group.split}-{group.lang}-{group.group:05d}.parquet"
+        spill.write_whole(url, spill.examples_table([(group.lang, 0, ex) for ex in exs]))
+        yield PackedFile(group.split, group.lang, url)
+        key = SplitLang(group.split, group.lang)
+        yield pvalue.TaggedOutput("sizes", (key, Size(len(exs), sum(len(ex.codepoints) for ex in exs))))
 
 
 class PackExamples(beam.PTransform):
-    """SplitPage -> Packed. Pages are packed inside hash groups (PackGroup), sorted by id, so the
-    packing is the same whatever reached which worker first. The number of groups per
-    (split, lang) comes from its size, not from the worker count."""
+    """(PackGroup, Ref) -> {files: PackedFile, sizes: (SplitLang, Size) summed}. Pages are
+    packed inside hash groups (PackGroup), sorted by id, so the packing is the same whatever
+    reached which worker first."""
 
-    def __init__(self, cfg: PreprocessConfig):
+    def __init__(self, cfg: PreprocessConfig, staging: str):
         super().__init__()
-        self.cfg = cfg
+        self.cfg, self.staging = cfg, staging
 
-    def expand(self, split_pages):
-        cfg = self.cfg
-        group_counts = (
-            split_pages
-            | "PageSize" >> beam.Map(lambda sp: (SplitLang(sp.split, sp.page.lang), len(sp.page.text)))
-            .with_output_types(Tuple[SplitLang, int])
-            | "LangSplitSize" >> beam.CombinePerKey(sum)
-            | "Groups" >> beam.MapTuple(lambda key, size: (key, max(1, math.ceil(size / cfg.pack_group_codepoints))))
-            | "GroupDict" >> beam.combiners.ToDict()
-        )
-
-        def key(sp, groups):
-            page = sp.page
-            group = seeds.pack_group(page.lang, page.page_id, groups[SplitLang(sp.split, page.lang)])
-            return PackGroup(sp.split, page.lang, group), page
-
-        def pack(kv):
-            group, pages = kv
-            by_id = sorted((page.page_id, page.text) for page in pages)
-            for ex in examples.pack_pages(by_id, cfg.seq_len, cfg.sentence_order, cfg.seed):
-                yield Packed(group.split, group.lang, ex)
-
-        return (
-            split_pages
-            | "KeyGroup" >> beam.Map(key, pvalue.AsSingleton(group_counts)).with_output_types(Tuple[PackGroup, Page])
+    def expand(self, page_refs):
+        out = (
+            page_refs
             | "Group" >> beam.GroupByKey()
-            | "Pack" >> beam.FlatMap(pack)
+            | "Pack" >> beam.ParDo(_PackFn(self.cfg, self.staging))
+            .with_output_types(Any, sizes=Tuple[SplitLang, Size]).with_outputs("sizes", main="files")
         )
+        return out.files, out.sizes | "SumSizes" >> beam.CombinePerKey(_add_sizes)
 
 
 def language_weights(example_counts: dict, alpha: float) -> dict:
@@ -349,8 +425,7 @@ def shard_name(split: str, index: int, total: int) -> str:
 def sizing(sizes: dict, alpha: float, shard_codepoints: int) -> Sizing:
     """{SplitLang: Size} of the packed examples -> language weights and shards per split. The
     shard count uses the expected number of copies (weight x codepoints), so it is known before
-    replication: examples are keyed to their shard as they are replicated, and the planned rows
-    (an example plus every mask column) never cross a stage."""
+    replication: examples are keyed to their shard as they are replicated."""
     weights = language_weights({key.lang: size.examples for key, size in sizes.items() if key.split == "train"}, alpha)
     expected = {}
     for key, size in sorted(sizes.items()):  # sorted: the same float sums whatever the arrival order
@@ -366,39 +441,64 @@ def _add_sizes(sizes):
     return Size(n, codepoints)
 
 
-class SampleLanguages(beam.PTransform):
-    """Packed -> (Sampled, Sizing), two PCollections. Validation keeps one copy of each example;
-    the Sizing singleton holds the language weights and shards per split."""
+def replicate(split: str, lang: str, ex, weights: dict, seed: int) -> int:
+    """How many copies of a packed example the sampled data holds: one in validation; in
+    training its language's weight, the fraction drawn per example (copies_of)."""
+    return 1 if split == "validation" else copies_of(weights.get(lang, 1.0), seed, lang, ex)
+
+
+class _ScatterExamplesFn(beam.DoFn):
+    """One pack group's examples, with the sizing -> their copies, each keyed to its shard by a
+    hash of its example_id, in STAGING/sampled/<group>.parquet, a row group per shard. Emits
+    (ShardKey, Ref) and, tagged "examples", (lang, copies)."""
 
     def __init__(self, cfg: PreprocessConfig):
-        super().__init__()
-        self.cfg = cfg
+        self.seed = cfg.seed
 
-    def expand(self, packed):
+    def process(self, packed: PackedFile, shard_sizing):
+        total = shard_sizing.shards[packed.split]
+        by_shard = {}
+        copies = 0
+        for lang, _, ex in spill.table_examples(spill.read_whole(packed.url)):
+            for copy in range(replicate(packed.split, lang, ex, shard_sizing.weights, self.seed)):
+                index = seeds.shard_index(examples.example_id(lang, ex, copy), total)
+                by_shard.setdefault(ShardKey(packed.split, index, total), []).append((lang, copy, ex))
+                copies += 1
+        tables = {key: spill.examples_table(rows) for key, rows in by_shard.items()}
+        url = packed.url.replace("/packed/", "/sampled/")
+        for key, ref in spill.write_buckets(url, tables):
+            yield key, ref
+        if copies:
+            yield pvalue.TaggedOutput("examples", (packed.lang, copies))
+
+
+class SampleLanguages(beam.PTransform):
+    """PackedFile -> ((ShardKey, Ref), (lang, copies), Sizing). Validation keeps one copy of
+    each example; the Sizing singleton holds the language weights and shards per split."""
+
+    def __init__(self, cfg: PreprocessConfig, sizes):
+        super().__init__()
+        self.cfg, self.sizes = cfg, sizes
+
+    def expand(self, packed_files):
         cfg = self.cfg
         shard_sizing = (
-            packed
-            | "ExampleSize" >> beam.Map(lambda x: (SplitLang(x.split, x.lang), Size(1, len(x.example.codepoints))))
-            .with_output_types(Tuple[SplitLang, Size])
-            | "SumSizes" >> beam.CombinePerKey(_add_sizes)
+            self.sizes
             | "SizeDict" >> beam.combiners.ToDict()
             | "Sizing" >> beam.Map(sizing, cfg.alpha, cfg.shard_codepoints)
         )
-
-        def replicate(x, shard_sizing):
-            n = 1 if x.split == "validation" else copies_of(shard_sizing.weights.get(x.lang, 1.0), cfg.seed, x.lang, x.example)
-            for copy in range(n):
-                yield Sampled(x.split, x.lang, x.example, copy)
-
-        return packed | "Replicate" >> beam.FlatMap(replicate, pvalue.AsSingleton(shard_sizing)), shard_sizing
+        out = packed_files | "Replicate" >> beam.ParDo(_ScatterExamplesFn(cfg), pvalue.AsSingleton(shard_sizing)) \
+            .with_output_types(Tuple[ShardKey, spill.Ref], examples=Tuple[str, int]).with_outputs("examples", main="refs")
+        return out.refs, out.examples, shard_sizing
 
 
+# --- WriteShards -----------------------------------------------------------------------------------
 class _PlanAndWriteFn(beam.DoFn):
     """One shard's examples -> mask plans (pipeline/masks.py) -> one Parquet file. Planning here,
-    after the shuffle, keeps rows out of Beam's coders. Rows are sorted by a hash of their id,
-    not the id itself: ids start with the language, and readers take contiguous row ranges, so
-    id order would give one-language batches. The tokenizer is built once per worker. Beside
-    its ShardFile it emits, per language in the shard, the histograms of its masks
+    after the shuffle, keeps rows out of Beam's coders and files. Rows are sorted by a hash of
+    their id, not the id itself: ids start with the language, and readers take contiguous row
+    ranges, so id order would give one-language batches. The tokenizer is built once per worker.
+    Beside its ShardFile it emits, per language in the shard, the histograms of its masks
     (MaskHistograms, tagged "masks") for the manifest's per-language mask statistics."""
 
     def __init__(self, cfg: PreprocessConfig, staging):
@@ -409,15 +509,17 @@ class _PlanAndWriteFn(beam.DoFn):
     def process(self, kv, tokenizer_json):
         if tokenizer_json is not self._json:
             self._tokenizer, self._json = WordPieceTokenizer.from_str(tokenizer_json), tokenizer_json
-        shard, copies = kv
+        shard, refs = kv
         by_key = {}
-        for s in copies:
-            by_key.setdefault((s.lang, s.copy), []).append(s.example)
+        for table in spill.read_buckets(refs):
+            for lang, copy, ex in spill.table_examples(table):
+                by_key.setdefault((lang, copy), []).append(ex)
         rows, by_lang = [], {}
-        for (lang, copy), exs in by_key.items():  # any batching gives the same rows (plan_examples)
+        for (lang, copy), exs in sorted(by_key.items()):  # any batching gives the same rows (plan_examples)
             planned = masks.plan_examples(exs, lang, copy, self.seed, self._tokenizer, self.mask_config)
             rows += planned
             by_lang.setdefault(lang, []).extend(planned)
+        del by_key
         rows.sort(key=lambda r: (seeds.row_order_key(r["example_id"]), r["example_id"]))
         name = shard_name(shard.split, shard.index, shard.total)
         record = ShardFile(split=shard.split, path=name,
@@ -430,23 +532,17 @@ class _PlanAndWriteFn(beam.DoFn):
 
 
 class WriteShards(beam.PTransform):
-    """Sampled -> {shards: ShardFile, one per shard written; masks: MaskHistograms}. An example goes
-    to a shard by a hash of its example_id, so equal inputs give byte-identical files whatever
-    the workers."""
+    """(ShardKey, Ref) -> {shards: ShardFile, one per shard written; masks: MaskHistograms}. An
+    example went to a shard by a hash of its example_id, so equal inputs give byte-identical
+    files whatever the workers."""
 
-    def __init__(self, cfg: PreprocessConfig, staging: str, sizing, tokenizer_json):
+    def __init__(self, cfg: PreprocessConfig, staging: str, tokenizer_json):
         super().__init__()
-        self.cfg, self.staging, self.sizing, self.tokenizer_json = cfg, staging, sizing, tokenizer_json
+        self.cfg, self.staging, self.tokenizer_json = cfg, staging, tokenizer_json
 
-    def expand(self, sampled):
-        def key(s, shard_sizing):
-            total = shard_sizing.shards[s.split]
-            index = seeds.shard_index(examples.example_id(s.lang, s.example, s.copy), total)
-            return ShardKey(s.split, index, total), s
-
+    def expand(self, shard_refs):
         return (
-            sampled
-            | "KeyShard" >> beam.Map(key, pvalue.AsSingleton(self.sizing)).with_output_types(Tuple[ShardKey, Sampled])
+            shard_refs
             | "GroupShard" >> beam.GroupByKey()
             | "PlanAndWrite" >> beam.ParDo(_PlanAndWriteFn(self.cfg, self.staging), pvalue.AsSingleton(self.tokenizer_json))
             .with_outputs("masks", main="shards")
@@ -454,36 +550,52 @@ class WriteShards(beam.PTransform):
 
 
 class WriteRejects(beam.PTransform):
-    """Reject -> staging/_rejects/<lang>.jsonl, sorted by page id (small: one file a
-    language); yields each file's path relative to staging."""
+    """LangTally -> staging/_rejects/<lang>.jsonl, sorted by page id, read back from the caches
+    of the items that have rejects of that language (small: a line a rejected page); yields each
+    file's path relative to staging."""
 
     def __init__(self, staging):
         super().__init__()
         self.staging = staging
 
-    def expand(self, rejects):
+    def expand(self, tallies):
         staging = self.staging
 
         def write(kv):
-            lang, items = kv
-            items = sorted(items, key=lambda r: (r.page_id if isinstance(r.page_id, int) else -1, r.source))
+            lang, urls = kv
+            items = sorted(itemcache.rejects(sorted(urls), lang),
+                           key=lambda r: (r.page_id if isinstance(r.page_id, int) else -1, r.source, tuple(r)))
             rel = f"{schema.REJECTS}/{lang}.jsonl"
             lines = (json.dumps(r._asdict(), ensure_ascii=False, sort_keys=True) + "\n" for r in items)
             save_text("".join(lines), f"{staging}/{rel}")
             return rel
 
-        return rejects | "ByLang" >> beam.Map(lambda r: (r.lang, r)) | "Group" >> beam.GroupByKey() | "Write" >> beam.Map(write)
+        return (tallies
+                | "WithRejects" >> beam.Filter(lambda t: t.rejects > 0)
+                | "ByLang" >> beam.Map(lambda t: (t.lang, t.item))
+                | "Group" >> beam.GroupByKey()
+                | "Write" >> beam.Map(write))
 
 
 def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | None):
-    """Add the whole job to pipeline `p`; everything is written below `staging`."""
-    cleaned = p | "ReadAndClean" >> ReadAndClean(items, staging, cfg)
-    split_pages = cleaned.kept | "AssignSplit" >> AssignSplit(cfg.validation_fraction)
-    tokenizer = split_pages | "TrainTokenizer" >> TrainTokenizer(cfg, tokenizer_json)
+    """Add the whole job to pipeline `p`; everything is written below `staging`. Between the
+    steps travel only counts, keys and file references (docs/scale.md)."""
+    tallies = p | "ReadAndClean" >> ReadAndClean(items, staging, cfg)
+    kept_and_cuts = tallies | "ValidationCuts" >> ValidationCuts(cfg.validation_fraction)
+    cuts = kept_and_cuts | "Cuts" >> beam.Map(cuts_of)
+    urls = (tallies | "WithKept" >> beam.Filter(lambda t: t.kept > 0) | "ItemUrl" >> beam.Map(lambda t: t.item)
+            | "Distinct" >> beam.Distinct())
+    sizes, held, plan = urls | "SizeItems" >> SizeItems(cfg, kept_and_cuts, cuts)
+    groups = (sizes | "SizeDict" >> beam.combiners.ToDict()
+              | "Groups" >> beam.Map(groups_of, cfg.pack_group_codepoints))
+    scattered = urls | "ScatterPages" >> beam.ParDo(
+        _ScatterPagesFn(staging), pvalue.AsSingleton(cuts), pvalue.AsSingleton(groups), pvalue.AsSingleton(plan)
+    ).with_output_types(Tuple[PackGroup, spill.Ref], sample=Tuple[int, spill.Ref]).with_outputs("sample", main="pages")
+    tokenizer = scattered.sample | "TrainTokenizer" >> TrainTokenizer(cfg, tokenizer_json, plan)
     _ = tokenizer | "SaveTokenizer" >> beam.Map(save_text, f"{staging}/{schema.TOKENIZER}")
-    packed = split_pages | "PackExamples" >> PackExamples(cfg)
-    sampled, shard_sizing = packed | "SampleLanguages" >> SampleLanguages(cfg)
-    written = sampled | "WriteShards" >> WriteShards(cfg, staging, shard_sizing, tokenizer)
+    packed, example_sizes = scattered.pages | "PackExamples" >> PackExamples(cfg, staging)
+    shard_refs, copies, shard_sizing = packed | "SampleLanguages" >> SampleLanguages(cfg, example_sizes)
+    written = shard_refs | "WriteShards" >> WriteShards(cfg, staging, tokenizer)
     _ = (
         written.shards
         | "ShardList" >> beam.combiners.ToList()
@@ -492,21 +604,16 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
     )
     # The lists of shards and rejects files are what `finalize` publishes: it lists no folder.
     _ = (
-        cleaned.rejects
+        tallies
         | "WriteRejects" >> WriteRejects(staging)
         | "RejectsList" >> beam.combiners.ToList()
         | "WriteRejectsList" >> beam.Map(lambda rels: save_json(sorted(rels), f"{staging}/rejects.json"))
     )
     stats = StatsInputs(
-        outcomes=cleaned.outcomes,
-        replaced=cleaned.replaced,
-        dropped=cleaned.dropped,
-        example_langs=sampled | "ExampleLang" >> beam.Map(lambda s: s.lang),
+        tallies=tallies,
+        examples=copies,
         weights=shard_sizing | "Weights" >> beam.Map(lambda s: s.weights),
-        validation_langs=(split_pages | "ValidationOnly" >> beam.Filter(lambda sp: sp.split == "validation")
-                          | "ValidationLang" >> beam.Map(lambda sp: sp.page.lang)),
-        headings=cleaned.headings,
+        validation=held,
         masks=written.masks,
     )
     _ = stats | "CollectStats" >> CollectStats(staging)
-

@@ -16,9 +16,9 @@ that start on that page; copy = its copy number; id = the example id "lang-page-
 
 decision                    inputs                        function           mix                used in
 --------------------------  ----------------------------  -----------------  -----------------  ---------------------
-page held out (validation)  lang, page (no seed)          split_hash         hash "split"       job.AssignSplit
-page in tokenizer's sample  lang, page (no seed)          tokenizer_rank     hash "tok"         job.TrainTokenizer
-pack group of a page        lang, page, groups (no seed)  pack_group         hash "group"       job.PackExamples
+page held out (validation)  lang, page (no seed)          split_hash         hash "split"       job.split_of
+page in tokenizer's sample  lang, page (no seed)          tokenizer_rank     hash "tok"         job._SizeFn, tokenizer_sample
+pack group of a page        lang, page, groups (no seed)  pack_group         hash "group"       job._ScatterPagesFn
 SOP: A and B swapped        seed, page, part              sop_swapped        hash "sop"         examples.pack_pages
 one more copy (weights)     seed, lang, page, part        copy_draw          hash "copy"        job.copies_of
 root of an example's plans  seed, lang, page, part, copy  mask_key           hash "mask"        mask_uniforms
@@ -27,7 +27,7 @@ CANINE-S subwords chosen    mask_key, subword index       CounterUniforms    SUB
 CANINE-S action 80/10/10    mask_key, subword index       CounterUniforms    SUBWORD_ACTION 3   masks._subword_plans
 CANINE-S predicted char.    mask_key, subword index       CounterUniforms    SUBWORD_OFFSET 4   masks._subword_plans
 CANINE-S replacement        mask_key, subword index       CounterUniforms    SUBWORD_REPLACE 5  masks._subword_plans
-shard of an example         id (no seed)                  shard_index        hash "shard"       job.WriteShards
+shard of an example         id (no seed)                  shard_index        hash "shard"       job._ScatterExamplesFn
 row order in a shard        id (no seed)                  row_order_key      hash "order"       job._PlanAndWriteFn
 one example's plans         mask_key                      mask_rng,          numpy, call order  masks.char_mask_plan,
                                                           GeneratorUniforms                     subword_plan (tests)

@@ -12,25 +12,24 @@ language nobody checked (`canine inspect` prints them):
   combine by addition, so they do not depend on how examples were spread over shards or workers.
 """
 
-from typing import NamedTuple, Tuple
+from typing import NamedTuple
 
 import apache_beam as beam
 
+from contract import schema
 from contract.files import save_json
-from pipeline.elements import Outcome, Stat
+from pipeline import tally
+from pipeline.elements import Stat
 
 # Headings listed per language in the manifest: the most frequent first, ties by title.
 TOP_HEADINGS = 20
 
 
 class StatsInputs(NamedTuple):  # the PCollections CollectStats reads: a tuple of them, which Beam takes as an input
-    outcomes: beam.PCollection  # Outcome
-    replaced: beam.PCollection  # Replaced
-    dropped: beam.PCollection  # Dropped
-    example_langs: beam.PCollection  # the language of each Sampled
+    tallies: beam.PCollection  # tally.LangTally, one per (work item, language)
+    examples: beam.PCollection  # (lang, copies of examples in the output)
     weights: beam.PCollection  # Sizing.weights, one dict
-    validation_langs: beam.PCollection  # the language of each validation SplitPage
-    headings: beam.PCollection  # elements.Headings, one per kept wikitext page with any to tell
+    validation: beam.PCollection  # (lang, validation pages)
     masks: beam.PCollection  # elements.MaskHistograms, one per (shard, language)
 
 
@@ -72,37 +71,50 @@ def top(counts: dict, n: int = TOP_HEADINGS) -> list:
     return [[t, c] for t, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:n]]
 
 
-class _HeadingsFn(beam.CombineFn):
-    """Headings of one language -> pages with variant markup, constructs rendered, pages and
-    characters the whole-page conversion changed, and the counts of end-matter headings dropped
-    and of last headings kept."""
+class _TallyFn(beam.CombineFn):
+    """LangTally of one language -> its outcomes, replaced characters, dropped constructs and
+    Headings values, summed (order-free: any grouping gives the same sums)."""
 
     def create_accumulator(self):
-        return [0, 0, {}, {}, 0, 0]
+        return (), 0, (), tally.Headings().values()
 
-    def add_input(self, acc, h):
-        acc[0] += h.variants > 0
-        acc[1] += h.variants
-        for title in h.end_matter:
-            acc[2][title] = acc[2].get(title, 0) + 1
-        if h.last_kept:
-            acc[3][h.last_kept] = acc[3].get(h.last_kept, 0) + 1
-        acc[4] += h.converted > 0  # pages changed, and characters changed, by --convert
-        acc[5] += h.converted
-        return acc
+    def add_input(self, acc, t):
+        return self.merge_accumulators([acc, (t.outcomes, t.replaced, t.dropped, t.headings)])
 
     def merge_accumulators(self, accs):
         accs = list(accs)
-        return [sum(a[0] for a in accs), sum(a[1] for a in accs),
-                merge_histograms(a[2] for a in accs), merge_histograms(a[3] for a in accs),
-                sum(a[4] for a in accs), sum(a[5] for a in accs)]
+        headings = tally.Headings()
+        for a in accs:
+            headings.merge(a[3])
+        return (add_counts(a[0] for a in accs), sum(a[1] for a in accs), add_counts(a[2] for a in accs),
+                headings.values())
 
     def extract_output(self, acc):
-        text = {"variant_pages": acc[0], "variant_constructs": acc[1],
-                "end_matter_dropped": top(acc[2]), "last_headings_kept": top(acc[3])}
-        if acc[4]:  # only a --convert run has any: the others' manifests stay as they were
-            text.update(converted_pages=acc[4], converted_characters=acc[5])
-        return text
+        return acc
+
+
+def text_summary(headings) -> dict:
+    """The manifest's `text` of a language from its summed Headings values."""
+    h = tally.Headings(headings)
+    text = {"variant_pages": h.variant_pages, "variant_constructs": h.variants,
+            "end_matter_dropped": top(h.end_matter), "last_headings_kept": top(h.last_kept)}
+    if h.converted_pages:  # only a --convert run has any: the others' manifests stay as they were
+        text.update(converted_pages=h.converted_pages, converted_characters=h.converted)
+    return text
+
+
+def tally_stats(lang: str, acc) -> list:
+    """A language's summed tallies -> its Stat rows: a row only for what it has (an absent row
+    reads as zero, and a language without a page told of has no `text`)."""
+    outcomes, replaced, dropped, headings = acc
+    rows = [Stat("outcome", lang, n, outcome=o) for o, n in zip(schema.PAGE_OUTCOMES, outcomes) if n]
+    if replaced:
+        rows.append(Stat("replaced", lang, replaced))
+    if any(dropped):
+        rows.append(Stat("dropped", lang, list(dropped)))
+    if headings[0]:
+        rows.append(Stat("text", lang, text_summary(headings)))
+    return rows
 
 
 def mask_summary(share: dict, spans: dict) -> dict:
@@ -130,23 +142,13 @@ class CollectStats(beam.PTransform):
     # of its input, and ignores, with a warning, one that is not a PCollection.
     def expand(self, inputs):
         records = (
-            inputs.outcomes | "OutcomeKey" >> beam.Map(lambda o: (o, 1)).with_output_types(Tuple[Outcome, int])
-            | "CountOutcomes" >> beam.CombinePerKey(sum)
-            | "OutcomeRec" >> beam.MapTuple(lambda o, n: Stat("outcome", o.lang, n, outcome=o.outcome)),
-            inputs.replaced | "ReplacedByLang" >> beam.Map(lambda r: (r.lang, r.characters))
-            | "SumReplaced" >> beam.CombinePerKey(sum)
-            | "ReplacedRec" >> beam.MapTuple(lambda lang, n: Stat("replaced", lang, n)),
-            inputs.dropped | "DroppedByLang" >> beam.Map(lambda d: (d.lang, d.counts))
-            | "SumDropped" >> beam.CombinePerKey(add_counts)
-            | "DroppedRec" >> beam.MapTuple(lambda lang, counts: Stat("dropped", lang, list(counts))),
-            inputs.example_langs | "CountExamples" >> beam.combiners.Count.PerElement()
+            inputs.tallies | "TallyByLang" >> beam.Map(lambda t: (t.lang, t))
+            | "SumTallies" >> beam.CombinePerKey(_TallyFn())
+            | "TallyRecs" >> beam.FlatMapTuple(tally_stats),
+            inputs.examples | "SumExamples" >> beam.CombinePerKey(sum)
             | "ExampleRec" >> beam.MapTuple(lambda lang, n: Stat("examples", lang, n)),
             inputs.weights | "WeightRecs" >> beam.FlatMap(lambda w: [Stat("weight", lang, v) for lang, v in w.items()]),
-            inputs.validation_langs | "CountValidation" >> beam.combiners.Count.PerElement()
-            | "ValidationRec" >> beam.MapTuple(lambda lang, n: Stat("validation_pages", lang, n)),
-            inputs.headings | "HeadingsByLang" >> beam.Map(lambda h: (h.lang, h))
-            | "CombineHeadings" >> beam.CombinePerKey(_HeadingsFn())
-            | "TextRec" >> beam.MapTuple(lambda lang, text: Stat("text", lang, text)),
+            inputs.validation | "ValidationRec" >> beam.MapTuple(lambda lang, n: Stat("validation_pages", lang, n)),
             inputs.masks | "MasksByLang" >> beam.Map(lambda m: (m.lang, (m.share, m.spans)))
             | "MergeMasks" >> beam.CombinePerKey(_merge_pairs)
             | "MaskRec" >> beam.MapTuple(lambda lang, h: Stat("masks", lang, mask_summary(*h))),

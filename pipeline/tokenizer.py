@@ -10,6 +10,7 @@ every CJK ideograph its own word), but cased and with accents kept: CANINE reads
 characters, so the subword targets must be spans of exactly those characters.
 """
 
+import itertools
 import json
 from dataclasses import dataclass
 from typing import Iterable
@@ -43,11 +44,13 @@ def train_wordpiece(
     order of a Rust hash map, and ties between equally frequent merges are broken by those
     numbers (measured: four runs, three different vocabularies). So every "##c" is numbered
     beforehand, in codepoint order, by passing them as special tokens, and demoted to plain
-    vocabulary entries afterwards. The texts are held in memory for the two passes
-    (the job bounds them: PreprocessConfig.tokenizer_pages).
+    vocabulary entries afterwards. The texts are read twice: an iterator is held in memory
+    for it, an iterable that can be iterated again is not (the job's sample is read from files
+    a chunk at a time, pipeline/tokenizer_sample.py).
     """
     cfg = config or WordPieceConfig(vocab_size=vocab_size)
-    texts = list(texts)
+    if iter(texts) is texts:
+        texts = list(texts)
     tok = Tokenizer(
         models.WordPiece(
             unk_token=UNK,
@@ -62,8 +65,9 @@ def train_wordpiece(
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece(prefix=cfg.continuing_subword_prefix)
     seen = np.zeros(0x110000, dtype=bool)  # every character of the sample, in codepoint order
-    for i in range(0, len(texts), 1024):  # a few MB at a time: ~3x a Python set's speed
-        seen[np.frombuffer("".join(texts[i : i + 1024]).encode("utf-32-le"), "<u4")] = True
+    it = iter(texts)
+    while batch := list(itertools.islice(it, 1024)):  # a few MB at a time: ~3x a Python set's speed
+        seen[np.frombuffer("".join(batch).encode("utf-32-le"), "<u4")] = True
     seen = np.flatnonzero(seen)
     classes = char_classes(json.loads(tok.to_str())).of(seen)
     # "##c" can only follow another character of a word: not for whitespace, punctuation or CJK

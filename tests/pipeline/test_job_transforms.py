@@ -1,5 +1,7 @@
 """Each composite of pipeline/job.py on its own, with TestPipeline (Beam's own habit): Create -> the
-transform -> assert_that; the reader and the writers on files in tmp_path, nothing else."""
+transform -> assert_that; the caches, the spilled files and the writers on files in tmp_path,
+nothing else. Between the steps travel only counts, keys and file references (pipeline/spill.py):
+the tests build those the way the step before builds them."""
 
 import hashlib
 import json
@@ -14,10 +16,11 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from contract import schema
-from pipeline import itemcache, job, stats
-from pipeline.preprocess_config import PreprocessConfig
-from pipeline.examples import codepoints_to_text, example_id, pack_pages
+from pipeline import itemcache, job, spill, stats, tally, tokenizer_sample
+from pipeline.elements import MaskHistograms, PackedFile, PackGroup, ShardKey, SplitLang, Size, Sizing
+from pipeline.examples import PackedExample, codepoints_to_text, example_id, pack_pages
 from pipeline.hashing import stable_int
+from pipeline.preprocess_config import PreprocessConfig
 from pipeline.sources import RawPage, plan_work_items
 from pipeline.tokenizer import train_wordpiece
 
@@ -33,7 +36,14 @@ def raw(page_id, text, ns=0, redirect=False, error=None, lang="en"):
                    source=f"test@{page_id}", error=error)
 
 
-def test_clean_pages_gives_every_page_one_outcome_and_keeps_rejects():
+def tally_of(pages, cfg=PreprocessConfig(), item="item"):
+    t = tally.Tally()
+    for page in pages:
+        t.add(itemcache.clean_raw(page, cfg))
+    return t.done(item, "en")
+
+
+def test_a_tally_gives_every_page_one_outcome_and_keeps_no_page():
     pages = [
         raw(1, "'''Alpha''' is a [[letter]].\n\nSecond paragraph."),
         raw(2, "#REDIRECT [[Alpha]]", redirect=True),
@@ -42,33 +52,33 @@ def test_clean_pages_gives_every_page_one_outcome_and_keeps_rejects():
         raw(5, "{{Infobox only}}"),
         raw(6, "bad \ue003 char"),
     ]
-    with TestPipeline(options=_opts()) as p:
-        out = p | beam.Create(pages) | job.CleanPages()
-        assert_that(
-            out.outcomes,
-            equal_to([job.Outcome("en", o) for o in ("kept", "redirects", "non_article", "parse_errors", "empty", "kept")]),
-            label="Outcomes",
-        )
-        assert_that(out.kept | beam.Map(lambda p: p.page_id), equal_to([1, 6]), label="Kept")
-        assert_that(out.rejects | beam.Map(lambda r: (r.page_id, r.outcome)),
-                    equal_to([(4, "parse_errors"), (5, "empty")]), label="Rejects")
-        assert_that(out.replaced, equal_to([job.Replaced("en", 1)]), label="Replaced")
-        # equal_to would take plain tuples too: each output is its named type
-        for tag, cls in (("kept", job.Page), ("outcomes", job.Outcome), ("replaced", job.Replaced), ("rejects", job.Reject)):
-            assert_that(getattr(out, tag) | f"Is{cls.__name__}" >> beam.Map(isinstance, cls)
-                        | f"All{cls.__name__}" >> beam.CombineGlobally(all), equal_to([True]), label=f"Type{cls.__name__}")
+    t = tally_of(pages)
+    assert dict(zip(schema.PAGE_OUTCOMES, t.outcomes)) == dict.fromkeys(schema.PAGE_OUTCOMES, 0) | {
+        "kept": 2, "redirects": 1, "non_article": 1, "parse_errors": 1, "empty": 1}
+    assert (t.kept, t.rejects, t.replaced) == (2, 2, 1)  # rejects: the parse error and the empty page
+    assert t.smallest == tuple(sorted(job.split_hash("en", i) for i in (1, 6)))  # the kept pages' hashes
+    assert all(isinstance(x, (int, str, tuple)) for x in t)  # counts, never a page's text
 
 
-def test_clean_pages_counts_what_kept_pages_lost_and_follows_the_config():
+def test_a_tally_counts_what_kept_pages_lost_and_follows_the_config():
     pages = [raw(1, "Text.{{Infobox x}}\n{|\n| a\n|}\n== See also ==\n* [[Y]]"), raw(2, "{{Infobox only}}"), raw(3, "Plain.")]
     lost = tuple(int(r in ("infoboxes", "tables", "end_matter")) for r in schema.CONSTRUCT_DROPS)
-    with TestPipeline(options=_opts()) as p:
-        out = p | beam.Create(pages) | job.CleanPages()
-        assert_that(out.dropped, equal_to([job.Dropped("en", lost)]), label="Dropped")  # kept pages only
-        assert_that(out.kept | beam.Map(lambda p: p.text), equal_to(["Text.", "Plain."]), label="Kept")
-    with TestPipeline(options=_opts()) as p:
-        out = p | beam.Create(pages[:1]) | job.CleanPages(PreprocessConfig(keep_tables=True, keep_end_matter=True))
-        assert_that(out.kept | beam.Map(lambda p: p.text), equal_to(["Text.\na\nSee also\nY"]), label="KeptAll")
+    assert tally_of(pages).dropped == lost  # kept pages only
+    assert tally_of(pages).headings[3] == {"See also": 1}  # the end matter dropped, by title
+    kept_all = tally_of(pages[:1], PreprocessConfig(keep_tables=True, keep_end_matter=True))
+    assert not any(kept_all.dropped[schema.CONSTRUCT_DROPS.index(r)] for r in ("tables", "end_matter"))
+
+
+def test_a_tally_keeps_the_smallest_split_hashes_only():
+    t = tally.Tally()
+    for i in range(300):
+        t.add(itemcache.clean_raw(raw(i, f"Page {i}.")))
+    smallest = t.done("item", "en").smallest
+    assert smallest == tuple(sorted(job.split_hash("en", i) for i in range(300))[: tally.EXACT_VALIDATION_PAGES])
+    # merged over items in any grouping: the same kept count and hashes
+    halves = [(150, sorted(job.split_hash("en", i) for i in range(150))[:50]),
+              (150, sorted(job.split_hash("en", i) for i in range(150, 300))[:50])]
+    assert tally.merge_smallest(halves) == tally.merge_smallest(reversed(halves)) == (300, list(smallest))
 
 
 def test_validation_pages_are_each_languages_share_with_one_from_the_minimum_on():
@@ -108,29 +118,6 @@ def test_language_weights_follow_exponential_smoothing_and_keep_the_total():
     assert job.language_weights({"en": 5}, 0.7) == {"en": pytest.approx(1.0)}
 
 
-def test_sample_languages_repeats_small_languages_with_new_copies():
-    from pipeline.examples import PackedExample
-
-    def ex(first, part=0):
-        return PackedExample([first], np.zeros(3, np.int32), np.zeros(3, np.int8), -1, part)
-
-    packed = [job.Packed("train", "en", ex(i)) for i in range(90)] + [job.Packed("train", "sw", ex(i)) for i in range(10)]
-    packed += [job.Packed("validation", "sw", ex(1000))]
-    cfg = PreprocessConfig(alpha=0.5)
-    with TestPipeline(options=_opts()) as p:
-        sampled, _ = p | beam.Create(packed) | job.SampleLanguages(cfg)
-        counts = sampled | beam.Map(lambda s: (s.split, s.lang)) | beam.combiners.Count.PerElement()
-
-        def check(rows):
-            d = dict(rows)
-            w = job.language_weights({"en": 90, "sw": 10}, 0.5)
-            assert d[("validation", "sw")] == 1
-            assert abs(d[("train", "sw")] - 10 * w["sw"]) <= 3
-            assert abs(d[("train", "en")] - 90 * w["en"]) <= 6
-
-        assert_that(counts, check)
-
-
 def test_shard_counts_follow_data_size():
     assert job.shard_counts({"train": 10, "validation": 0}, 4) == {"train": 3, "validation": 1}
     # From the packed sizes before replication: train counts each language's expected copies.
@@ -145,115 +132,240 @@ def test_shard_counts_follow_data_size():
     assert job.shard_name("train", 3, 12) == "train/part-00003-of-00012.parquet"
 
 
-# --- the composites not covered above: reading, splitting, the tokenizer, packing, the writers ---
-
-
 def _counters(result) -> dict:
     found = result.metrics().query(MetricsFilter().with_namespace(job._NS))["counters"]
     return {c.key.metric.name: c.committed for c in found}
 
 
-def test_read_and_clean_gives_each_row_an_outcome_and_replays_a_finished_item(tmp_path):
+def test_read_and_clean_tallies_each_item_and_replays_a_finished_item(tmp_path):
     rows = tmp_path / "rows.jsonl"
     rows.write_text("\n".join(['{"id": 2, "title": "B", "text": "Second page.", "lang": "en"}', "{not json",
                                '{"id": 1, "title": "A", "text": "First page.", "lang": "en"}',
                                '{"id": 4, "title": "E", "text": "  ", "lang": "en"}']) + "\n")
     items, staging = plan_work_items([str(rows)]), str(tmp_path / "staging")
+    url = itemcache.cache_url(staging, items[0])
+    outcomes = dict.fromkeys(schema.PAGE_OUTCOMES, 0) | {"kept": 2, "parse_errors": 1, "empty": 1}
     for run, counter in (("parsed", "items_parsed"), ("replayed", "items_reused")):
         p = TestPipeline(options=_opts())
         out = p | job.ReadAndClean(items, staging, PreprocessConfig())
-        assert_that(out.outcomes, equal_to([job.Outcome("en", o) for o in ("kept", "parse_errors", "kept", "empty")]),
-                    label="Outcomes")
-        assert_that(out.kept, equal_to([job.Page("en", 1, "First page."), job.Page("en", 2, "Second page.")]), label="Kept")
-        assert_that(out.rejects | beam.Map(lambda r: (r.page_id, r.source.rsplit(":", 1)[1], r.outcome, r.reason)),
-                    equal_to([(-1, "2", "parse_errors", "parse error: invalid JSON at line 2, column 2: "
-                                                        "Expecting property name enclosed in double quotes"),
-                              (4, "4", "empty", "empty after cleaning")]), label="Rejects")
+        assert_that(out | beam.Map(lambda t: (t.item, t.lang, dict(zip(schema.PAGE_OUTCOMES, t.outcomes)), t.rejects)),
+                    equal_to([(url, "en", outcomes, 2)]))
         result = p.run()
         result.wait_until_finish()
         assert _counters(result) == {counter: 1, "kept": 2, "parse_errors": 1, "empty": 1}, run
         # The finished item is cached in staging: the second run must replay it, not read the changed file.
-        cached = itemcache.cache_url(staging, items[0]).rsplit("/", 1)[1]
-        assert [f.name for f in (tmp_path / "staging" / "items").iterdir()] == [cached]
+        assert [f.name for f in (tmp_path / "staging" / "items").iterdir()] == [url.rsplit("/", 1)[1]]
+        assert list(itemcache.kept_pages(url)) == [("en", 2, "Second page."), ("en", 1, "First page.")]
+        assert [(r.page_id, r.source.rsplit(":", 1)[1], r.outcome, r.reason) for r in itemcache.rejects([url], "en")] == [
+            (-1, "2", "parse_errors", "parse error: invalid JSON at line 2, column 2: "
+                                      "Expecting property name enclosed in double quotes"),
+            (4, "4", "empty", "empty after cleaning")]
         rows.write_text('{"id": 9, "title": "Z", "text": "Changed.", "lang": "en"}\n')
 
 
-def test_assign_split_holds_out_each_languages_share_whatever_the_order_and_bundling():
+def _tallies(pages, items):
+    """LangTally of `pages` ((lang, page id)) spread round-robin over `items` items."""
+    out = []
+    for i in range(items):
+        by_lang = {}
+        for lang, page_id in pages[i::items]:
+            by_lang.setdefault(lang, tally.Tally()).add(itemcache.clean_raw(raw(page_id, "Some text.", lang=lang)))
+        out += [t.done(f"item{i}", lang) for lang, t in by_lang.items()]
+    return out
+
+
+def test_validation_cuts_hold_out_each_languages_share_whatever_the_items_and_bundling():
     """One large language, one small, one under the minimum: the held-out pages of each are
-    those with the smallest split hashes, as many as its share."""
+    those with the smallest split hashes, as many as its share, however the pages were spread
+    over work items."""
     sizes = {"en": 1000, "bg": 30, "xx": 19}
-    pages = [job.Page(lang, i, "x") for lang, n in sizes.items() for i in range(n)]
+    pages = [(lang, i) for lang, n in sizes.items() for i in range(n)]
 
     def smallest(lang, k):
-        return sorted((p for p in pages if p.lang == lang), key=lambda p: job.split_hash(p.lang, p.page_id))[:k]
+        return sorted((p for p in pages if p[0] == lang), key=lambda p: job.split_hash(*p))[:k]
 
     # 1% of 1000 is 10; bg's 0.3 of a page is raised to one; xx (19 pages, under the minimum) gets none.
     held = set(smallest("en", 10) + smallest("bg", 1))
-    expected = [job.SplitPage("validation" if p in held else "train", p) for p in pages]
-    shuffled = sorted(pages, key=lambda p: stable_int("test order", p.lang, p.page_id))
+
+    def check(outputs):
+        [kept_and_cuts] = outputs
+        assert {lang: kept for lang, (kept, _) in kept_and_cuts.items()} == sizes
+        cuts = job.cuts_of(kept_and_cuts)
+        assert {p for p in pages if job.split_of(job.Page(*p, ""), cuts) == "validation"} == held
+
     with TestPipeline(options=_opts()) as p:
-        in_order = p | "InOrder" >> beam.Create(pages) | "SplitInOrder" >> job.AssignSplit(0.01)
-        reshuffled = (p | "Shuffled" >> beam.Create(shuffled) | beam.Reshuffle()
-                      | "SplitShuffled" >> job.AssignSplit(0.01))
-        # Each page exactly once, in its split (train and validation never share one), both ways.
-        both = (in_order | "TagInOrder" >> beam.Map(lambda sp: (0, sp)),
-                reshuffled | "TagShuffled" >> beam.Map(lambda sp: (1, sp))) | beam.Flatten()
-        assert_that(both, equal_to([(run, sp) for run in (0, 1) for sp in expected]))
+        for n in (1, 3, 7):
+            tallies = p | f"Tallies{n}" >> beam.Create(_tallies(pages, n)) | f"Shuffle{n}" >> beam.Reshuffle()
+            assert_that(tallies | f"Cuts{n}" >> job.ValidationCuts(0.01), check, label=f"Check{n}")
 
 
-def test_train_tokenizer_learns_from_the_bottom_k_training_pages_only():
-    words = {1: "zebra", 2: "yak", 3: "walrus", 4: "vole", 5: "otter"}
-    split_pages = [job.SplitPage("validation" if i == 5 else "train", job.Page("en", i, " ".join([w] * 20)))
-                   for i, w in words.items()]
-    # The two smallest hashes of the training pages (page 5's is smaller than all but one, but it is held out).
-    bottom = sorted((stable_int("tok", "en", i), i) for i in words if i != 5)[:2]
-    assert {words[i] for _, i in bottom} == {"walrus", "zebra"}
+def test_the_tokenizer_bound_keeps_the_k_smallest_training_pages():
+    kept_and_cuts = {"en": (100_000, 0), "de": (20_000, 0)}
+    k = 5000
+    bound = job._tokenizer_bound(kept_and_cuts, 0.005, k)
+    ranks = sorted(stable_int("tok", lang, i) for lang, (n, _) in kept_and_cuts.items() for i in range(n))
+    below = sum(r < bound for r in ranks)
+    assert k < below < 1.3 * k  # all k, and not the whole input: about k plus a margin
+    assert job._tokenizer_bound({"en": (4000, 0)}, 0.005, k) == 1 << 64  # fewer pages than k: all of them
+    # A validation fraction of 0.9 leaves 1/10 of the pages to train on: the bound widens with it.
+    assert job._tokenizer_bound(kept_and_cuts, 0.9, k) > 8 * bound
+
+
+def test_the_tokenizer_plan_takes_the_first_k_keys_with_their_ties_in_chunks(monkeypatch):
+    monkeypatch.setattr(tokenizer_sample, "CHUNK_CHARACTERS", 10)
+    candidates = [(5, 1, 4), (3, 2, 4), (3, 2, 9), (9, 3, 4), (1, 4, 8), (7, 5, 4)]  # (3, 2): a page id given twice
+    plan = tokenizer_sample.plan(candidates, 4, 1 << 64)
+    assert plan.k == 4 and plan.uppers == ((3, 2), (5, 1))  # (1, 4) + both (3, 2): 21 chars, then (5, 1)
+    assert [plan.chunk_of(r, i) for r, i, _ in candidates] == [1, 0, 0, None, 0, None]
+    assert tokenizer_sample.plan(candidates, 10, 1 << 64).uppers[-1] == (9, 3)  # fewer than k: all of them
+    # the k-th key given twice: both pages come along, chunks never split a key (the trainer takes k by text)
+    assert tokenizer_sample.plan(candidates, 2, 1 << 64).uppers == ((3, 2),)
+    with pytest.raises(RuntimeError, match="bound"):
+        tokenizer_sample.plan(candidates, 10, 1 << 60)  # fewer than k under a bound: refused, never a smaller sample
+
+
+def _sample_refs(tmp_path, rows_by_item, plan):
+    refs = []
+    for i, rows in enumerate(rows_by_item):
+        by_chunk = {}
+        for rank, page_id, text in rows:
+            if (chunk := plan.chunk_of(rank, page_id)) is not None:
+                by_chunk.setdefault(chunk, []).append((rank, page_id, text))
+        tables = {c: tokenizer_sample.table(r) for c, r in by_chunk.items()}
+        refs += spill.write_buckets(str(tmp_path / f"tok{i}.parquet"), tables)
+    return refs
+
+
+def test_train_tokenizer_learns_from_the_bottom_k_training_pages_only(tmp_path, monkeypatch):
+    monkeypatch.setattr(tokenizer_sample, "CHUNK_CHARACTERS", 50)  # a chunk a page or two
+    words = {1: "zebra", 2: "yak", 3: "walrus", 4: "vole", 6: "otter"}
+    rows = [(stable_int("tok", "en", i), i, " ".join([w] * 20)) for i, w in words.items()]
+    bottom = sorted(rows)[:2]
+    expected = {words[i] for _, i, _ in bottom}
+    assert len(expected) == 2
+    plan = tokenizer_sample.plan([(r, i, len(t)) for r, i, t in rows], 2, 1 << 64)
+    refs = _sample_refs(tmp_path, [rows[:2], rows[2:]], plan)
+    assert list(tokenizer_sample.Texts(refs, plan)) == [t for _, _, t in bottom]  # in rank order, twice over
+    assert list(tokenizer_sample.Texts(refs, plan)) == [t for _, _, t in bottom]
 
     def in_vocab(outputs):
         [tokenizer_json] = outputs
         vocab = json.loads(tokenizer_json)["model"]["vocab"]
-        assert {w for w in words.values() if w in vocab} == {"walrus", "zebra"}
+        assert {w for w in words.values() if w in vocab} == expected
+        assert tokenizer_json == train_wordpiece([t for _, _, t in bottom], vocab_size=120).to_str()
 
     with TestPipeline(options=_opts()) as p:
-        pages = p | beam.Create(split_pages)
-        assert_that(pages | "Train" >> job.TrainTokenizer(PreprocessConfig(tokenizer_pages=2, vocab_size=120), None),
+        sample, plan_ = p | "Refs" >> beam.Create(refs), p | "Plan" >> beam.Create([plan])
+        assert_that(sample | "Train" >> job.TrainTokenizer(PreprocessConfig(tokenizer_pages=2, vocab_size=120), None, plan_),
                     in_vocab, label="Trained")
-        assert_that(pages | "Given" >> job.TrainTokenizer(PreprocessConfig(), '{"given": 1}'), equal_to(['{"given": 1}']),
-                    label="Given")
+        assert_that(sample | "Given" >> job.TrainTokenizer(PreprocessConfig(), '{"given": 1}', plan_),
+                    equal_to(['{"given": 1}']), label="Given")
 
 
-def test_pack_examples_packs_each_language_and_split_apart_in_page_id_order():
-    split_pages = [job.SplitPage("train", job.Page("en", 3, "gamma delta")),
-                   job.SplitPage("validation", job.Page("en", 2, "held out")),
-                   job.SplitPage("train", job.Page("de", 1, "eins zwei")),
-                   job.SplitPage("train", job.Page("en", 1, "alpha beta"))]
+def _page_refs(tmp_path, pages_by_item, groups):
+    """((split, lang, page id, text), ...) per item -> (PackGroup, Ref) as ScatterPages makes them."""
+    refs = []
+    for i, pages in enumerate(pages_by_item):
+        by_group = {}
+        for split, lang, page_id, text in pages:
+            key = PackGroup(split, lang, stable_int("group", lang, page_id) % groups)
+            by_group.setdefault(key, []).append((lang, page_id, text))
+        tables = {k: spill.pages_table(*zip(*v)) for k, v in by_group.items()}
+        refs += spill.write_buckets(str(tmp_path / f"pages{i}.parquet"), tables)
+    return refs
+
+
+def test_pack_examples_packs_each_language_and_split_apart_in_page_id_order(tmp_path):
+    pages = [[("train", "en", 3, "gamma delta"), ("validation", "en", 2, "held out")],
+             [("train", "de", 1, "eins zwei"), ("train", "en", 1, "alpha beta")]]
+    refs = _page_refs(tmp_path, pages, 1)
 
     def readable(packed):
-        ex = packed.example
-        text = codepoints_to_text(ex.codepoints)
-        assert text[0] == chr(schema.CLS) and text[-1] == chr(schema.SEP) and not ex.segment_ids.any()
-        return packed.split, packed.lang, tuple(ex.page_ids), text[1:-1], ex.part, ex.sop_label
+        rows = []
+        for lang, copy, ex in spill.table_examples(spill.read_whole(packed.url)):
+            text = codepoints_to_text(ex.codepoints)
+            assert text[0] == chr(schema.CLS) and text[-1] == chr(schema.SEP) and not ex.segment_ids.any()
+            rows.append((packed.split, lang, tuple(ex.page_ids), text[1:-1], ex.part, ex.sop_label, copy))
+        return rows
+
+    staging = str(tmp_path / "staging")
+    with TestPipeline(options=_opts()) as p:
+        files, sizes = p | beam.Create(refs) | job.PackExamples(PreprocessConfig(seq_len=64), staging)
+        assert_that(files | beam.FlatMap(readable), equal_to([
+            ("train", "en", (1, 3), "alpha beta\ngamma delta", 0, schema.SOP_NO_PAIR, 0),
+            ("validation", "en", (2,), "held out", 0, schema.SOP_NO_PAIR, 0),
+            ("train", "de", (1,), "eins zwei", 0, schema.SOP_NO_PAIR, 0),
+        ]), label="Examples")
+        assert_that(sizes, equal_to([(SplitLang("train", "en"), Size(1, 24)), (SplitLang("validation", "en"), Size(1, 10)),
+                                     (SplitLang("train", "de"), Size(1, 11))]), label="Sizes")
+
+
+def test_spilled_examples_come_back_as_they_were(tmp_path):
+    exs = pack_pages([(i, f"page {i} with some words") for i in range(20)], 16, sentence_order=True, seed=3)
+    rows = [("en", c, ex) for c in (0, 2) for ex in exs]
+    refs = spill.write_buckets(str(tmp_path / "x.parquet"), {"b": spill.examples_table(rows[5:]),
+                                                             "a": spill.examples_table(rows[:5]),
+                                                             "empty": spill.examples_table([])})
+    assert [(key, ref.row_group, ref.rows) for key, ref in refs] == [("a", 0, 5), ("b", 1, len(rows) - 5)]
+    back = [r for t in spill.read_buckets([ref for _, ref in refs]) for r in spill.table_examples(t)]
+    for (lang, copy, ex), (lang2, copy2, ex2) in zip(rows, back, strict=True):
+        assert (lang, copy, ex.page_ids, ex.sop_label, ex.part) == (lang2, copy2, ex2.page_ids, ex2.sop_label, ex2.part)
+        assert ex2.codepoints.dtype == np.int32 and ex2.segment_ids.dtype == np.int8
+        assert np.array_equal(ex.codepoints, ex2.codepoints) and np.array_equal(ex.segment_ids, ex2.segment_ids)
+    assert spill.write_buckets(str(tmp_path / "none.parquet"), {}) == [] and not (tmp_path / "none.parquet").exists()
+
+
+def test_sample_languages_repeats_small_languages_with_new_copies(tmp_path):
+    def ex(first, part=0):
+        return PackedExample([first], np.zeros(3, np.int32), np.zeros(3, np.int8), -1, part)
+
+    files = []
+    for split, lang, firsts in (("train", "en", range(90)), ("train", "sw", range(10)), ("validation", "sw", [1000])):
+        url = str(tmp_path / "packed" / f"{split}-{lang}-00000.parquet")
+        spill.write_whole(url, spill.examples_table([(lang, 0, ex(i)) for i in firsts]))
+        files.append(PackedFile(split, lang, url))
+    sizes = [(SplitLang("train", "en"), Size(90, 270)), (SplitLang("train", "sw"), Size(10, 30)),
+             (SplitLang("validation", "sw"), Size(1, 3))]
+    cfg = PreprocessConfig(alpha=0.5, shard_codepoints=100)
+    w = job.language_weights({"en": 90, "sw": 10}, 0.5)
+
+    def check(rows):
+        d = dict(rows)
+        assert d[("validation", "sw")] == 1
+        assert abs(d[("train", "sw")] - 10 * w["sw"]) <= 3
+        assert abs(d[("train", "en")] - 90 * w["en"]) <= 6
 
     with TestPipeline(options=_opts()) as p:
-        packed = p | beam.Create(split_pages) | job.PackExamples(PreprocessConfig(seq_len=64))
-        assert_that(packed | beam.Map(readable), equal_to([
-            ("train", "en", (1, 3), "alpha beta\ngamma delta", 0, schema.SOP_NO_PAIR),
-            ("validation", "en", (2,), "held out", 0, schema.SOP_NO_PAIR),
-            ("train", "de", (1,), "eins zwei", 0, schema.SOP_NO_PAIR),
-        ]))
+        refs, copies, sizing = (p | "Files" >> beam.Create(files)
+                                | job.SampleLanguages(cfg, p | "Sizes" >> beam.Create(sizes)))
+        counts = (refs | beam.FlatMap(lambda kv: [(kv[0].split, lang) for lang, _, _ in
+                                                  spill.table_examples(next(spill.read_buckets([kv[1]])))])
+                  | beam.combiners.Count.PerElement())
+        assert_that(counts, check, label="Copies")
+        assert_that(sizing | beam.Map(lambda s: s.shards), equal_to([{"train": 3, "validation": 1}]), label="Shards")
+        assert_that(copies | beam.CombinePerKey(sum) | beam.Map(lambda kv: kv[0]), equal_to(["en", "sw"]), label="Langs")
 
 
 def test_write_shards_puts_each_example_in_its_hashed_shard_in_hashed_order(tmp_path):
     texts = [f"page {i} says alpha beta gamma" for i in range(8)]
     exs = pack_pages([(i, t) for i, t in enumerate(texts)], 16)
-    sampled = [job.Sampled("train", "en", ex, copy) for ex in exs for copy in (0, 1)]
-    sampled += [job.Sampled("validation", "sw", exs[0], 0)]
-    sizing = job.Sizing(weights={"en": 2.0}, shards={"train": 2, "validation": 1})
+    sampled = [("train", "en", ex, copy) for ex in exs for copy in (0, 1)] + [("validation", "sw", exs[0], 0)]
+    shards_of = {"train": 2, "validation": 1}
+    by_key = {}
+    for split, lang, ex, copy in sampled:
+        total = shards_of[split]
+        key = ShardKey(split, stable_int("shard", example_id(lang, ex, copy)) % total, total)
+        by_key.setdefault(key, []).append((lang, copy, ex))
+    # two producers (pack groups) per shard, as SampleLanguages leaves them
+    refs = []
+    for i in (0, 1):
+        refs += spill.write_buckets(str(tmp_path / f"sampled{i}.parquet"),
+                                    {k: spill.examples_table(v[i::2]) for k, v in by_key.items()})
     tokenizer_json = train_wordpiece(texts, vocab_size=100).to_str()
     staging = str(tmp_path)
     with TestPipeline(options=_opts()) as p:
-        plan, tok = p | "Sizing" >> beam.Create([sizing]), p | "Tokenizer" >> beam.Create([tokenizer_json])
-        written = p | "Sampled" >> beam.Create(sampled) | job.WriteShards(PreprocessConfig(), staging, plan, tok)
+        tok = p | "Tokenizer" >> beam.Create([tokenizer_json])
+        written = p | "Refs" >> beam.Create(refs) | job.WriteShards(PreprocessConfig(), staging, tok)
         records = written.shards
         # one MaskHistograms per (shard, language): en in both train shards, sw in validation; one
         # share per example written, and the masked spans counted
@@ -267,48 +379,61 @@ def test_write_shards_puts_each_example_in_its_hashed_shard_in_hashed_order(tmp_
         # What the manifest records of each shard is what is on disk.
         assert_that(records | beam.Map(lambda r: r.sha256 == hashlib.sha256((tmp_path / r.path).read_bytes()).hexdigest()),
                     equal_to([True] * 3), label="Sha256")
-    expected = {}
-    for s in sampled:
-        total = sizing.shards[s.split]
-        name = job.shard_name(s.split, stable_int("shard", example_id(s.lang, s.example, s.copy)) % total, total)
-        expected.setdefault(name, []).append(example_id(s.lang, s.example, s.copy))
-    for name, ids in expected.items():
-        written = pq.read_table(tmp_path / name).column("example_id").to_pylist()
-        assert written == sorted(ids, key=lambda i: (stable_int("order", i), i)), name
+    for key, rows in by_key.items():
+        ids = [example_id(lang, ex, copy) for lang, copy, ex in rows]
+        written = pq.read_table(tmp_path / job.shard_name(*key)).column("example_id").to_pylist()
+        assert written == sorted(ids, key=lambda i: (stable_int("order", i), i)), key
 
 
 def test_write_rejects_writes_one_sorted_file_per_language(tmp_path):
-    def reject(lang, page_id, source):
-        return job.Reject(lang, page_id, f"T{page_id}", source, "parse_errors", "parse error: x")
-
-    rejects = [reject("en", 7, "a:9"), reject("de", 3, "b:1"), reject("en", -1, "a:5"), reject("en", 2, "a:1"),
-               reject("en", -1, "a:2")]
+    lines = ['{"id": 7, "title": "T7", "text": " ", "lang": "en"}', "{bad", '{"id": 3, "title": "T3", "text": "", "lang": "de"}',
+             '{"id": 2, "title": "T2", "text": "\\t", "lang": "en"}', '{"id": 1, "title": "T1", "text": "Kept.", "lang": "en"}']
+    tallies = []
+    for name, part in (("a", lines[:2]), ("b", lines[2:])):
+        (tmp_path / f"{name}.jsonl").write_text("\n".join(part) + "\n")
+        [item] = plan_work_items([str(tmp_path / f"{name}.jsonl")], lang="en")
+        url = itemcache.cache_url(str(tmp_path / "staging"), item)
+        by_lang = {}
+        for c in itemcache.parse_and_store(item, url):
+            by_lang.setdefault(c.lang, tally.Tally()).add(c)
+        tallies += [t.done(url, lang) for lang, t in by_lang.items()]
     with TestPipeline(options=_opts()) as p:
-        assert_that(p | beam.Create(rejects) | job.WriteRejects(str(tmp_path)),
+        assert_that(p | beam.Create(tallies) | job.WriteRejects(str(tmp_path)),
                     equal_to([f"{schema.REJECTS}/de.jsonl", f"{schema.REJECTS}/en.jsonl"]))
     folder = tmp_path / schema.REJECTS
     assert sorted(f.name for f in folder.iterdir()) == ["de.jsonl", "en.jsonl"]
     en = [json.loads(line) for line in (folder / "en.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert [(r["page_id"], r["source"]) for r in en] == [(-1, "a:2"), (-1, "a:5"), (2, "a:1"), (7, "a:9")]
-    assert json.loads((folder / "de.jsonl").read_text(encoding="utf-8")) == rejects[1]._asdict()
+    assert [(r["page_id"], r["outcome"]) for r in en] == [(-1, "parse_errors"), (2, "empty"), (7, "empty")]
+    assert json.loads((folder / "de.jsonl").read_text(encoding="utf-8"))["page_id"] == 3
+
+
+def _headings(variants, end_matter, last, converted=0):
+    h = tally.Headings()
+    h.add(variants, end_matter, last, converted)
+    return h.values()
+
+
+def _lang_tally(lang, outcomes=None, replaced=0, dropped=(), headings=None):
+    counts = tuple((outcomes or {}).get(o, 0) for o in schema.PAGE_OUTCOMES)
+    return tally.LangTally("item", lang, counts, replaced, tuple(dropped), headings or tally.Headings().values(), (), 0)
 
 
 def test_collect_stats_writes_every_count_as_one_sorted_json_file(tmp_path):
     n = len(schema.CONSTRUCT_DROPS)
+    tallies = [
+        _lang_tally("en", {"kept": 1}, 2, (1,) + (0,) * (n - 1), _headings(2, ("References", "Notes"), "History")),
+        _lang_tally("en", {"kept": 1, "redirects": 1}, 3, (1,) * n,
+                    tally.Headings(_headings(0, ("References",), "History")).merge(_headings(0, (), "Life")).values()),
+        _lang_tally("sw", {"empty": 1}),
+    ]
     with TestPipeline(options=_opts()) as p:
         inputs = stats.StatsInputs(
-            outcomes=p | "Outcomes" >> beam.Create([job.Outcome("en", "kept"), job.Outcome("en", "kept"),
-                                                    job.Outcome("sw", "empty"), job.Outcome("en", "redirects")]),
-            replaced=p | "Replaced" >> beam.Create([job.Replaced("en", 2), job.Replaced("en", 3)]),
-            dropped=p | "Dropped" >> beam.Create([job.Dropped("en", (1,) + (0,) * (n - 1)), job.Dropped("en", (1,) * n)]),
-            example_langs=p | "Examples" >> beam.Create(["en", "en", "sw"]),
+            tallies=p | "Tallies" >> beam.Create(tallies),
+            examples=p | "Examples" >> beam.Create([("en", 1), ("en", 1), ("sw", 1)]),
             weights=p | "Weights" >> beam.Create([{"en": 0.5, "sw": 2.0}]),
-            validation_langs=p | "Validation" >> beam.Create(["sw", "en", "sw"]),
-            headings=p | "Headings" >> beam.Create([job.Headings("en", 2, ("References", "Notes"), "History"),
-                                                    job.Headings("en", 0, ("References",), "History"),
-                                                    job.Headings("en", 0, (), "Life")]),
-            masks=p | "Masks" >> beam.Create([job.MaskHistograms("en", {100: 1, 150: 3}, {5: 2}),
-                                              job.MaskHistograms("en", {150: 1, 40: 1}, {5: 1, 9: 1, 20: 1})]),
+            validation=p | "Validation" >> beam.Create([("sw", 2), ("en", 1)]),
+            masks=p | "Masks" >> beam.Create([MaskHistograms("en", {100: 1, 150: 3}, {5: 2}),
+                                              MaskHistograms("en", {150: 1, 40: 1}, {5: 1, 9: 1, 20: 1})]),
         )
         path = inputs | stats.CollectStats(str(tmp_path))
         assert_that(path, equal_to([f"{tmp_path}/stats.json"]))

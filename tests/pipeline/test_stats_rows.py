@@ -10,8 +10,8 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 
 from contract import schema
-from pipeline import output, stats
-from pipeline.elements import Dropped, Headings, MaskHistograms, Outcome, Replaced, Stat
+from pipeline import output, stats, tally
+from pipeline.elements import MaskHistograms, Stat
 from pipeline.runners import beam_options
 
 N = len(schema.CONSTRUCT_DROPS)
@@ -54,17 +54,22 @@ def test_the_reader_takes_the_rows_by_name_in_any_order():
     assert output.without_validation([r for r in rows if r[0] != "validation_pages"], langs, 0.005) == {"en": 3}
 
 
+def _tally(lang, outcomes, replaced=0, dropped=(), headings=None):
+    counts = tuple(outcomes.get(o, 0) for o in schema.PAGE_OUTCOMES)
+    return tally.LangTally("item", lang, counts, replaced, tuple(dropped), headings or tally.Headings().values(), (), 0)
+
+
 def test_what_collect_stats_writes_reads_back_as_the_manifests_languages(tmp_path):
+    headings = tally.Headings()
+    headings.add(1, ("References",), "History", 0)
     with TestPipeline(options=beam_options(1, "DirectRunner")) as p:  # named: never Prism
         inputs = stats.StatsInputs(
-            outcomes=p | "Outcomes" >> beam.Create([Outcome("en", "kept"), Outcome("en", "kept"),
-                                                    Outcome("sw", "kept"), Outcome("en", "empty")]),
-            replaced=p | "Replaced" >> beam.Create([Replaced("en", 2), Replaced("en", 3)]),
-            dropped=p | "Dropped" >> beam.Create([Dropped("en", (1,) * N), Dropped("sw", (0,) * (N - 1) + (4,))]),
-            example_langs=p | "Examples" >> beam.Create(["en", "en", "sw"]),
+            tallies=p | "Tallies" >> beam.Create([
+                _tally("en", {"kept": 1}, 2, (1,) * N, headings.values()), _tally("en", {"kept": 1, "empty": 1}, 3),
+                _tally("sw", {"kept": 1}, 0, (0,) * (N - 1) + (4,))]),
+            examples=p | "Examples" >> beam.Create([("en", 2), ("sw", 1)]),
             weights=p | "Weights" >> beam.Create([{"en": 0.5, "sw": 2.0}]),
-            validation_langs=p | "Validation" >> beam.Create(["en"]),
-            headings=p | "Headings" >> beam.Create([Headings("en", 1, ("References",), "History")]),
+            validation=p | "Validation" >> beam.Create([("en", 1)]),
             masks=p | "Masks" >> beam.Create([MaskHistograms("sw", {150: 2}, {4: 3})]),
         )
         _ = inputs | stats.CollectStats(str(tmp_path))
@@ -75,5 +80,6 @@ def test_what_collect_stats_writes_reads_back_as_the_manifests_languages(tmp_pat
     assert (langs["sw"].kept, langs["sw"].examples, langs["sw"].sampling_weight) == (1, 1, 2.0)
     assert langs["en"].replaced_characters == 5 and langs["sw"].dropped[schema.CONSTRUCT_DROPS[-1]] == 4
     assert langs["en"].text["end_matter_dropped"] == [["References", 1]] and langs["sw"].masks["span_max"] == 4
+    assert langs["sw"].text == {}  # no page of sw told of headings: no `text` row, as before
     output.check_accounting(langs)
     assert output.without_validation(rows, langs, 0.005) == {"sw": 1}

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from contract import schema
-from pipeline import elements, stats
+from pipeline import stats, tally
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.sources import RawPage
 from pipeline.wikitext.clean import clean_page, clean_wikitext, wikitext_to_text
@@ -144,14 +144,14 @@ def test_a_page_counts_what_changed_and_the_option_is_in_the_fingerprint():
 
 
 def test_stats_count_pages_and_characters_converted():
-    Headings = elements.Headings
-    fn = stats._HeadingsFn()
-    acc = fn.create_accumulator()
-    for h in (Headings("zh", 1, (), "", 120), Headings("zh", 0, (), "", 0), Headings("zh", 0, (), "", 30)):
-        acc = fn.add_input(acc, h)
-    out = fn.extract_output(fn.merge_accumulators([acc, fn.create_accumulator()]))
+    one, other = tally.Headings(), tally.Headings()
+    for h, (variants, converted) in ((one, (1, 120)), (one, (0, 0)), (other, (0, 30))):
+        h.add(variants, (), "", converted)
+    out = stats.text_summary(one.merge(other.values()).values())
     assert (out["converted_pages"], out["converted_characters"], out["variant_pages"]) == (2, 150, 1)
-    assert "converted_pages" not in fn.extract_output(fn.add_input(fn.create_accumulator(), Headings("en", 0, (), "")))
+    plain = tally.Headings()
+    plain.add(1, (), "", 0)
+    assert "converted_pages" not in stats.text_summary(plain.values())
 
 
 def test_the_flag_is_repeatable_and_set_wins():

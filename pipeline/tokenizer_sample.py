@@ -1,0 +1,88 @@
+"""The WordPiece vocabulary's sample, in bounded memory: the `tokenizer_pages` training pages
+with the smallest tokenizer_rank(lang, page id) (pipeline/seeds.py), fed to the trainer in rank
+order a chunk at a time.
+
+How (pipeline/job.py): a light pass over the item caches passes on, per item, the training pages
+whose rank is below a bound (job._tokenizer_bound: about k of them in all, never the whole dump),
+as (rank, page id, characters). `plan` sorts those, keeps the first k and cuts them into chunks
+of at most CHUNK_CHARACTERS; the pass that scatters pages to their pack groups writes each
+sample page into its chunk's row group (spill.py), and the trainer reads the chunks in order.
+The texts, their order and so the vocabulary are those of a sort of the k pages by (rank, page
+id, text), as when the sample was one list in memory.
+"""
+
+import bisect
+from typing import NamedTuple
+
+import pyarrow as pa
+
+from pipeline import spill
+
+# A chunk's texts are in memory while it is read (twice: the trainer's alphabet, then its counts).
+CHUNK_CHARACTERS = 8_000_000
+
+SCHEMA = pa.schema([("rank", pa.uint64()), ("page_id", pa.int64()), ("text", pa.large_string())])
+
+
+class Plan(NamedTuple):
+    k: int  # pages in the sample (PreprocessConfig.tokenizer_pages)
+    uppers: tuple  # per chunk, the (rank, page id) of its last page: chunk i holds keys <= uppers[i]
+
+    def chunk_of(self, rank: int, page_id: int):
+        """The chunk a training page of this rank belongs to, None if it is not in the sample."""
+        i = bisect.bisect_left(self.uppers, (rank, page_id))
+        return i if i < len(self.uppers) else None
+
+
+def plan(candidates, k: int, bound: int) -> Plan:
+    """[(rank, page id, characters)] of the training pages below `bound` -> the Plan of the first
+    k by (rank, page id). Pages that share the k-th key (a page id given twice) all come along:
+    the trainer takes the first k of them by text. Fewer than k candidates under a bound below
+    the whole range would mean the bound missed sample pages: refused, never a smaller sample."""
+    candidates = sorted(candidates)
+    if len(candidates) < k and bound < (1 << 64):
+        raise RuntimeError(f"tokenizer sample: {len(candidates)} of {k} pages below the rank bound {bound}; the bound "
+                           "(pipeline/job.py _tokenizer_bound) is too tight for this input: please report it")
+    if len(candidates) > k:
+        last = candidates[k - 1][:2]
+        candidates = [c for c in candidates if c[:2] <= last]
+    uppers, size = [], 0
+    for i, (rank, page_id, chars) in enumerate(candidates):
+        size += chars
+        following = candidates[i + 1][:2] if i + 1 < len(candidates) else None
+        # a chunk ends at its budget or the sample's end, never between two pages of one key
+        if following is None or (size >= CHUNK_CHARACTERS and following != (rank, page_id)):
+            uppers.append((rank, page_id))
+            size = 0
+    return Plan(k, tuple(uppers))
+
+
+def table(rows) -> pa.Table:
+    """[(rank, page id, text)] -> a table of SCHEMA (one chunk's rows of one item)."""
+    ranks, ids, texts = zip(*rows) if rows else ((), (), ())
+    return pa.Table.from_arrays([pa.array(ranks, pa.uint64()), pa.array(ids, pa.int64()),
+                                 pa.array(texts, pa.large_string())], schema=SCHEMA)
+
+
+class Texts:
+    """The sample's texts in (rank, page id, text) order, the first k: iterable again and again
+    (the trainer reads them twice), a chunk in memory at a time. `refs`: [(chunk, spill.Ref)]."""
+
+    def __init__(self, refs, plan_: Plan):
+        self.plan = plan_
+        self.by_chunk = {}
+        for chunk, ref in refs:
+            self.by_chunk.setdefault(chunk, []).append(ref)
+
+    def __iter__(self):
+        left = self.plan.k
+        for chunk in range(len(self.plan.uppers)):
+            rows = []
+            for t in spill.read_buckets(self.by_chunk.get(chunk, [])):
+                rows += zip(t.column("rank").to_pylist(), t.column("page_id").to_pylist(), t.column("text").to_pylist())
+            rows.sort()
+            for _, _, text in rows[:left]:
+                yield text
+            left -= min(left, len(rows))
+            if not left:
+                return
