@@ -42,6 +42,7 @@ KNOWN = (
     "pipeline.sources.InputError",  # bad or missing input (its __module__ is the package's)
     "pipeline.output.OutputExistsError",
     "pipeline.output.PublishError",
+    "pipeline.disk.NoSpace",  # the staging disk too small, or full mid-run: path, needed, free, what to do
     "contract.lock.LockHeld",
     "contract.lock.LockLost",
     "pipeline.sources.dumps.DumpNotFound",

@@ -22,6 +22,10 @@ library's (tests/jobs/test_preprocess_endings.py counts them).
   NothingKept); a scheduled run of a wrong input fails instead of publishing an empty output.
 - A language with kept pages but no validation page is named in a note, with the
   --validation-fraction that would hold one out.
+- Disk (pipeline/disk.py): the first line says the staging's estimated peak and the free space
+  there; a run that cannot fit is refused before it writes, exit 2; a disk that fills mid-run
+  ends in one line (the staging path, needed and free, what to do), exit 2, nothing published,
+  and the same command resumes from the work items already read once there is room.
 - A trial slice (--max-pages N) ends with a note that it is one: `canine preprocess: note: trial
   slice: the first N pages of each input file (--max-pages N); not the whole dump; ...`
   (docs/schedule.md, "A trial slice first").

@@ -310,7 +310,10 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
     fs.makedirs(staging_path, exist_ok=True)
     options = runners.beam_options(workers, runner, [*beam_args, *_worker_plugins(runner, workers)])
     p = beam.Pipeline(options=options)
-    job.build(p, cfg, work_plan.items, staging, work_plan.tokenizer_json)
+    items = work_plan.items
+    if progress:  # the workers say how far each item got, in staging (pipeline/progress.py)
+        items = [dataclasses.replace(item, progress=f"{staging}/progress") for item in items]
+    job.build(p, cfg, items, staging, work_plan.tokenizer_json)
     watch = None
     if progress:
         sizes = {url: size for url, size, _ in cfg.input_fingerprints}

@@ -8,15 +8,20 @@ second, an ETA, then the shards being written; a bar on a terminal, timestamped 
 The launcher cannot look inside the runner's workers (DirectRunner subprocesses, Dask workers,
 Dataflow VMs), but on every runner each finished work item leaves its cache file in
 STAGING/items/ (pipeline/itemcache.py, written whole) and each shard its file in
-STAGING/<split>/part-i-of-n.parquet. A thread of the launcher lists those: every second on a
-local disk, every 10 s on an object store (one LIST request each, plus one footer read per
-newly finished item for its page count). MB are input bytes (compressed, as the dump is stored);
-items cached by an earlier, killed run count as done but not towards the rates. The ETA is for
-the reading, the bulk of a run (benchmarks/preprocess.py); packing and writing follow, shown as
-shards written of total.
+STAGING/<split>/part-i-of-n.parquet; and a worker reading an item rewrites a tiny file in
+STAGING/progress/ every few seconds, the pages and input bytes it has read so far
+(pipeline/sources/plan.py `_reported`), so that a run of one big item moves too. A thread of the
+launcher lists those: every second on a local disk, every 10 s on an object store (one LIST
+request each, plus one footer read per newly finished item for its page count and one small read
+per item being read). MB are input bytes (compressed, as the dump is stored); items cached by an
+earlier, killed run count as done but not towards the rates. The percentage and the ETA are of
+the input bytes (of the pages, for a trial slice read from a file's start, whose extent is not
+known: --max-pages pages a file); the ETA is for the reading, the bulk of a run
+(benchmarks/preprocess.py); packing and writing follow, shown as shards written of total.
 """
 
 import dataclasses
+import json
 import logging
 import os
 import re
@@ -30,6 +35,7 @@ import pyarrow.parquet as pq
 from contract import schema
 from contract.files import is_local
 from pipeline import itemcache
+from pipeline.sources.plan import progress_name
 
 _SHARD = re.compile(r"part-\d{5}-of-(\d{5})\.parquet$")
 PLAIN_EVERY_S = 30.0  # a timestamped line at most this often (a log is read, not watched)
@@ -79,23 +85,38 @@ class Snapshot:
     items_total: int
     pages: int  # pages of the items read by this run (not the reused ones)
     read_bytes: int  # input bytes of the items read by this run
-    left_bytes: int  # input bytes of the items not done yet
+    left_bytes: int  # input bytes of the items not done yet, less what their workers said they read
     elapsed_s: float
     shards_done: int = 0
     shards_total: int = 0  # 0 until the first shard shows its name (part-i-of-N)
+    total_bytes: int = 0  # input bytes of all items (0: none known, a trial slice of whole files)
+    left_pages: int | None = None  # a trial slice of whole files: pages still to read (--max-pages a file)
+
+    def fraction(self) -> float:
+        """How much of the reading is done: by input bytes where they are known, else by pages
+        (a trial slice), else by items."""
+        if self.total_bytes:
+            return 1 - self.left_bytes / self.total_bytes
+        if self.left_pages is not None and self.pages + self.left_pages:
+            return self.pages / (self.pages + self.left_pages)
+        return self.items_done / max(1, self.items_total)
 
     def eta_s(self) -> float | None:
-        if not self.read_bytes or not self.elapsed_s:
+        if not self.elapsed_s:
             return None
-        return self.left_bytes / (self.read_bytes / self.elapsed_s)
+        if self.total_bytes:
+            return self.left_bytes / (self.read_bytes / self.elapsed_s) if self.read_bytes else None
+        if self.left_pages is not None and self.pages:
+            return self.left_pages / (self.pages / self.elapsed_s)
+        return None
 
     def describe(self) -> str:
         if self.items_done == self.items_total:
             if not self.shards_total:
                 return f"items {self.items_total}/{self.items_total} read; packing examples"
             return f"items {self.items_total}/{self.items_total} read; shards {self.shards_done}/{self.shards_total} written"
-        parts = [f"items {self.items_done}/{self.items_total} ({self.items_done / max(1, self.items_total):.0%})"]
-        if self.read_bytes and self.elapsed_s > 0:
+        parts = [f"items {self.items_done}/{self.items_total} ({self.fraction():.0%})"]
+        if (self.read_bytes or self.pages) and self.elapsed_s > 0:
             parts += [_rate(self.pages / self.elapsed_s, "pages/s"), _mb_rate(self.read_bytes / self.elapsed_s)]
         eta = self.eta_s()
         if eta is not None and self.items_done < self.items_total:
@@ -103,9 +124,9 @@ class Snapshot:
         return "  ".join(parts)
 
     def bar(self) -> str:
-        done, total = (self.shards_done, self.shards_total) if self.items_done == self.items_total and self.shards_total \
-            else (self.items_done, self.items_total)
-        filled = int(BAR_WIDTH * done / max(1, total))
+        fraction = self.shards_done / self.shards_total if self.items_done == self.items_total and self.shards_total \
+            else self.fraction()
+        filled = int(BAR_WIDTH * min(max(fraction, 0.0), 1.0))
         return f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}]"
 
 
@@ -121,9 +142,15 @@ class ItemProgress:
         self.local = is_local(self.fs)
         self.interval_s = 1.0 if self.local else 10.0
         self.sizes = {}  # cache file name -> input bytes of its item
+        self.reports = {}  # cache file name -> the name of its progress file (STAGING/progress/)
+        self.trial = {}  # cache file name -> --max-pages, for an item of unknown extent (a trial slice)
         for item in items:
             end = item.end if item.end is not None else input_sizes.get(item.path, item.start)
-            self.sizes[itemcache.cache_url("", item).rsplit("/", 1)[-1]] = max(0, end - item.start)
+            name = itemcache.cache_url("", item).rsplit("/", 1)[-1]
+            self.sizes[name] = max(0, end - item.start)
+            self.reports[name] = progress_name(item)
+            if item.max_pages is not None and not self.sizes[name]:
+                self.trial[name] = item.max_pages
         self.total_bytes = sum(self.sizes.values())
         self.done, self.reused = set(), set()
         self.pages = self.read_bytes = 0
@@ -169,8 +196,32 @@ class ItemProgress:
             self.shards_total = sum(totals.values())
         elapsed = 0.0 if self.started is None else self.clock() - self.started
         left = self.total_bytes - sum(self.sizes[n] for n in self.done)
-        return Snapshot(len(self.done), len(self.sizes), self.pages, self.read_bytes, left, elapsed,
-                        self.shards_done, self.shards_total)
+        pages, read, left_pages = self.pages, self.read_bytes, None
+        if self.started is not None and len(self.done) < len(self.sizes):
+            reading = self._reading()
+            for name, (n, b) in reading.items():
+                size = self.sizes[name]
+                pages, read, left = pages + n, read + b, left - (min(b, size) if size else 0)
+            if self.trial and not self.total_bytes:
+                left_pages = sum(max(0, self.trial[n] - reading.get(n, (0, 0))[0]) for n in self.trial
+                                 if n not in self.done)
+        return Snapshot(len(self.done), len(self.sizes), pages, read, left, elapsed,
+                        self.shards_done, self.shards_total, self.total_bytes, left_pages)
+
+    def _reading(self) -> dict:
+        """{cache file name: (pages, input bytes)} read so far of the items not done yet, as
+        their workers last wrote it in STAGING/progress/."""
+        files = set(self._names("progress"))
+        found = {}
+        for name, report in self.reports.items():
+            if name in self.done or report not in files:
+                continue
+            try:
+                seen = json.loads(self.fs.cat_file(f"{self.root}/progress/{report}"))
+                found[name] = (int(seen["pages"]), int(seen["bytes"]))
+            except (OSError, ValueError, KeyError, TypeError):  # gone as the item finished, or a store's hiccup
+                continue
+        return found
 
     # --- reporting ---
 

@@ -13,8 +13,14 @@ Beam job (output.run). Every check that needs no writing comes before the lock, 
 creates the output folder: a run that fails before the job leaves no output folder it created.
 Bad input met while reading removes this config's staging too (sources.InputError).
 
+Disk (pipeline/disk.py): before the lock, the staging folder's peak is estimated from the inputs'
+sizes and said with the free space there; a run that cannot fit is refused (disk.NoSpace: nothing
+written). A disk that fills anyway ends the run in disk.NoSpace's one line: nothing published,
+the lock released, the finished work items kept for the same command to resume from.
+
 What it says, on stderr: which dump each --dump resolved to and where the output goes (a scheduled
-run's log says which dump it read), then the job's progress lines (progress.py). After the
+run's log says which dump it read), then the staging's peak and the free space there, then the
+job's progress lines (progress.py). After the
 manifest, the CLI prints `closing_notes`. A Ctrl-C leaves as `Interrupted`, whose message says
 what was kept and that the same command resumes.
 """
@@ -53,7 +59,8 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
     (the output, output.RunResult: its manifest and how the run went).
     Errors raise; a run that fails before writing leaves no output folder it created."""
     from contract.lock import OutputLock
-    from pipeline import output, runners, sources
+    from pipeline import disk, output, runners, sources
+    from pipeline import progress as shown
     from pipeline.sources import dumps as dump_specs
 
     if workers < 1:
@@ -72,12 +79,15 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
         runners.check_launch(runner, cfg.output, cfg.inputs, list(beam_args))
         runners.check_runner(workers, runner, beam_args)
     work_plan = output.prepare(cfg, workers)
+    peak, disk_line = _fits_on_disk(work_plan)
     created = output.missing_root(cfg.output)
     command = redact(shlex.join(["canine", "preprocess", *map(str, cfg.inputs), "--output", cfg.output]))
     try:
         # The lock comes before anything touches the output, staging included: two runs of one
         # config would otherwise clean up each other's staging (contract/lock.py).
         with OutputLock(cfg.output, command=command) as lock:
+            if disk_line and progress:  # the first line of the job; not for a run that finds the output locked
+                print(f"{shown.timestamp()} preprocess: {disk_line}", file=sys.stderr)
             try:
                 with around_job():
                     result = output.run(cfg, workers=workers, runner=runner, beam_args=list(beam_args),
@@ -88,6 +98,13 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
                 # items) is useless once the input is fixed, since the fix changes the config.
                 output.remove_staging(cfg.output, only=output.staging_url(work_plan.cfg))
                 raise
+            except Exception as e:
+                if peak is None or not disk.no_space_in(e):
+                    raise
+                # A full disk: the finished work items stay in staging for the same command.
+                staging = output.staging_url(work_plan.cfg)
+                raise disk.filled(staging, peak, disk.free_bytes(staging),
+                                  *output._items_done(work_plan.items, staging)) from None
     except output.RunInterrupted as e:
         raise Interrupted(f"interrupted after {e.done} of {e.total} work items (kept); "
                           "the same command resumes") from e
@@ -99,6 +116,34 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
         if created:
             output.remove_empty(cfg.output, created)
         raise
+
+
+# A trial slice reads from each file's start up to its Nth page, how far that is being unknown:
+# this much XML a page bounds it (the first pages of a dump are its oldest, longest articles;
+# enwiki's pages-articles averages ~4.5 kB a page).
+TRIAL_XML_PER_PAGE = 64 << 10
+
+
+def _fits_on_disk(work_plan) -> tuple[int | None, str | None]:
+    """(the staging's estimated peak, the line that says it with the free space there)
+    (disk.py); disk.NoSpace before anything is written if it does not fit. (None, None) when
+    the output is complete for this config already: nothing will be staged."""
+    from pipeline import disk, output
+    from pipeline.sources import plan
+
+    cfg = work_plan.cfg
+    if output.existing_output(cfg, work_plan.tokenizer_json) is not None:
+        return None, None
+    kinds = {output.recorded_url(item.path): item.kind for item in work_plan.items}
+    inputs = [(url, kinds.get(url, "xml"), size) for url, size, _ in cfg.input_fingerprints]
+    if cfg.max_pages is not None:  # a stored size whose text is that many pages' XML at most
+        inputs = [(url, kind, min(size, cfg.max_pages * TRIAL_XML_PER_PAGE * size // max(1, plan.text_bytes(url, size))))
+                  for url, kind, size in inputs]
+    peak = disk.staging_peak_bytes(inputs)
+    staging = output.staging_url(cfg)
+    free, staged = disk.free_bytes(staging), disk.staged_bytes(staging)
+    disk.check_fits(peak, staging, cfg.output, free, staged)
+    return peak, disk.first_line(peak, staging, free, staged)
 
 
 def closing_notes(cfg: PreprocessConfig, result) -> list[str]:

@@ -73,6 +73,10 @@ class WorkItem:
     # A trial slice (--max-pages): the item stops after this many pages (every <page>, a JSONL /
     # Parquet row each); set on the last item of a file's slice only (plan.py). None: all of them.
     max_pages: int | None = None
+    # Where the worker reading the item reports how far it got, for the launcher's progress line
+    # (plan.py `read_pages`, pipeline/progress.py): a folder in the run's staging. Not part of the
+    # item's identity (plan.work_item_key): None, or any folder, reads the same pages.
+    progress: str | None = None
 
 
 @dataclass

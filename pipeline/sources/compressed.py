@@ -5,6 +5,7 @@ measures it). Errors name the byte offset in the file and the stream it falls in
 """
 
 import bz2
+import threading
 import zlib
 from collections.abc import Iterator
 
@@ -18,6 +19,17 @@ from pipeline.sources.common import InputError
 _READ_BYTES = 1 << 18
 _OUT_BYTES = 1 << 18
 MAGIC = {"bz2": b"BZh", "gzip": b"\x1f\x8b"}
+
+
+class _ReadMeter(threading.local):
+    """Input bytes `_raw_chunks` read in this thread while `counting`: how far a work item's
+    reading got (plan.py reports it for the progress line), whichever reader reads the file."""
+
+    counting = False
+    bytes = 0
+
+
+METER = _ReadMeter()
 
 
 def codec_of(path: str) -> str | None:
@@ -35,6 +47,8 @@ def _raw_chunks(path: str, start: int, end: int | None) -> Iterator[tuple[int, b
                 data = f.read(_READ_BYTES if end is None else min(_READ_BYTES, end - pos))
                 if not data:
                     break
+                if METER.counting:
+                    METER.bytes += len(data)
                 yield pos, data
                 pos += len(data)
     except Exception as err:

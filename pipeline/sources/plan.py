@@ -27,17 +27,21 @@ ITEMS_PER_WORKER x workers of text and more, 256 MB a worker) is cut at ITEM_BYT
 worker count, as before. A trial slice is planned as it always was.
 """
 
+import hashlib
+import json
 import posixpath
 import re
+import time
 from collections.abc import Iterator
 from contextlib import closing
 
 import fsspec
 import fsspec.core
 
+from contract.files import atomic_write
 from pipeline.sources import dumps, jsonl, mediawiki, network, parquet, seekable
 from pipeline.sources.common import LANG_RE, SURROGATE_RE, InputError, RawPage, WorkItem
-from pipeline.sources.compressed import codec_of
+from pipeline.sources.compressed import METER, codec_of
 
 _XML_RE = re.compile(r"\.xml(?:-p\d+p\d+)?(?:\.(?:bz2|gz))?$")
 _JSONL_RE = re.compile(r"\.jsonl?(?:\.(?:bz2|gz))?$")
@@ -127,11 +131,69 @@ def work_item_key(item: WorkItem) -> str:
 
 
 def read_pages(item: WorkItem) -> Iterator[RawPage]:
-    """Stream the item's pages. Raises InputError on corrupt / truncated input or malformed XML."""
+    """Stream the item's pages. Raises InputError on corrupt / truncated input or malformed XML.
+    An item with a `progress` folder reports there how far it got (`_reported`)."""
     reader = {"xml": mediawiki.read_pages, "jsonl": jsonl.read_pages, "parquet": parquet.read_pages}.get(item.kind)
     if reader is None:
         raise InputError(f"{item.path}: unknown work item kind {item.kind!r}")
-    return reader(item) if item.max_pages is None else _first(reader(item), item.max_pages)
+    pages = reader(item) if item.max_pages is None else _first(reader(item), item.max_pages)
+    return pages if item.progress is None else _reported(pages, item)
+
+
+# How often a worker rewrites an item's progress file: every 2 s on a local disk (the launcher
+# looks every second), every 10 s on an object store (one small PUT each; it looks every 10 s).
+REPORT_EVERY_S = {True: 2.0, False: 10.0}
+
+
+def progress_name(item: WorkItem) -> str:
+    """The name of an item's progress file in its `progress` folder (by its key: any folder)."""
+    return hashlib.blake2b(work_item_key(item).encode("utf-8"), digest_size=8).hexdigest() + ".json"
+
+
+def _reported(pages: Iterator[RawPage], item: WorkItem, clock=time.monotonic) -> Iterator[RawPage]:
+    """`pages`, writing {"pages": n, "bytes": b} to the item's progress file every
+    REPORT_EVERY_S: the pages read so far and the input bytes the readers read for them
+    (compressed.METER, in this thread only while a page is being read). Parquet is read by
+    Arrow, not by compressed.py: its bytes are its rows' share of the file. A failed write costs
+    a report, never the item (a full disk fails the item's own cache file anyway)."""
+    url = f"{item.progress.rstrip('/')}/{progress_name(item)}"
+    every = REPORT_EVERY_S["://" not in url or url.startswith("file://")]
+    rows = size = None
+    if item.kind == "parquet":
+        try:
+            rows, size = _parquet_extent(item.path)
+        except (OSError, ValueError):
+            pass
+    done = read = 0
+    last = clock()
+    with closing(pages):
+        while True:
+            saved = METER.counting, METER.bytes
+            METER.counting, METER.bytes = True, 0
+            try:
+                page = next(pages)
+            except StopIteration:
+                return
+            finally:
+                read += METER.bytes
+                METER.counting, METER.bytes = saved
+            done += 1
+            if clock() - last >= every:
+                last = clock()
+                extent = read if not rows else size * min(done, rows) // rows
+                try:
+                    atomic_write(url, json.dumps({"pages": done, "bytes": extent}).encode())
+                except OSError:
+                    pass
+            yield page
+
+
+def _parquet_extent(path: str) -> tuple[int, int]:
+    """(rows, bytes) of a Parquet file, from its footer."""
+    import pyarrow.parquet as pq
+
+    with fsspec.open(path, "rb") as f:
+        return pq.ParquetFile(f).metadata.num_rows, f.size
 
 
 def _first(pages: Iterator[RawPage], n: int) -> Iterator[RawPage]:

@@ -1,7 +1,10 @@
 """What `canine preprocess` shows while it runs (pipeline/progress.py), read from a staging folder
 the test fills by hand with a clock it moves: no pipeline runs here."""
 
+import dataclasses
 import io
+import json
+import os
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -9,7 +12,7 @@ import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline import itemcache, progress, runners
-from pipeline.sources import WorkItem
+from pipeline.sources import WorkItem, plan
 
 
 class Clock:
@@ -108,3 +111,57 @@ def test_the_dataflow_job_is_linked_and_no_other():
 
 def test_durations_read_at_a_glance():
     assert [progress.duration(s) for s in (0, 37.4, 725, 10930)] == ["0:00", "0:37", "12:05", "3:02:10"]
+
+
+# --- within a work item: what a worker writes to STAGING/progress/ while it reads ----------------
+
+
+def _report(staging, item, pages, read):
+    """What a worker reading `item` leaves (pipeline/sources/plan.py `_reported`)."""
+    (staging / "progress").mkdir(parents=True, exist_ok=True)
+    (staging / "progress" / plan.progress_name(item)).write_text(json.dumps({"pages": pages, "bytes": read}))
+
+
+def test_a_single_item_shows_its_progress_before_it_ends(tmp_path):
+    staging, clock, out = tmp_path / ".staging-x", Clock(), io.StringIO()
+    item = WorkItem("dump.xml.bz2", "xml")
+    watch = progress.ItemProgress([item], {"dump.xml.bz2": 30 * 10**6}, str(staging), stream=out, clock=clock)
+    watch.poll()
+    watch.started = clock()
+    assert watch.poll().describe() == "items 0/1 (0%)"
+    _report(staging, item, 2000, 12 * 10**6)
+    clock.now += 20
+    snap = watch.poll()
+    assert snap.describe() == "items 0/1 (40%)  100.0 pages/s  0.60 MB/s  ETA 0:30"
+    assert snap.bar() == "[########------------]"
+    _finish(staging, item, 5000)  # done: its cache file counts, its last report no more
+    snap = watch.poll()
+    assert (snap.items_done, snap.pages, snap.read_bytes) == (1, 5000, 30 * 10**6)
+
+
+def test_a_trial_slice_of_whole_files_counts_pages(tmp_path):
+    staging, clock = tmp_path / ".staging-x", Clock()
+    items = [WorkItem(f"{lang}.xml.bz2", "xml", max_pages=1000) for lang in ("en", "ko")]
+    watch = progress.ItemProgress(items, {}, str(staging), stream=io.StringIO(), clock=clock)
+    watch.poll()
+    watch.started = clock()
+    _finish(staging, items[0], 1000)
+    _report(staging, items[1], 500, 3 * 10**6)
+    clock.now += 10
+    assert watch.poll().describe() == "items 1/2 (75%)  150.0 pages/s  0.30 MB/s  ETA 0:03"
+
+
+@pytest.mark.parametrize("kind", ["xml", "xml_bz2", "xml_gz", "multistream", "jsonl", "jsonl_gz", "parquet"])
+def test_every_kind_of_input_reports_pages_and_bytes_while_it_is_read(kind, input_variants, tmp_path, monkeypatch):
+    monkeypatch.setattr(plan, "REPORT_EVERY_S", {True: 0.0, False: 0.0})  # a report after every page
+    path = str(input_variants[kind])
+    [item] = plan.plan_work_items([path], streams_per_item=1000)
+    item = dataclasses.replace(item, progress=str(tmp_path / "progress"))
+    report = tmp_path / "progress" / plan.progress_name(item)
+    seen = []
+    for n, _ in enumerate(plan.read_pages(item), 1):  # each page is reported before it is handed on
+        seen.append(json.loads(report.read_text()))
+        assert seen[-1]["pages"] == n
+    size = os.path.getsize(path)
+    assert len(seen) > 10 and 0 < seen[0]["bytes"] <= seen[-1]["bytes"] <= size
+    assert seen[-1]["bytes"] >= size // 2, (seen[-1], size)  # read on up to the last page

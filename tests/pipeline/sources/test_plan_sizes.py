@@ -1,14 +1,18 @@
 """pipeline/sources/plan.py `item_size`: a small input still makes work items for every worker,
 a big one keeps items of seekable.ITEM_BYTES, and a trial slice is planned as before. The items,
-however cut, hold exactly the pages of the whole file (tests/pipeline/test_item_sizes_output.py
-runs the job on both and compares the published bytes)."""
+however cut, hold exactly the pages of the whole file, and `canine preprocess` publishes the same
+bytes from one item or many."""
 
 import bz2
+import json
+import os
 import random
 from pathlib import Path
 
 import pytest
 
+from contract import schema
+from jobs import cli
 from pipeline.sources import plan, plan_work_items, seekable
 
 SAMPLE = Path(__file__).resolve().parents[3] / "pipeline" / "sample"
@@ -89,3 +93,43 @@ def test_a_small_multistream_dump_gets_ranges_for_every_worker(input_variants):
     assert len(two) >= 2 * plan.ITEMS_PER_WORKER > len(default)
     # never more streams an item than the config says: its fingerprint's value is the upper bound
     assert len(plan_work_items([dump], streams_per_item=1, workers=2)) == len(plan_work_items([dump], streams_per_item=1))
+
+
+def published(out: Path) -> dict:
+    """Every published file's bytes (staging is gone after publishing)."""
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow  # the Beam job twice, 2 worker processes each
+def test_one_item_or_many_publish_the_same_bytes(tmp_path, monkeypatch, capsys, make_synthetic_dump):
+    """`canine preprocess` as the README shows it, from another folder with relative paths: the
+    dump read as one work item (ITEM_ENV) and as the items planned for 2 workers (the smallest
+    item made small, as a big dump's are) publishes byte-identical shards, tokenizer, manifest
+    (the rejects differ only in their pages' `source` positions)."""
+    (tmp_path / "in").mkdir()
+    make_synthetic_dump(tmp_path / "in" / "enwiki-20261101-pages-articles.xml", 400)
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    monkeypatch.setattr(plan, "MIN_ITEM_BYTES", 64 << 10)
+    runs = {}
+    for name, item_env in (("one", str(10**9)), ("many", None)):
+        if item_env:
+            monkeypatch.setenv(seekable.ITEM_ENV, item_env)
+        else:
+            monkeypatch.delenv(seekable.ITEM_ENV, raising=False)
+        code = cli.main(["preprocess", "../in/enwiki-20261101-pages-articles.xml", "--output", f"../{name}",
+                         "--workers", "2", "--seq-len", "512", "--vocab-size", "600", "--json"])
+        out = capsys.readouterr()
+        assert code == 0, out.err[-3000:]
+        runs[name] = json.loads(out.out)["run"]["work_items"], published(tmp_path / name)
+    (one, files), (many, again) = runs["one"], runs["many"]
+    assert one == 1 and many >= 2 * plan.ITEMS_PER_WORKER - 1, (one, many)
+    assert schema.MANIFEST in files and any(name.startswith("train/") for name in files)
+    assert files.keys() == again.keys()
+    rejects = [name for name in files if name.startswith(f"{schema.REJECTS}/")]
+    assert {k: v for k, v in files.items() if k not in rejects} == {k: v for k, v in again.items() if k not in rejects}
+    # The rejects hold the same pages; their `source` names the line from the item's start
+    # (path@byte:line), which depends on where items are cut (plan.py's docstring).
+    def sans_source(data):
+        return [{k: v for k, v in json.loads(line).items() if k != "source"} for line in data.splitlines()]
+    assert rejects and all(sans_source(files[r]) == sans_source(again[r]) for r in rejects)
