@@ -40,19 +40,31 @@ def rows_to_table(rows: list[dict]) -> pa.Table:
 
 def write_table(table: pa.Table, url: str) -> dict:
     """Write one shard and return what the manifest records of it (sha256 of the bytes written)."""
+    return write_tables([table], url)
+
+
+# Rows per row group: a table handed to write_tables is cut into groups of this many, so tables
+# of whole row groups (all but the last) give the bytes of one table of all the rows.
+ROW_GROUP_ROWS = PARQUET_OPTIONS["row_group_size"]
+
+
+def write_tables(tables, url: str) -> dict:
+    """Write one shard from tables of consecutive rows, each but the last a multiple of
+    ROW_GROUP_ROWS rows: the job hands them one row group at a time, so a shard's rows never sit
+    in memory as one table (pipeline/job.py _PlanAndWriteFn). Returns what the manifest records."""
+    options = {k: v for k, v in PARQUET_OPTIONS.items() if k != "row_group_size"}
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, **PARQUET_OPTIONS)
+    rows = codepoints = 0
+    with pq.ParquetWriter(sink, schema.SCHEMA, **options) as writer:
+        for table in tables:
+            writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+            rows += table.num_rows
+            codepoints += len(table.column("codepoints").combine_chunks().flatten())
     data = sink.getvalue().to_pybytes()
     # Whole or not at all: a retried or duplicated bundle (Dataflow runs some twice) rewrites the
     # same bytes under the same name, and a killed one leaves no partial file under it.
     atomic_write(url, data)
-    cps = table.column("codepoints").combine_chunks()
-    return {
-        "rows": table.num_rows,
-        "codepoints": int(len(cps.flatten())),
-        "sha256": hashlib.sha256(data).hexdigest(),
-        "bytes": len(data),
-    }
+    return {"rows": rows, "codepoints": int(codepoints), "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
 
 
 def read_table(url: str, columns=None) -> pa.Table:

@@ -29,8 +29,12 @@ from contract.files import atomic_write
 from pipeline.examples import PackedExample
 
 # zstd level 1: these files are read once, a few seconds later; they only have to be small
-# enough not to double the staging disk (benchmarks/scale.py measures the peak).
-_WRITE = dict(compression="zstd", compression_level=1, write_statistics=False)
+# enough not to double the staging disk (benchmarks/scale.py measures the peak). No dictionary
+# pages: codepoints and texts hardly repeat within a page, and building the dictionary of a
+# 15M-codepoint column cost ~50 MB more memory (measured).
+_WRITE = dict(compression="zstd", compression_level=1, write_statistics=False, use_dictionary=False)
+# Rows per row group of a whole file (write_whole): the writer encodes a row group at a time.
+WHOLE_ROWS = 1024
 
 
 class Ref(NamedTuple):  # one destination's rows in one source's file
@@ -69,14 +73,17 @@ def read_buckets(refs: Iterable[Ref], columns=None) -> Iterator[pa.Table]:
                 yield pf.read_row_group(rg, columns=columns)
 
 
-def read_whole(url: str, columns=None) -> pa.Table:
+def read_whole(url: str, columns=None) -> Iterator[pa.Table]:
+    """A file of write_whole, a row group at a time."""
     with fsspec.open(url, "rb") as f:
-        return pq.read_table(f, columns=columns)
+        pf = pq.ParquetFile(f)
+        for rg in range(pf.num_row_groups):
+            yield pf.read_row_group(rg, columns=columns)
 
 
 def write_whole(url: str, table: pa.Table) -> None:
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, **_WRITE)
+    pq.write_table(table, sink, row_group_size=WHOLE_ROWS, **_WRITE)
     atomic_write(url, sink.getvalue().to_pybytes())
 
 

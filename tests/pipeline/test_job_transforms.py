@@ -282,7 +282,7 @@ def test_pack_examples_packs_each_language_and_split_apart_in_page_id_order(tmp_
 
     def readable(packed):
         rows = []
-        for lang, copy, ex in spill.table_examples(spill.read_whole(packed.url)):
+        for lang, copy, ex in (x for t in spill.read_whole(packed.url) for x in spill.table_examples(t)):
             text = codepoints_to_text(ex.codepoints)
             assert text[0] == chr(schema.CLS) and text[-1] == chr(schema.SEP) and not ex.segment_ids.any()
             rows.append((packed.split, lang, tuple(ex.page_ids), text[1:-1], ex.part, ex.sop_label, copy))
