@@ -9,12 +9,14 @@ run's peak. What is in it, per byte of cleaned text (UTF-8, what the cleaner kee
 is STAGED_PER_TEXT_BYTE; the cleaned text follows from each input's stored size and kind
 (CLEANED_PER_STORED_BYTE, via sources/plan.py's TEXT_PER_STORED_BYTE for compressed XML).
 
-Measured (a --workers 2 run sampling `du` of staging every 0.1 s; /tmp measure script described
-in the commit): the real pages of tests/data/wiki (15 languages, 2.0 MB of XML, 0.96 MB cleaned):
-items 0.23 x XML, shards 0.41 x XML, peak 1.69 MB; the bundled sample (1.2 MB of XML): items
-0.12, shards 0.36, peak 0.80 MB; the sample 10 times over (12 MB of XML, repeats compress far
-better, so a floor): items 0.013, shards 0.27. Cleaned text is 0.48 x XML on the real pages,
-0.59 on the sample. The table takes the real pages' figures, rounded up.
+Measured (a --workers 2 run sampling `du` of staging every 0.1 s, at ca6442a: every staged file
+stays until the run publishes, so the peak is their sum): the real pages of tests/data/wiki (15
+languages, 2.0 MB of XML, 0.96 MB of cleaned text), per byte of cleaned text: items 0.47, pages
+(pack groups) 0.39, tokenizer sample 0.37, packed 0.61, sampled 0.50, shards 0.85, plus 0.42 MB
+(tokenizer, stats, lists); peak 3.5 MB, 1.76 x the XML. The bundled sample (1.2 MB of XML,
+0.72 MB cleaned): 0.20, 0.13, 0.11, 0.36, 0.36, 0.61; peak 1.48 MB. Cleaned text is 0.48 x XML
+on the real pages, 0.59 on the sample. The table takes the real pages' figures, rounded up.
+Before the file-based shuffles (b86d9bd) staging held only items and shards: peak 0.85 x XML.
 
 An object store has no free-space figure: the estimate alone is said. A disk that fills anyway
 (another writer, an estimate too low) fails the job with ENOSPC, in a worker or here:
@@ -32,13 +34,20 @@ import fsspec
 
 from contract.files import is_local, redact
 
-# Bytes in staging per byte of cleaned text, by what holds them: RECALIBRATE when the job
-# writes other files to staging (du of staging during a run, as the module docstring says).
+# Bytes in staging per byte of cleaned text, by the folder that holds them: RECALIBRATE when the
+# job writes other files to staging (du of staging during a run, as the module docstring says).
 STAGED_PER_TEXT_BYTE = {
-    "items": 0.5,  # STAGING/items/*.parquet, each work item's cleaned pages, zstd (real pages: 0.47)
-    "shards": 0.9,  # the shards, int32 codepoints and mask columns, zstd (real pages: 0.85; sample 0.66)
-    "shuffle": 0.0,  # files of the file-based shuffles (pack groups, examples by shard): none yet
+    "items": 0.5,  # each work item's cleaned pages, zstd (real pages: 0.47)
+    "pages": 0.4,  # the kept pages scattered to their pack groups (0.39)
+    "packed": 0.65,  # packed examples, by shard (0.61)
+    "sampled": 0.55,  # the examples after language sampling, by shard (0.50)
+    "shards": 0.9,  # the shards: int32 codepoints and mask columns, zstd (0.85; sample 0.61)
 }
+# The tokenizer's sample (STAGING/tokenizer/): as the pages' text (0.37 on the real pages), but
+# of `tokenizer_pages` pages at most (pipeline/tokenizer_sample.py), each counted at this many
+# bytes of cleaned text (a generous page: enwiki's articles average ~3 kB); none with --tokenizer.
+TOKENIZER_SAMPLE_PER_TEXT_BYTE = 0.4
+TOKENIZER_PAGE_BYTES = 16_000
 # Whatever the size of the input: the tokenizer (~0.4 MB at 32k words), stats, lists, rejects.
 STAGED_FIXED_BYTES = 4 << 20
 # Cleaned text per byte of text an input holds: a MediaWiki dump's XML keeps about half (0.48
@@ -66,10 +75,12 @@ def cleaned_bytes(path: str, kind: str, stored: int) -> int:
     return int(plan.text_bytes(path, stored) * CLEANED_PER_STORED_BYTE.get(kind, 1.0))
 
 
-def staging_peak_bytes(inputs) -> int:
-    """The staging folder's estimated peak for inputs given as (path, kind, stored bytes)."""
+def staging_peak_bytes(inputs, tokenizer_pages: int = 0) -> int:
+    """The staging folder's estimated peak for inputs given as (path, kind, stored bytes), with a
+    tokenizer trained on `tokenizer_pages` pages (0: a given one)."""
     text = sum(cleaned_bytes(path, kind, size) for path, kind, size in inputs)
-    return STAGED_FIXED_BYTES + int(text * sum(STAGED_PER_TEXT_BYTE.values()))
+    sample = min(text, tokenizer_pages * TOKENIZER_PAGE_BYTES) * TOKENIZER_SAMPLE_PER_TEXT_BYTE
+    return STAGED_FIXED_BYTES + int(text * sum(STAGED_PER_TEXT_BYTE.values()) + sample)
 
 
 def free_bytes(url: str) -> int | None:

@@ -139,7 +139,7 @@ def _fits_on_disk(work_plan) -> tuple[int | None, str | None]:
     if cfg.max_pages is not None:  # a stored size whose text is that many pages' XML at most
         inputs = [(url, kind, min(size, cfg.max_pages * TRIAL_XML_PER_PAGE * size // max(1, plan.text_bytes(url, size))))
                   for url, kind, size in inputs]
-    peak = disk.staging_peak_bytes(inputs)
+    peak = disk.staging_peak_bytes(inputs, 0 if cfg.tokenizer else cfg.tokenizer_pages)
     staging = output.staging_url(cfg)
     free, staged = disk.free_bytes(staging), disk.staged_bytes(staging)
     disk.check_fits(peak, staging, cfg.output, free, staged)

@@ -20,6 +20,12 @@ def test_the_peak_follows_the_inputs_kinds_and_sizes():
     assert bz2 - disk.STAGED_FIXED_BYTES == pytest.approx(plan.TEXT_PER_STORED_BYTE["bz2"] * (xml - disk.STAGED_FIXED_BYTES), rel=1e-6)
     both = disk.staging_peak_bytes([("a.xml", "xml", 100 * MB), ("b.parquet", "parquet", 10 * MB)])
     assert both > xml and disk.staging_peak_bytes([]) == disk.STAGED_FIXED_BYTES
+    # the tokenizer's sample: as the text of a small input, of tokenizer_pages pages of a big one
+    small = disk.staging_peak_bytes([("a.xml", "xml", MB)], tokenizer_pages=50_000)
+    assert small - disk.staging_peak_bytes([("a.xml", "xml", MB)]) == int(0.5 * MB * disk.TOKENIZER_SAMPLE_PER_TEXT_BYTE)
+    big = [("a.xml", "xml", 100_000 * MB)]
+    assert disk.staging_peak_bytes(big, tokenizer_pages=100) - disk.staging_peak_bytes(big) == pytest.approx(
+        100 * disk.TOKENIZER_PAGE_BYTES * disk.TOKENIZER_SAMPLE_PER_TEXT_BYTE, abs=1)
 
 
 def test_the_first_line_says_the_peak_and_the_free_space():
