@@ -17,6 +17,7 @@ One idea per module:
     output.py             running the job and publishing its output exactly once
     runners.py            which Beam runner runs the job, with which options; dask_runner.py Beam's DaskRunner, mended
     progress.py           what a run shows while it works
+    disk.py               the staging's disk: its peak estimated before the job, a full disk in one line
     validate.py           `canine validate DIR`: an output against the contract and its own manifest
     synthetic.py          synthetic rows and shard directories for tests, benchmarks and smoke runs
     faults.py             kill points for the crash tests
