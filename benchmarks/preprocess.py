@@ -19,6 +19,11 @@ cheap for strip_code; real pages, with their nested templates and tables, are mu
 it (benchmarks/text_quality.py compares the cleaners' output on them).
 Module imports happen before any timing, for every figure alike.
 
+--baseline TREE: the whole job (as `canine preprocess` in a process of its own, both trees
+alike) on the same input by this checkout and by TREE (another checkout, e.g. `git worktree add
+/tmp/base b86d9bd`), alternating, twice each; prints both times and the ratio (issue 38: the
+bounded-memory job may not be more than 10% slower on small inputs).
+
 --single-stream bz2|gz: every page in one dump, as a single-stream .xml.bz2 (or .xml.gz), split
 into about 8 work items (pipeline/sources/seekable.py; ITEM_ENV sets their size), and prints
 what each container costs to plan and to read (decompress + parse, one process: .xml,
@@ -213,6 +218,31 @@ def marginal(args, big_mb, t_a_big, t_b_big, t_b2_big):
           f"{t_b - mb * (t_b_big - t_b) / dm:.1f} s")
 
 
+def time_command(tree: Path, inputs: str, out: Path, args) -> float:
+    """`canine preprocess` of `tree`'s code, run as README shows it, in a process of its own."""
+    import shutil
+    import subprocess
+
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-m", "jobs.cli", "preprocess", inputs, "--output", str(out), "--workers", str(args.workers),
+           "--seq-len", str(args.seq_len), "--vocab-size", str(args.vocab_size)]
+    env = dict(os.environ, PYTHONPATH=str(tree), DS_ACCELERATOR="cpu", CI="1")
+    t = time.perf_counter()
+    subprocess.run(cmd, cwd=tree, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t
+
+
+def against_baseline(args, folder: Path) -> None:
+    base = Path(args.baseline).resolve()
+    times = {"this": [], "baseline": []}
+    for _ in range(2):
+        for name, tree in (("this", ROOT), ("baseline", base)):
+            times[name].append(time_command(tree, f"{folder}/*.xml", folder / f"cmd-{name}", args))
+    this, baseline = min(times["this"]), min(times["baseline"])
+    print(f"whole job as a command, best of 2 (alternating): this checkout {this:.1f} s, {base} {baseline:.1f} s; "
+          f"ratio this/baseline {this / baseline:.2f} (goal <= 1.10)")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeat", type=int, default=30)
@@ -221,6 +251,7 @@ def main(argv=None):
     ap.add_argument("--seq-len", type=int, default=PreprocessConfig.seq_len)
     ap.add_argument("--no-marginal", action="store_true", help="skip the second, 1/5-size run")
     ap.add_argument("--real", action="store_true", help="the real pages of tests/data/wiki instead of the sample")
+    ap.add_argument("--baseline", help="another checkout: the whole job by it and by this one, alternating, ratio")
     ap.add_argument("--single-stream", choices=["bz2", "gz"],
                     help="only: one single-stream .xml.bz2 / .xml.gz, per-container costs, 2 workers against 1")
     args = ap.parse_args(argv)
@@ -258,6 +289,8 @@ def main(argv=None):
               f"(c) goal >= 20 MB/s per core: "
               f"{'met' if rate_c >= 20 else 'NOT met'}")
         print(f"cores on this machine: {os.cpu_count()}")
+        if args.baseline:
+            against_baseline(args, Path(tmp))
     if not args.no_marginal:
         marginal(args, raw_mb, t_a, t_b, t_b2)
 

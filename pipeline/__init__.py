@@ -7,6 +7,9 @@ One idea per module:
     wikitext/             wikitext -> plain text, every drop counted with its reason
     job.py                the Beam job, a chain of labelled composite transforms
     elements.py           the named elements that flow between its steps
+    tally.py              a work item's counts per language: what travels instead of its pages
+    spill.py              shuffles through files in staging: row groups per key, references through Beam
+    tokenizer_sample.py   the vocabulary's bottom-k sample, in chunks, in bounded memory
     examples.py           pages -> packed examples of codepoints
     masks.py              the mask plans of CANINE-C and CANINE-S, stored with each example
     tokenizer.py          the WordPiece vocabulary of CANINE-S; wordspans.py its subword spans, fast

@@ -6,7 +6,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline import elements, job, output
+from pipeline import elements, job, output, spill
 
 A = ["/data/a.xml", 10, "sha256:aa"]
 B = ["/data/b.xml", 20, "sha256:bb"]
@@ -67,14 +67,14 @@ def test_languages_without_validation_pages(tmp_path):
 
 def test_key_coder_is_deterministic_and_decodes_the_named_tuple():
     for key in (elements.SplitLang("train", "en"), elements.PackGroup("validation", "zh-min-nan", 3),
-                elements.ShardKey("train", 2, 7), elements.Outcome("ko", "kept")):
+                elements.ShardKey("train", 2, 7), spill.Ref("/staging/pages/ab.parquet", 3, 120)):
         coder = beam.coders.registry.get_coder(type(key))
         assert isinstance(coder, elements.KeyCoder) and coder.is_deterministic()
         assert coder.as_deterministic_coder("step") is coder
         decoded = coder.decode(coder.encode(key))
         assert decoded == key and type(decoded) is type(key)
     with pytest.raises(TypeError, match="not str or int"):
-        elements.KeyCoder(elements.Dropped)  # counts: a tuple
+        elements.KeyCoder(elements.MaskHistograms)  # histograms: dicts
     with TestPipeline() as p:
         sizes = (p | beam.Create([("train", "en", 3), ("train", "en", 4), ("validation", "en", 1)])
                  | beam.Map(lambda t: (elements.SplitLang(t[0], t[1]), t[2])).with_output_types(
