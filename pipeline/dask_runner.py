@@ -2,7 +2,7 @@
 filled in: `--runner DaskRunner` (pipeline/runners.py) resolves to `DaskRunner` here.
 
 Upstream runs a pipeline of one branch with one output. On this job it fails with
-"AttributeError: 'tuple' object has no attribute 'lang'" (split_of, in AssignSplit/KeySplit) and,
+"AttributeError: 'tuple' object has no attribute 'lang'" (split_of, in what was AssignSplit/KeySplit) and,
 past that, would not write most of the output. Each gap is filled by one piece below, marked
 "Gap N" with the upstream code it replaces:
 

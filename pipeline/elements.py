@@ -19,11 +19,6 @@ import apache_beam as beam
 from pipeline import spill
 
 
-class Page(NamedTuple):  # CleanPages "kept" -> AssignSplit
-    lang: str
-    page_id: int
-    text: str
-
 
 
 

@@ -49,8 +49,9 @@ from apache_beam.metrics import Metrics
 from contract import schema
 from contract.files import save_json, save_text
 from pipeline import examples, faults, itemcache, masks, seeds, shards, spill, tally, tokenizer_sample
+from pipeline.split import cuts_of, split_of, validation_cut
 from pipeline.preprocess_config import PreprocessConfig
-from pipeline.elements import Page, SplitLang, PackGroup, PackedFile, Size, Sizing, ShardKey, ShardFile, MaskHistograms
+from pipeline.elements import SplitLang, PackGroup, PackedFile, Size, Sizing, ShardKey, ShardFile, MaskHistograms
 from pipeline.stats import CollectStats, StatsInputs, merge_histograms
 from pipeline.tokenizer import WordPieceTokenizer, train_wordpiece
 
@@ -162,49 +163,7 @@ class ReadAndClean(beam.PTransform):
         )
 
 
-# --- the validation split --------------------------------------------------------------------------
-# The validation split, per language: a language of 30 pages beside one of millions
-# must still get validation pages, or `canine evaluate` cannot say whether it was learned.
-# A language with fewer kept pages than this cannot spare one, and its figures would be noise:
-# it gets only its proportional share (usually none); from here on it gets at least one page.
-MIN_PAGES_FOR_VALIDATION = 20
-# Up to this many validation pages a language gets exactly its share, the pages with the smallest
-# split hashes (a bottom-k sketch of EXACT_VALIDATION_PAGES hashes per language, bounded memory).
-# Beyond it, "hash < fraction of the hash range" is already proportional within noise (a binomial
-# count, one standard deviation 14% of it at 50 pages, 0.5% at enwiki's ~33,000 at 0.5%) and needs
-# no per-language state; it too takes the smallest hashes.
-EXACT_VALIDATION_PAGES = tally.EXACT_VALIDATION_PAGES
-_HASH_SPACE = 1 << 64  # split_hash's range
-
-
-def split_hash(lang: str, page_id) -> int:
-    # Not seeded: the held-out pages stay the same when only the mask seed changes.
-    return seeds.split_hash(lang, page_id)
-
-
-def validation_pages(kept: int, fraction: float) -> int:
-    """How many of a language's `kept` pages are held out: round(fraction x kept), at least one
-    from MIN_PAGES_FOR_VALIDATION pages on, none when the fraction is 0. Exact up to
-    EXACT_VALIDATION_PAGES; above it, the expected count (validation_cut)."""
-    if fraction <= 0:
-        return 0
-    share = math.floor(fraction * kept + 0.5)  # half up: Python's round() makes 2.5 -> 2
-    return max(share, 1) if kept >= MIN_PAGES_FOR_VALIDATION else share
-
-
-def validation_cut(kept: int, smallest: list[int], fraction: float) -> int:
-    """A language's pages with split_hash < the cut are validation pages. `smallest`: its
-    EXACT_VALIDATION_PAGES smallest split hashes (all of them if fewer), ascending."""
-    k = validation_pages(kept, fraction)
-    if k > EXACT_VALIDATION_PAGES:
-        return int(fraction * _HASH_SPACE)
-    return smallest[k - 1] + 1 if k else 0
-
-
-def split_of(page: Page, cuts: dict) -> str:
-    return "validation" if split_hash(page.lang, page.page_id) < cuts.get(page.lang, 0) else "train"
-
-
+# --- the validation split (the rule: pipeline/split.py) -------------------------------------------
 class ValidationCuts(beam.PTransform):
     """LangTally -> one dict {lang: (kept pages, cut)}: per language, the kept pages counted and
     the EXACT_VALIDATION_PAGES smallest split hashes merged (bounded memory: no language is ever
@@ -231,9 +190,6 @@ class ValidationCuts(beam.PTransform):
         )
 
 
-def cuts_of(kept_and_cuts: dict) -> dict:
-    return {lang: cut for lang, (_, cut) in kept_and_cuts.items()}
-
 
 # --- SizeItems: a second, light pass over each item's cache ----------------------------------------
 class _SizeFn(beam.DoFn):
@@ -243,7 +199,7 @@ class _SizeFn(beam.DoFn):
     def process(self, url, cuts, tokenizer_bound):
         sizes, held = {}, {}
         for lang, page_id, text in itemcache.kept_pages(url):
-            split = split_of(Page(lang, page_id, ""), cuts)
+            split = split_of(lang, page_id, cuts)
             key = SplitLang(split, lang)
             sizes[key] = sizes.get(key, 0) + len(text)
             if split == "validation":
@@ -254,22 +210,6 @@ class _SizeFn(beam.DoFn):
             yield key, sizes[key]
         for lang in sorted(held):
             yield pvalue.TaggedOutput("validation", (lang, held[lang]))
-
-
-def _tokenizer_bound(kept_and_cuts: dict, fraction: float, k: int) -> int:
-    """A rank bound that holds the tokenizer's k pages of the smallest ranks among the training
-    pages, so an item passes on ~k candidates, not all its pages. Ranks are uniform 64-bit
-    hashes: the k-th smallest of N is about k/N of the range, with a standard deviation of about
-    sqrt(k)/N; the bound is 12 of those above (and 1% and 256 pages more) for N the fewest
-    training pages the split can leave (validation_pages, plus 6 standard deviations of a
-    hash-cut language's binomial count), so missing one of the k is not something that happens
-    (tokenizer_sample.plan checks it all the same)."""
-    train = 0
-    for kept, _ in kept_and_cuts.values():
-        held = validation_pages(kept, fraction)
-        train += kept - held - (6 * math.sqrt(held) + 6 if held > EXACT_VALIDATION_PAGES else 0)
-    need = k * 1.01 + 12 * math.sqrt(k) + 256
-    return _HASH_SPACE if need >= train else int(_HASH_SPACE * need / train)
 
 
 class SizeItems(beam.PTransform):
@@ -283,7 +223,7 @@ class SizeItems(beam.PTransform):
     def expand(self, urls):
         k = self.cfg.tokenizer_pages
         # Any: a bound of the whole range is 2**64, past Beam's VarIntCoder for an inferred int
-        bound = self.kept_and_cuts | "Bound" >> beam.Map(_tokenizer_bound, self.cfg.validation_fraction, k) \
+        bound = self.kept_and_cuts | "Bound" >> beam.Map(tokenizer_sample.bound, self.cfg.validation_fraction, k) \
             .with_output_types(Any)
         out = urls | "Sizes" >> beam.ParDo(_SizeFn(), pvalue.AsSingleton(self.cuts),
                                            pvalue.AsSingleton(bound)) \
@@ -316,7 +256,7 @@ class _ScatterPagesFn(beam.DoFn):
         name = url.rsplit("/", 1)[-1]
         by_group, sample = {}, {}
         for lang, page_id, text in itemcache.kept_pages(url):
-            split = split_of(Page(lang, page_id, ""), cuts)
+            split = split_of(lang, page_id, cuts)
             key = SplitLang(split, lang)
             group = PackGroup(split, lang, seeds.pack_group(lang, page_id, groups[key]))
             by_group.setdefault(group, ([], [], []))

@@ -435,8 +435,8 @@ def without_validation(records, languages: dict[str, Language], fraction: float)
 
 def validation_fraction_for(kept: int) -> float:
     """The smallest --validation-fraction, in hundredths, that holds out a page of a language of
-    `kept` pages (pipeline/job.py validation_pages: fraction x kept, rounded half up)."""
-    from pipeline.job import validation_pages
+    `kept` pages (pipeline/split.py validation_pages: fraction x kept, rounded half up)."""
+    from pipeline.split import validation_pages
 
     hundredths = 1
     while hundredths < 99 and not validation_pages(kept, hundredths / 100):

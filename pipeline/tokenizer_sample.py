@@ -3,7 +3,7 @@ with the smallest tokenizer_rank(lang, page id) (pipeline/seeds.py), fed to the 
 order a chunk at a time.
 
 How (pipeline/job.py): a light pass over the item caches passes on, per item, the training pages
-whose rank is below a bound (job._tokenizer_bound: about k of them in all, never the whole dump),
+whose rank is below a bound (`bound`: about k of them in all, never the whole dump),
 as (rank, page id, characters). `plan` sorts those, keeps the first k and cuts them into chunks
 of at most CHUNK_CHARACTERS; the pass that scatters pages to their pack groups writes each
 sample page into its chunk's row group (spill.py), and the trainer reads the chunks in order.
@@ -12,11 +12,12 @@ id, text), as when the sample was one list in memory.
 """
 
 import bisect
+import math
 from typing import NamedTuple
 
 import pyarrow as pa
 
-from pipeline import spill
+from pipeline import spill, split
 
 # A chunk's texts are in memory while it is read (twice: the trainer's alphabet, then its counts).
 CHUNK_CHARACTERS = 8_000_000
@@ -34,15 +35,27 @@ class Plan(NamedTuple):
         return i if i < len(self.uppers) else None
 
 
-def plan(candidates, k: int, bound: int) -> Plan:
-    """[(rank, page id, characters)] of the training pages below `bound` -> the Plan of the first
+def bound(kept_and_cuts: dict, fraction: float, k: int) -> int:
+    """A rank bound that holds the k training pages of the smallest ranks, so an item passes on
+    ~k candidates in all, not all its pages. Ranks are uniform 64-bit hashes: the k-th smallest of
+    N is about k/N of the range, with a standard deviation of about sqrt(k)/N; the bound is 12 of
+    those above (and 1% and 256 pages more) for N the fewest training pages the split can leave,
+    so missing one of the k is not something that happens (`plan` checks it all the same).
+    `kept_and_cuts`: {lang: (kept pages, cut)}, pipeline/job.py ValidationCuts."""
+    train = split.fewest_training_pages(kept_and_cuts, fraction)
+    need = k * 1.01 + 12 * math.sqrt(k) + 256
+    return split.HASH_SPACE if need >= train else int(split.HASH_SPACE * need / train)
+
+
+def plan(candidates, k: int, rank_bound: int) -> Plan:
+    """[(rank, page id, characters)] of the training pages below `rank_bound` -> the Plan of the first
     k by (rank, page id). Pages that share the k-th key (a page id given twice) all come along:
     the trainer takes the first k of them by text. Fewer than k candidates under a bound below
     the whole range would mean the bound missed sample pages: refused, never a smaller sample."""
     candidates = sorted(candidates)
-    if len(candidates) < k and bound < (1 << 64):
-        raise RuntimeError(f"tokenizer sample: {len(candidates)} of {k} pages below the rank bound {bound}; the bound "
-                           "(pipeline/job.py _tokenizer_bound) is too tight for this input: please report it")
+    if len(candidates) < k and rank_bound < split.HASH_SPACE:
+        raise RuntimeError(f"tokenizer sample: {len(candidates)} of {k} pages below the rank bound {rank_bound}; the bound "
+                           "(tokenizer_sample.bound) is too tight for this input: please report it")
     if len(candidates) > k:
         last = candidates[k - 1][:2]
         candidates = [c for c in candidates if c[:2] <= last]

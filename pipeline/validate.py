@@ -6,7 +6,7 @@ batch builder applies too (contract/rows.py) and two that need the pipeline's ow
 (whole CANINE-C spans of the rule the output was made with, the tokenizer's spans); plus what the manifest promises:
 hashes, counts, at least one training example, the per-language accounting identity, train/validation page
 disjointness, the per-language validation split (each language's held-out pages are the ones the job's rule
-picks, pipeline/job.py AssignSplit), and that the folder holds nothing the manifest does not
+picks, pipeline/split.py), and that the folder holds nothing the manifest does not
 account for (a stray Parquet file would be
 read by every dataset reader).
 """
@@ -120,29 +120,29 @@ def _tokenizer_spans(tokenizer: WordPieceTokenizer):
 
 
 def check_split(pages_by_split: dict, kept: dict, fraction: float, out: Problems) -> dict:
-    """Each language's validation pages against the job's rule (pipeline/job.py validation_cut),
+    """Each language's validation pages against the job's rule (pipeline/split.py validation_cut),
     recomputed from the pages the shards hold; returns {lang: validation pages}. The shards need
     not hold every kept page (SampleLanguages may drop a train page of a big language), but
     they hold every validation page, and those have the smallest hashes: the rule's cut comes
     out the same. `kept`: the manifest's kept pages per language; `pages_by_split`:
     {split: {(lang, page id)}}."""
-    from pipeline import job  # imports Beam: only for outputs of the pipeline
+    from pipeline import split as rule
 
     by_lang = {}
     for split, pages in pages_by_split.items():
         for lang, page in pages:
-            by_lang.setdefault(lang, []).append((job.split_hash(lang, page), page, split))
+            by_lang.setdefault(lang, []).append((rule.split_hash(lang, page), page, split))
     held = {}
     for lang, items in sorted(by_lang.items()):
         items.sort()
         held[lang] = sum(split == "validation" for _, _, split in items)
         if lang not in kept:
             continue  # reported with the rows
-        k = job.validation_pages(kept[lang], fraction)
-        if k <= job.EXACT_VALIDATION_PAGES and len(items) < k:  # a tampered output: no cut to compute
+        k = rule.validation_pages(kept[lang], fraction)
+        if k <= rule.EXACT_VALIDATION_PAGES and len(items) < k:  # a tampered output: no cut to compute
             out.add(f"splits.{lang}", f"the shards hold {len(items)} of its pages, the rule holds out {k}")
             continue
-        cut = job.validation_cut(kept[lang], [h for h, _, _ in items[: job.EXACT_VALIDATION_PAGES]], fraction)
+        cut = rule.validation_cut(kept[lang], [h for h, _, _ in items[: rule.EXACT_VALIDATION_PAGES]], fraction)
         wrong = [(page, split) for h, page, split in items if (split == "validation") != (h < cut)]
         if wrong:
             out.add(f"splits.{lang}", f"{len(wrong)} pages are not in the split the job's rule gives "

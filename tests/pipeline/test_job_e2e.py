@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from contract import schema
-from pipeline import job, output, sources
+from pipeline import output, sources, split
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.shards import read_table
 from pipeline.validate import check_row, validate
@@ -62,7 +62,7 @@ def test_every_sample_language_holds_out_its_share_of_pages(sample_run):
         for lang, page_ids in zip(table.column("lang").to_pylist(), table.column("page_ids").to_pylist()):
             held.setdefault(lang, set()).update(page_ids)
     assert {lang: len(pages) for lang, pages in held.items()} == dict.fromkeys(manifest.languages, 1)
-    assert all(job.validation_pages(c.kept, 0.05) == 1 for c in manifest.languages.values())
+    assert all(split.validation_pages(c.kept, 0.05) == 1 for c in manifest.languages.values())
     assert sorted(held) == ["ar", "de", "en", "hi", "ko", "ru", "zh"]
 
 

@@ -16,7 +16,7 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from contract import schema
-from pipeline import itemcache, job, spill, stats, tally, tokenizer_sample
+from pipeline import itemcache, job, spill, split, stats, tally, tokenizer_sample
 from pipeline.elements import MaskHistograms, PackedFile, PackGroup, ShardKey, SplitLang, Size, Sizing
 from pipeline.examples import PackedExample, codepoints_to_text, example_id, pack_pages
 from pipeline.hashing import stable_int
@@ -56,7 +56,7 @@ def test_a_tally_gives_every_page_one_outcome_and_keeps_no_page():
     assert dict(zip(schema.PAGE_OUTCOMES, t.outcomes)) == dict.fromkeys(schema.PAGE_OUTCOMES, 0) | {
         "kept": 2, "redirects": 1, "non_article": 1, "parse_errors": 1, "empty": 1}
     assert (t.kept, t.rejects, t.replaced) == (2, 2, 1)  # rejects: the parse error and the empty page
-    assert t.smallest == tuple(sorted(job.split_hash("en", i) for i in (1, 6)))  # the kept pages' hashes
+    assert t.smallest == tuple(sorted(split.split_hash("en", i) for i in (1, 6)))  # the kept pages' hashes
     assert all(isinstance(x, (int, str, tuple)) for x in t)  # counts, never a page's text
 
 
@@ -74,37 +74,36 @@ def test_a_tally_keeps_the_smallest_split_hashes_only():
     for i in range(300):
         t.add(itemcache.clean_raw(raw(i, f"Page {i}.")))
     smallest = t.done("item", "en").smallest
-    assert smallest == tuple(sorted(job.split_hash("en", i) for i in range(300))[: tally.EXACT_VALIDATION_PAGES])
+    assert smallest == tuple(sorted(split.split_hash("en", i) for i in range(300))[: tally.EXACT_VALIDATION_PAGES])
     # merged over items in any grouping: the same kept count and hashes
-    halves = [(150, sorted(job.split_hash("en", i) for i in range(150))[:50]),
-              (150, sorted(job.split_hash("en", i) for i in range(150, 300))[:50])]
+    halves = [(150, sorted(split.split_hash("en", i) for i in range(150))[:50]),
+              (150, sorted(split.split_hash("en", i) for i in range(150, 300))[:50])]
     assert tally.merge_smallest(halves) == tally.merge_smallest(reversed(halves)) == (300, list(smallest))
 
 
 def test_validation_pages_are_each_languages_share_with_one_from_the_minimum_on():
-    assert job.MIN_PAGES_FOR_VALIDATION == 20
-    assert job.validation_pages(2000, 0.02) == 40
-    assert job.validation_pages(30, 0.01) == 1  # 0.3 of a page, raised to one: a language of 30 pages is scored
-    assert job.validation_pages(19, 0.01) == 0  # under the minimum: its share only, none
-    assert job.validation_pages(10, 0.3) == 3  # ... which a large fraction still gives
-    assert job.validation_pages(50, 0.05) == 3  # 2.5 rounds half up
-    assert job.validation_pages(10**6, 0.0) == job.validation_pages(30, 0.0) == 0
+    assert split.MIN_PAGES_FOR_VALIDATION == 20
+    assert split.validation_pages(2000, 0.02) == 40
+    assert split.validation_pages(30, 0.01) == 1  # 0.3 of a page, raised to one: a language of 30 pages is scored
+    assert split.validation_pages(19, 0.01) == 0  # under the minimum: its share only, none
+    assert split.validation_pages(10, 0.3) == 3  # ... which a large fraction still gives
+    assert split.validation_pages(50, 0.05) == 3  # 2.5 rounds half up
+    assert split.validation_pages(10**6, 0.0) == split.validation_pages(30, 0.0) == 0
     smallest = list(range(100, 150))  # a language's 50 smallest split hashes
-    assert job.validation_cut(30, smallest[:30], 0.02) == 101  # hash 100 only
-    assert job.validation_cut(2000, smallest, 0.02) == 140  # the 40 smallest
-    assert job.validation_cut(10, smallest[:10], 0.02) == 0
-    assert job.validation_cut(10**6, smallest, 0.005) == int(0.005 * 2**64)  # 5000 pages: the hash threshold
+    assert split.validation_cut(30, smallest[:30], 0.02) == 101  # hash 100 only
+    assert split.validation_cut(2000, smallest, 0.02) == 140  # the 40 smallest
+    assert split.validation_cut(10, smallest[:10], 0.02) == 0
+    assert split.validation_cut(10**6, smallest, 0.005) == int(0.005 * 2**64)  # 5000 pages: the hash threshold
 
 
 def test_past_the_exact_bottom_k_a_language_holds_out_about_its_share():
     # 3000 pages at 2%: 60 > EXACT_VALIDATION_PAGES, so every page whose split hash is under 2%
     # of the range; a binomial count of mean 60 and standard deviation ~7.7.
-    hashes = sorted(job.split_hash("de", i) for i in range(3000))
-    cut = job.validation_cut(3000, hashes[: job.EXACT_VALIDATION_PAGES], 0.02)
-    pages = [job.Page("de", i, "x") for i in range(3000)]
-    held = sum(job.split_of(p, {"de": cut}) == "validation" for p in pages)
+    hashes = sorted(split.split_hash("de", i) for i in range(3000))
+    cut = split.validation_cut(3000, hashes[: split.EXACT_VALIDATION_PAGES], 0.02)
+    held = sum(split.split_of("de", i, {"de": cut}) == "validation" for i in range(3000))
     assert held == sum(h < cut for h in hashes) and 60 - 25 <= held <= 60 + 25
-    assert all(job.split_of(p, {"de": cut}) == "train" for p in [job.Page("en", i, "x") for i in range(50)])
+    assert all(split.split_of("en", i, {"de": cut}) == "train" for i in range(50))
 
 
 def test_language_weights_follow_exponential_smoothing_and_keep_the_total():
@@ -182,7 +181,7 @@ def test_validation_cuts_hold_out_each_languages_share_whatever_the_items_and_bu
     pages = [(lang, i) for lang, n in sizes.items() for i in range(n)]
 
     def smallest(lang, k):
-        return sorted((p for p in pages if p[0] == lang), key=lambda p: job.split_hash(*p))[:k]
+        return sorted((p for p in pages if p[0] == lang), key=lambda p: split.split_hash(*p))[:k]
 
     # 1% of 1000 is 10; bg's 0.3 of a page is raised to one; xx (19 pages, under the minimum) gets none.
     held = set(smallest("en", 10) + smallest("bg", 1))
@@ -190,8 +189,8 @@ def test_validation_cuts_hold_out_each_languages_share_whatever_the_items_and_bu
     def check(outputs):
         [kept_and_cuts] = outputs
         assert {lang: kept for lang, (kept, _) in kept_and_cuts.items()} == sizes
-        cuts = job.cuts_of(kept_and_cuts)
-        assert {p for p in pages if job.split_of(job.Page(*p, ""), cuts) == "validation"} == held
+        cuts = split.cuts_of(kept_and_cuts)
+        assert {p for p in pages if split.split_of(*p, cuts) == "validation"} == held
 
     with TestPipeline(options=_opts()) as p:
         for n in (1, 3, 7):
@@ -202,13 +201,13 @@ def test_validation_cuts_hold_out_each_languages_share_whatever_the_items_and_bu
 def test_the_tokenizer_bound_keeps_the_k_smallest_training_pages():
     kept_and_cuts = {"en": (100_000, 0), "de": (20_000, 0)}
     k = 5000
-    bound = job._tokenizer_bound(kept_and_cuts, 0.005, k)
+    bound = tokenizer_sample.bound(kept_and_cuts, 0.005, k)
     ranks = sorted(stable_int("tok", lang, i) for lang, (n, _) in kept_and_cuts.items() for i in range(n))
     below = sum(r < bound for r in ranks)
     assert k < below < 1.3 * k  # all k, and not the whole input: about k plus a margin
-    assert job._tokenizer_bound({"en": (4000, 0)}, 0.005, k) == 1 << 64  # fewer pages than k: all of them
+    assert tokenizer_sample.bound({"en": (4000, 0)}, 0.005, k) == 1 << 64  # fewer pages than k: all of them
     # A validation fraction of 0.9 leaves 1/10 of the pages to train on: the bound widens with it.
-    assert job._tokenizer_bound(kept_and_cuts, 0.9, k) > 8 * bound
+    assert tokenizer_sample.bound(kept_and_cuts, 0.9, k) > 8 * bound
 
 
 def test_the_tokenizer_plan_takes_the_first_k_keys_with_their_ties_in_chunks(monkeypatch):

@@ -229,8 +229,11 @@ def test_a_trial_slice_reads_n_pages_of_each_input_on_any_worker_count_and_says_
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
     # The whole dumps into the trial's output: another config, refused before anything is read. (Not
-    # the multistream dump: planning all of it reaches the garbage at the end of its index.)
-    full = _canine("preprocess", *rel[:1], *rel[2:], "--output", "../one", *FAST, cwd=elsewhere)
+    # the multistream dump: planning all of it reaches the garbage at the end of its index; and the
+    # .gz as one work item: planning splits a .gz of several items by indexing all of it, which
+    # reaches its damage first.)
+    full = _canine("preprocess", *rel[:1], *rel[2:], "--output", "../one", *FAST, cwd=elsewhere,
+                   env={"CANINE_PREPROCESS_ITEM_BYTES": str(1 << 30)})
     assert full.returncode == 2
     assert "different config" in full.stderr and "max_pages: 36 -> None" in full.stderr
     assert json.loads(full.stdout)["error"] == full.stderr.strip().removeprefix("canine preprocess: ")

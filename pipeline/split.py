@@ -1,0 +1,70 @@
+"""The validation split: which of a language's kept pages are held out. Beam-free: the job
+(pipeline/job.py ValidationCuts and the passes over the item caches), `canine validate`
+(pipeline/validate.py) and the notes and hints about it (pipeline/output.py, run.py) read the
+rule from here.
+
+Per language, the pages with the smallest split hashes (pipeline/seeds.py split_hash, not seeded:
+the held-out pages stay the same when only the mask seed changes), as many as the language's
+share (`validation_pages`); `validation_cut` turns that into one number a language, and a page is
+a validation page when its hash is below its language's cut.
+"""
+
+import math
+
+from pipeline import seeds
+from pipeline.tally import EXACT_VALIDATION_PAGES
+
+# A language of 30 pages beside one of millions must still get validation pages, or `canine
+# evaluate` cannot say whether it was learned. A language with fewer kept pages than this cannot
+# spare one, and its figures would be noise: it gets only its proportional share (usually none);
+# from here on it gets at least one page.
+MIN_PAGES_FOR_VALIDATION = 20
+# Up to EXACT_VALIDATION_PAGES validation pages a language gets exactly its share, the pages with
+# the smallest split hashes (a bottom-k sketch per language and work item, pipeline/tally.py).
+# Beyond it, "hash < fraction of the hash range" is already proportional within noise (a binomial
+# count, one standard deviation 14% of it at 50 pages, 0.5% at enwiki's ~33,000 at 0.5%) and needs
+# no per-language state; it too takes the smallest hashes.
+HASH_SPACE = 1 << 64  # split_hash's range
+
+
+def split_hash(lang: str, page_id) -> int:
+    return seeds.split_hash(lang, page_id)
+
+
+def validation_pages(kept: int, fraction: float) -> int:
+    """How many of a language's `kept` pages are held out: round(fraction x kept), at least one
+    from MIN_PAGES_FOR_VALIDATION pages on, none when the fraction is 0. Exact up to
+    EXACT_VALIDATION_PAGES; above it, the expected count (validation_cut)."""
+    if fraction <= 0:
+        return 0
+    share = math.floor(fraction * kept + 0.5)  # half up: Python's round() makes 2.5 -> 2
+    return max(share, 1) if kept >= MIN_PAGES_FOR_VALIDATION else share
+
+
+def validation_cut(kept: int, smallest: list[int], fraction: float) -> int:
+    """A language's pages with split_hash < the cut are validation pages. `smallest`: its
+    EXACT_VALIDATION_PAGES smallest split hashes (all of them if fewer), ascending."""
+    k = validation_pages(kept, fraction)
+    if k > EXACT_VALIDATION_PAGES:
+        return int(fraction * HASH_SPACE)
+    return smallest[k - 1] + 1 if k else 0
+
+
+def split_of(lang: str, page_id, cuts: dict) -> str:
+    """"validation" or "train", by the page's language's cut (no cut: train)."""
+    return "validation" if split_hash(lang, page_id) < cuts.get(lang, 0) else "train"
+
+
+def cuts_of(kept_and_cuts: dict) -> dict:
+    """{lang: (kept pages, cut)} -> {lang: cut}."""
+    return {lang: cut for lang, (_, cut) in kept_and_cuts.items()}
+
+
+def fewest_training_pages(kept_and_cuts: dict, fraction: float) -> float:
+    """A lower bound of the training pages the split leaves: for a language cut by hash, its
+    validation count is binomial, so 6 standard deviations more are taken away."""
+    train = 0.0
+    for kept, _ in kept_and_cuts.values():
+        held = validation_pages(kept, fraction)
+        train += kept - held - (6 * math.sqrt(held) + 6 if held > EXACT_VALIDATION_PAGES else 0)
+    return train
