@@ -198,14 +198,14 @@ class _SizeFn(beam.DoFn):
 
     def process(self, url, cuts, tokenizer_bound):
         sizes, held = {}, {}
-        for lang, page_id, text in itemcache.kept_pages(url):
+        for lang, page_id, chars in itemcache.kept_sizes(url):
             split = split_of(lang, page_id, cuts)
             key = SplitLang(split, lang)
-            sizes[key] = sizes.get(key, 0) + len(text)
+            sizes[key] = sizes.get(key, 0) + chars
             if split == "validation":
                 held[lang] = held.get(lang, 0) + 1
             elif (rank := seeds.tokenizer_rank(lang, page_id)) < tokenizer_bound:
-                yield pvalue.TaggedOutput("candidates", (rank, page_id, len(text)))
+                yield pvalue.TaggedOutput("candidates", (rank, page_id, chars))
         for key in sorted(sizes):
             yield key, sizes[key]
         for lang in sorted(held):

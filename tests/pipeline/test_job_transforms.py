@@ -155,6 +155,7 @@ def test_read_and_clean_tallies_each_item_and_replays_a_finished_item(tmp_path):
         # The finished item is cached in staging: the second run must replay it, not read the changed file.
         assert [f.name for f in (tmp_path / "staging" / "items").iterdir()] == [url.rsplit("/", 1)[1]]
         assert list(itemcache.kept_pages(url)) == [("en", 2, "Second page."), ("en", 1, "First page.")]
+        assert list(itemcache.kept_sizes(url)) == [("en", 2, 12), ("en", 1, 11)]  # codepoints, as len()
         assert [(r.page_id, r.source.rsplit(":", 1)[1], r.outcome, r.reason) for r in itemcache.rejects([url], "en")] == [
             (-1, "2", "parse_errors", "parse error: invalid JSON at line 2, column 2: "
                                       "Expecting property name enclosed in double quotes"),
