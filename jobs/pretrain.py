@@ -5,6 +5,8 @@
     canine pretrain --data gs://bucket/shards --output gs://bucket/runs/base --config base --max-failures 10
     canine pretrain --data out/shards --output runs/x --config small --workers 2 --set optim.lr=3e-4 --set model.hidden_dropout_prob=0
     canine pretrain --config base --dry-run            # print the resolved config, start nothing
+    canine pretrain --data out/shards --output runs/cont --config base --init /models/canine-c   # from weights
+    canine pretrain --data out/shards --output runs/cont --config tiny --init runs/tiny --init-step 50
 
 The config is a shipped name (tiny, small, base) or a YAML file; every field can be overridden with
 `--set section.field=value`, the common ones also with their own flag. Local paths (--data,
@@ -13,7 +15,10 @@ of the command, and saved absolute. The resolved config is saved as OUTPUT/confi
 cluster address (--ray-address / RAY_ADDRESS) a local Ray cluster is started on 127.0.0.1.
 `--micro-batch auto` takes the largest micro batch that fits the GPU (keeping the global batch by
 accumulation; training/train/autobatch.py). `--stop-at-step K` checkpoints and ends at step K; the
-same command without it (or with a later K) goes on. CANINE_FAULT_STEP=k makes worker rank 1 kill
+same command without it (or with a later K) goes on. `--init PATH` starts a new run from weights: a
+Hugging Face CANINE directory (google/canine-c's files, fetched beforehand), a canine export or
+a canine run (`--init-step N`: its checkpoint of step N); training/train/init.py says what loads
+and what is refused (docs/pretraining.md "Continuing from a released checkpoint"). CANINE_FAULT_STEP=k makes worker rank 1 kill
 itself once at step k (CANINE_FAULT_KIND: other faults, for tests; training/train/failures.py).
 Exit codes: 0 done, 1 training failed (after --max-failures restarts), 2 refused before training
 (a bad config or data, a changed config on resume, another driver holding the output, a cluster
@@ -36,7 +41,7 @@ FLAGS = {
     "seq_len": "data.seq_len", "zero_stage": "parallel.zero_stage", "optimizer": "optim.name", "lr": "optim.lr",
     "eval_every": "train.eval_every", "seed": "train.seed", "stop_at_step": "train.stop_at_step",
     "device": "parallel.device", "precision": "parallel.precision", "ray_address": "parallel.ray_address",
-    "resource_wait_s": "parallel.resource_wait_s",
+    "resource_wait_s": "parallel.resource_wait_s", "init": "init.path", "init_step": "init.step",
 }
 
 
@@ -62,6 +67,8 @@ def objects(args, cfg=None) -> dict[str, str]:
     found = {args.config: "the config file (--config)"}
     if cfg is not None:
         found.update({cfg.data.path: "the shard directory (--data)", cfg.output: "the run directory (--output)"})
+        if cfg.init.path:
+            found[cfg.init.path] = "the init weights (--init)"
     return found
 
 

@@ -13,6 +13,7 @@ One idea per module:
     lamb.py           the LAMB optimizer (per-tensor trust ratio)
     engine.py         the ONE place that wraps the model with DeepSpeed, and the forward's autocast
     compile_check.py  compiled against eager training, gradient by gradient (tests and the GPU check)
+    init.py           --init: a new run from a Hugging Face CANINE directory, an export or a run (checked before Ray)
     checkpoint.py     DeepSpeed checkpoints (loaded weights_only) + data position + RNG, the consolidated fp32 weights
     metrics.py        metrics.jsonl, TensorBoard, the console line, MFU and memory
     tracking.py       experiment tracking with MLflow (log.mlflow): params, metrics, artifacts, one MLflow run per run

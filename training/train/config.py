@@ -260,6 +260,7 @@ def saved_run_config(saved: dict, where: str) -> dict:
     # Runs saved before data.streams existed dealt their units to their worker count.
     saved.setdefault("data", {}).setdefault("streams", saved.get("parallel", {}).get("workers"))
     saved["data"].setdefault("noise_rate", 0.0)  # runs saved before it existed trained without noise
+    saved.setdefault("init", {})  # runs saved before --init existed started from a fresh initialisation
     model = saved.setdefault("model", {})
     if "preset" in model:  # runs saved when the model's shape was called its preset
         model.setdefault("size", model.pop("preset"))

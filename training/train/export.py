@@ -133,6 +133,10 @@ def model_card(cfg, encoder_config, records: list[dict], dataset, manifest_missi
         lines += [f"- {label}: {text}" for label, text in rundir.figures(summary)]
     else:
         lines.append("- no metrics.jsonl found")
+    if cfg.init.path:
+        step = f" (its step {cfg.init.step})" if cfg.init.step else ""
+        lines.append(f"- initialised from `{redact(cfg.init.path)}`{step}, weights sha256 `{cfg.init.sha256}`; "
+                     "the optimizer and schedule started fresh")
     if weights is not None:
         lines.append(f"- weights: {weights.describe()}")
     evals = [r for r in records if "eval_loss" in r]

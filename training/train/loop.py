@@ -18,7 +18,7 @@ import torch
 
 from contract.files import atomic_write
 from training import seeds
-from training.train import autobatch, checkpoint, config, data, failures, guard, metrics, rundir, stream, tracking
+from training.train import autobatch, checkpoint, config, data, failures, guard, init, metrics, rundir, stream, tracking
 from training.train.engine import global_grad_norm, wrap
 
 
@@ -196,6 +196,11 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
 
     seeds.seed_all(cfg.train.seed)  # the same initial weights on every rank
     model = CaninePretrainingModel(model_cfg, cfg.train.objective)
+    restored = ray.train.get_checkpoint()
+    if restored is None and cfg.init.path:  # --init, the run's first start: the heads it lacks stay as drawn above
+        from training.hf import subword_vocab_of
+
+        init.load_into(model, cfg, subword_vocab_of(cfg.data.path) if cfg.train.objective == "subword" else None)
     shapes = checkpoint.model_shapes(model)
     flops_per_example = model.num_flops_per_example(seq_len)
     faults = failures.Faults(cfg.output, rank)
@@ -203,7 +208,6 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
     if not cfg.train.micro_batch:  # --micro-batch auto: settled before DeepSpeed's config needs it
         here = torch.device("cuda", torch.cuda.current_device()) if on_gpu else torch.device("cpu")
         cfg = at["config"] = autobatch.choose_micro_batch(cfg, model, model_cfg, world, rank, here)
-    restored = ray.train.get_checkpoint()
     # Written by another worker count: an elastic resume, through the universal form if the
     # optimizer state is partitioned (checkpoint.py).
     universal = (restored is not None and checkpoint.saved_state(restored)["world"] != world

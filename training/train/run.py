@@ -33,6 +33,7 @@ up to parallel.max_failures times. The driver runs that loop (`_fit`), not Ray T
 policy retries every error alike (failures.py says why and what of Ray's it relies on).
 """
 
+import dataclasses
 import json
 import os
 import shlex
@@ -42,7 +43,7 @@ import sys
 import fsspec
 
 from contract.files import atomic_write, is_local, redact
-from training.train import autobatch, data, failures, metrics, resources, rundir, tracking
+from training.train import autobatch, data, failures, init, metrics, resources, rundir, tracking
 from training.train import config
 from training.train.failures import FAULT_ENV, FAULT_KIND_ENV
 from training.train.loop import train_loop_per_worker
@@ -178,7 +179,8 @@ def run_summary(cfg, records: list[dict]) -> dict:
             "finished": bool(records) and records[-1]["step"] >= cfg.train.max_steps, "steps": 0,
             **rundir.run_figures(records),
             "workers": cfg.parallel.workers, "zero_stage": cfg.parallel.zero_stage,
-            "precision": cfg.parallel.precision, "micro_batch": cfg.train.micro_batch}
+            "precision": cfg.parallel.precision, "micro_batch": cfg.train.micro_batch,
+            **({"init": dataclasses.asdict(cfg.init)} if cfg.init.path else {})}
 
 
 def export(cfg, consolidated_url: str) -> str | None:
@@ -317,6 +319,20 @@ def _no_evaluation(cfg, dataset: data.Dataset, workers: int = 0) -> str | None:
             "language's pages (its default, 0.005, holds out none of a language under 20 kept pages)")
 
 
+def _init(cfg, dataset: data.Dataset):
+    """cfg with what --init adds (training/train/init.py `prepare`), its lines said."""
+    from training.hf import subword_vocab_of
+
+    seq_len = cfg.data.seq_len or dataset.seq_len
+    subword = cfg.train.objective == "subword"
+    vocab = subword_vocab_of(cfg.data.path) if subword else None
+    size = data.vocab_size(dataset.tokenizer_url) if subword else 0
+    cfg, lines = init.prepare(cfg, config.model_config(cfg, size), vocab, seq_len)
+    for line in lines:
+        _say(line)
+    return cfg
+
+
 def _finished(cfg, dataset: data.Dataset, saved: dict | None) -> dict:
     """A finished run's saved summary, once its config is checked against this one: no Ray needed
     (resolve_with_data takes the device, workers and precision from the run's config.yaml)."""
@@ -346,11 +362,14 @@ def pretrain(cfg) -> dict:
     checkpointed = rundir.last_checkpoint(cfg.output)
     finished = rundir.exists(consolidated) and rundir.exists(summary_url)  # written only after the last step
     saved = rundir.read_saved_config(cfg.output) if checkpointed or finished else None
+    cfg = init.resumed(cfg, saved)  # an --init run resumes from its checkpoint, never from the init again
     if finished:
         return _finished(cfg, dataset, saved)
     if saved is not None:  # a resumption's device, workers and precision come from its config.yaml, not
         # the cluster (config.resolve): a changed config is refused before Ray starts
         _check_config(resolve_with_data(cfg, dataset, 0, saved), saved)
+    if saved is None and cfg.init.path:  # the run's first start: read and check the init before Ray starts
+        cfg = _init(cfg, dataset)
     why = _no_evaluation(cfg, dataset)
     if why:
         _say(f"no validation loss or accuracy in this run: {why}")

@@ -61,10 +61,11 @@ def absolute(url: str) -> str:
 
 
 def absolute_paths(cfg):
-    """A pretraining config (training/train/schema.py) with its data.path and output `absolute`:
+    """A pretraining config (training/train/schema.py) with its data.path, output and init.path `absolute`:
     what the workers are sent and the run saves."""
     return dataclasses.replace(cfg, output=absolute(cfg.output),
-                               data=dataclasses.replace(cfg.data, path=absolute(cfg.data.path)))
+                               data=dataclasses.replace(cfg.data, path=absolute(cfg.data.path)),
+                               init=dataclasses.replace(cfg.init, path=absolute(cfg.init.path)))
 
 
 def _snapshot(run: str) -> dict:

@@ -141,10 +141,25 @@ class LogConfig:
 
 
 @dataclass(frozen=True)
+class InitConfig:
+    # training/train/init.py: what loads, what is refused, what is taken from the source.
+    path: str = option("", "start a new run from these weights (canine pretrain --init): a Hugging Face CANINE "
+                       "directory (config.json + model.safetensors or pytorch_model.bin, as google/canine-c ships), a "
+                       "canine export or a canine run; a local path or fsspec URL, never a hub name; '': a fresh "
+                       "initialisation")
+    step: int = option(0, "with a run as init.path: the checkpoint saved at this step (--init-step); 0: the run's "
+                       "final weights")
+    # Recorded, not chosen: what the run started from, in config.yaml, MLflow's params and the model card.
+    sha256: str = option("", "set by the driver at the run's first start: the sha256 of the init weights (the "
+                         "file's bytes; a checkpoint's consolidated tensors)")
+
+
+@dataclass(frozen=True)
 class PretrainConfig:
     output: str = option("", "run directory or fsspec URL: checkpoints, metrics, exports; an existing run there "
                          "is resumed", resumable=True)
     model: ModelSpec = option(factory=ModelSpec, help="which CANINE")
+    init: InitConfig = option(factory=InitConfig, help="the weights a new run starts from")
     data: DataConfig = option(factory=DataConfig, help="shards, length, input pipeline")
     train: TrainConfig = option(factory=TrainConfig, help="objective, batch, schedule length")
     optim: OptimConfig = option(factory=OptimConfig, help="optimizer and learning rate")
