@@ -128,14 +128,16 @@ def config_from_hf(hf_config) -> CanineConfig:
 
 
 def export_hf(model, path, max_length: int | None = None, files: dict[str, bytes] | None = None,
-              subword_vocab: list[str] | None = None) -> str:
+              subword_vocab: list[str] | None = None, char_inventory: dict | None = None) -> str:
     """Write a directory that `transformers.AutoModel.from_pretrained(path)` (a CanineModel) and
     `AutoTokenizer.from_pretrained(path)` (a CanineTokenizer) load; returns `path`.
 
     `model` is a CanineModel or anything holding one as `.encoder`. A pretraining model's head
     (not its SOP layer) is written too, for `AutoModelForMaskedLM` with trust_remote_code
     (`masked_head`); fine-tuning uses the encoder alone, as the paper does. `subword_vocab`
-    (CANINE-S: the tokens by id, `subword_vocab_of`) lets its `fill` name the subwords. The GELU
+    (CANINE-S: the tokens by id, `subword_vocab_of`) lets its `fill` name the subwords;
+    `char_inventory` (the training data's characters, `{"counts": [[codepoint, count], ...]}`)
+    lets CANINE-C's answer a hash bucket with a character of the data. The GELU
     variant is written to config.json as `hidden_act`. `max_length` is the tokenizer's
     model_max_length (default: the position table's size); `files` are written beside (a model
     card README.md). `path` is a local directory or any fsspec URL; the export is published
@@ -156,6 +158,10 @@ def export_hf(model, path, max_length: int | None = None, files: dict[str, bytes
     if head is not None:
         hf_model.config.pretraining_head = head[0]
         hf_model.config.auto_map = {MASKED_AUTO_CLASS: f"{MASKED_MODULE}.{MASKED_CLASS}"}
+        # transformers.pipeline("fill-mask", model=PATH, trust_remote_code=True) takes this in place of
+        # its own FillMaskPipeline, which needs one logit row per token (pipelines/__init__.py, custom_tasks).
+        hf_model.config.custom_pipelines = {"fill-mask": {
+            "impl": f"{MASKED_MODULE}.{MASKED_PIPELINE}", "pt": [MASKED_AUTO_CLASS], "tf": [], "type": "text"}}
     # CANINE's tokenizer has no vocabulary: its config alone (the special codepoints, the length).
     tokenizer = CanineTokenizer(model_max_length=max_length or encoder.config.max_position_embeddings)
 
@@ -164,7 +170,7 @@ def export_hf(model, path, max_length: int | None = None, files: dict[str, bytes
             hf_model.save_pretrained(directory)
         tokenizer.save_pretrained(directory)
         if head is not None:
-            _write_head(directory, head[1], subword_vocab)
+            _write_head(directory, head[1], subword_vocab, char_inventory)
         for name, data in (files or {}).items():
             with open(os.path.join(directory, name), "wb") as f:
                 f.write(data)
@@ -176,6 +182,7 @@ def export_hf(model, path, max_length: int | None = None, files: dict[str, bytes
 # The remote-code model of an export (training/hf_masked.py, copied in as MASKED_MODULE + ".py").
 MASKED_MODULE = "modeling_canine_masked"
 MASKED_CLASS = "CanineForMaskedPrediction"
+MASKED_PIPELINE = "CanineFillMaskPipeline"
 # The Auto class config.json's auto_map names: it is the one people reach for to predict masked
 # input (transformers' "fill-mask"); AutoModelForPreTraining would promise BERT's MLM + NSP pair.
 MASKED_AUTO_CLASS = "AutoModelForMaskedLM"
@@ -211,9 +218,10 @@ def masked_head(model, subword_vocab: list[str] | None = None) -> tuple[dict, di
     return spec, {f"{HEAD_PREFIX}{k}": v for k, v in tensors.items()}
 
 
-def _write_head(directory: str, tensors: dict[str, torch.Tensor], subword_vocab: list[str] | None) -> None:
+def _write_head(directory: str, tensors: dict[str, torch.Tensor], subword_vocab: list[str] | None,
+                char_inventory: dict | None = None) -> None:
     """Add the head's tensors to model.safetensors (the encoder's keep their CanineModel names),
-    and the remote-code module and CANINE-S vocabulary beside."""
+    and the remote-code module, CANINE-S vocabulary and character inventory beside."""
     from safetensors import safe_open
     from safetensors.torch import load_file, save_file
 
@@ -227,6 +235,9 @@ def _write_head(directory: str, tensors: dict[str, torch.Tensor], subword_vocab:
     if subword_vocab is not None:
         with open(os.path.join(directory, hf_masked.SUBWORD_VOCAB_FILE), "w", encoding="utf-8") as f:
             json.dump(subword_vocab, f, ensure_ascii=False)
+    if char_inventory is not None:
+        with open(os.path.join(directory, hf_masked.INVENTORY_FILE), "w", encoding="utf-8") as f:
+            json.dump(char_inventory, f, separators=(",", ":"))
 
 
 def subword_vocab_of(data_path: str) -> list[str] | None:

@@ -3,9 +3,19 @@
 canine-pretrain copies this file into an export of a pretraining run as modeling_canine_masked.py;
 config.json's `auto_map` points `AutoModelForMaskedLM` at `CanineForMaskedPrediction`:
 
+    from transformers import pipeline
+    fill = pipeline("fill-mask", model=PATH, trust_remote_code=True)
+    fill(f"The capital of France is P{fill.tokenizer.mask_token * 4}.")   # top-k per masked character
+
     from transformers import AutoModelForMaskedLM
     model = AutoModelForMaskedLM.from_pretrained(PATH, trust_remote_code=True)
     model.fill("The capital of France is P____.")   # CANINE-C: one character per "_"
+
+config.json's `custom_pipelines` points the "fill-mask" task at `CanineFillMaskPipeline` below.
+CANINE-C predicts a hash bucket (codepoint % num_hash_buckets), which several codepoints share;
+char_inventory.json, written beside by the export, lists the characters of the training data
+with their counts, and a bucket is answered with its most frequent one of them (so 学 stays a
+Han character), or with the best of `alphabet=` where one is given.
 
 It imports only torch and transformers, so it runs where canine-pretrain is not installed. The
 encoder is transformers' own CanineModel (its weights keep the plain CanineModel names in
@@ -24,7 +34,7 @@ import json
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import CanineModel
+from transformers import CanineModel, Pipeline
 from transformers.modeling_outputs import MaskedLMOutput
 
 # CANINE's special codepoints (private use area), as CanineTokenizer has them.
@@ -32,6 +42,8 @@ CLS, SEP, BOS, MASK = 0xE000, 0xE001, 0xE002, 0xE003
 # Hash k of codepoint x is ((x + 1) * PRIMES[k]) % num_hash_buckets (CANINE's hash embedding).
 PRIMES = (31, 43, 59, 61, 73, 97, 103, 113, 137, 149, 157, 173, 181, 193, 211, 223)
 SUBWORD_VOCAB_FILE = "subword_vocab.json"  # the CANINE-S vocabulary: a JSON list of tokens by id
+# The training data's characters: {"counts": [[codepoint, count], ...] most frequent first, ...}.
+INVENTORY_FILE = "char_inventory.json"
 
 
 def gelu(x, name: str):
@@ -163,6 +175,8 @@ class CanineForMaskedPrediction(CanineModel):
         else:
             self.pretraining_head = SubwordHead(config, int(head["vocab_size"]))
         self.subword_vocab = None  # list of tokens by id, read from SUBWORD_VOCAB_FILE on first use
+        self.char_inventory = None  # [[codepoint, count], ...], read from INVENTORY_FILE on first use
+        self._bucket_answers = {}  # alphabet (or None) -> (num_hash_buckets,) codepoint answering each bucket
         self.post_init()
 
     def encode(self, input_ids, attention_mask=None, token_type_ids=None):
@@ -204,64 +218,188 @@ class CanineForMaskedPrediction(CanineModel):
         CANINE-C: one character per masked character, decoded greedily left to right (pretraining
         revealed them in a shuffled order; any order is one the head has learned). The head gives
         a bucket, codepoint % num_hash_buckets, shared by several codepoints: the answer is the
-        lowest printable one, or with `alphabet` (a string) the best-scoring of its characters.
-        CANINE-S: one subword per run of consecutive masked characters (pretraining masked a
-        whole subword, one MASK per character, and read the prediction at one of its
-        characters: here the first), from subword_vocab.json."""
+        bucket's most frequent character of the training data (char_inventory.json), or with
+        `alphabet` (a string) the best-scoring of its characters; without either, the lowest
+        printable codepoint of the bucket. CANINE-S: one subword per run of consecutive masked
+        characters (pretraining masked a whole subword, one MASK per character, and read the
+        prediction at one of its characters: here the first), from subword_vocab.json."""
         if not mask:
             raise ValueError("mask must be a non-empty string")
         parts = text.split(mask)
-        ids, masked = [CLS], []
+        if len(parts) == 1:
+            raise ValueError(f"nothing to fill: the text has no {mask!r}")
+        ids = [CLS]
         for i, part in enumerate(parts):
             if i:
-                masked.append(len(ids))
                 ids.append(MASK)
             ids.extend(ord(c) for c in part)
         ids.append(SEP)
-        if not masked:
-            raise ValueError(f"nothing to fill: the text has no {mask!r}")
-        if len(ids) > self.config.max_position_embeddings:
-            raise ValueError(f"{len(ids)} characters with CLS and SEP; the model reads at most "
+        _, answers = self.candidates(torch.tensor(ids), top_k=1, alphabet=alphabet)
+        return [best[0][0] for best in answers]
+
+    @torch.no_grad()
+    def candidates(self, input_ids, top_k: int = 5, alphabet: str | None = None):
+        """(positions, answers) for one example: `input_ids` (L,) codepoints, CLS ... SEP, MASK at
+        the masked characters. CANINE-C: a prediction per masked character, left to right, each
+        step having seen the best answers of the steps before it; CANINE-S: one per run of
+        consecutive masks, at its first. answers[i]: the top_k (text, score, id) of prediction i,
+        best first; score is the probability of the bucket (CANINE-C, id the codepoint) or of the
+        subword (CANINE-S, id its index in the vocabulary)."""
+        ids = input_ids.reshape(-1).to(self.device)
+        if ids.shape[0] > self.config.max_position_embeddings:
+            raise ValueError(f"{ids.shape[0]} characters with CLS and SEP; the model reads at most "
                              f"{self.config.max_position_embeddings}")
-        input_ids = torch.tensor([ids], device=self.device)
+        masked = (ids == MASK).nonzero().flatten().tolist()
+        if not masked:
+            raise ValueError("nothing to fill: no MASK (U+E003) in the input")
+        hidden = self.encode(ids[None])  # (1, L, d)
         if self.objective == "subword":
             starts = [p for i, p in enumerate(masked) if i == 0 or masked[i - 1] != p - 1]  # each run's first
-            logits = self(input_ids, positions=torch.tensor([starts], device=self.device)).logits[0]
+            head = self.pretraining_head
+            probs = head.output(head(hidden[:, starts]))[0].float().softmax(-1)  # (P, V)
             vocab = self._subword_vocab()
-            return [vocab[i] for i in logits.argmax(-1).tolist()]
-        hidden = self.encode(input_ids)  # (1, L, d)
+            values, best = probs.topk(min(top_k, probs.shape[-1]))
+            return starts, [[(vocab[i], v, i) for v, i in zip(vs, bs)] for vs, bs in zip(values.tolist(), best.tolist())]
         y = hidden[:, masked]  # (1, P, d), steps left to right
         gold = torch.full((1, len(masked)), BOS, device=self.device)  # filled in as they are decided
-        head, answer = self.pretraining_head, []
+        head, answers = self.pretraining_head, []
         for t in range(len(masked)):  # steps 0..t depend only on the characters before t
             logits = head.output(head(y[:, : t + 1], gold[:, : t + 1], self.embed_codepoints))[0, t]
-            character = self._character(logits, alphabet)
-            gold[0, t] = ord(character)
-            answer.append(character)
-        return answer
+            answers.append(self._top_characters(logits, top_k, alphabet))
+            gold[0, t] = answers[-1][0][2]
+        return masked, answers
 
-    def _character(self, logits, alphabet):
-        """The character of a CANINE-C prediction (logits over buckets)."""
-        buckets = logits.shape[-1]
-        if alphabet:
-            choices = sorted(set(alphabet))
-            scores = logits[torch.tensor([ord(c) % buckets for c in choices], device=logits.device)]
-            return choices[int(scores.argmax())]
-        bucket = int(logits.argmax())
-        return next((chr(c) for c in range(bucket, 0x110000, buckets) if chr(c).isprintable()), chr(bucket))
+    def _top_characters(self, logits, k: int, alphabet: str | None) -> list[tuple[str, float, int]]:
+        """The k best characters of CANINE-C logits over buckets: each bucket answered by one
+        character (`bucket_answers`), scored by the bucket's probability."""
+        answer = self.bucket_answers(alphabet).to(logits.device)  # (B,)
+        probs = logits.float().softmax(-1).masked_fill(answer < 0, -1.0)  # a bucket nothing answers: never chosen
+        values, buckets = probs.topk(min(k, int((answer >= 0).sum())))
+        return [(chr(int(answer[b])), v, int(answer[b])) for v, b in zip(values.tolist(), buckets.tolist())]
+
+    def bucket_answers(self, alphabet: str | None = None) -> torch.Tensor:
+        """(num_hash_buckets,) the codepoint that answers each bucket, -1 for none: with `alphabet`,
+        its lowest character in the bucket (the others are not answers); else the training data's
+        most frequent character of it (char_inventory.json); else, for an export without one, the
+        lowest printable codepoint."""
+        key = "".join(sorted(set(alphabet))) if alphabet else None
+        if key not in self._bucket_answers:
+            B = self.config.num_hash_buckets
+            answer = torch.full((B,), -1, dtype=torch.long)
+            # Candidates in order of preference, the first of each bucket answering it.
+            if key:
+                codepoints = [ord(c) for c in key]  # lowest first
+            elif self._inventory():
+                codepoints = [cp for cp, _ in self._inventory()]  # most frequent first
+            else:
+                codepoints = [c for c in range(1, 0x110000) if chr(c).isprintable()]
+            cps = torch.tensor(codepoints, dtype=torch.long)
+            rank = torch.arange(len(cps))
+            # (not answer[cps % B] = cps: which of repeated indices wins is undefined in index_put_)
+            first = torch.full((B,), len(cps)).scatter_reduce(0, cps % B, rank, "amin")  # (B,) best rank per bucket
+            hit = first < len(cps)
+            answer[hit] = cps[first[hit]]
+            self._bucket_answers[key] = answer
+        return self._bucket_answers[key]
+
+    def _inventory(self) -> list | None:
+        if self.char_inventory is None:
+            path = self._file(INVENTORY_FILE)
+            if path is None:
+                self.char_inventory = []
+            else:
+                with open(path, encoding="utf-8") as f:
+                    self.char_inventory = json.load(f)["counts"]
+        return self.char_inventory
+
+    def _file(self, name: str) -> str | None:
+        """A file of the export this model was loaded from, or None."""
+        from transformers.utils import cached_file
+
+        where = self.config.name_or_path  # what from_pretrained was given: a directory or a hub name
+        try:
+            return cached_file(where, name, _raise_exceptions_for_missing_entries=False) if where else None
+        except OSError:  # transformers' "does not appear to have a file named ..."
+            return None
 
     def _subword_vocab(self) -> list[str]:
         if self.subword_vocab is None:
-            from transformers.utils import cached_file
-
-            where = self.config.name_or_path  # what from_pretrained was given: a directory or a hub name
-            try:
-                path = cached_file(where, SUBWORD_VOCAB_FILE) if where else None
-            except OSError:  # transformers' "does not appear to have a file named ..."
-                path = None
+            where = self.config.name_or_path
+            path = self._file(SUBWORD_VOCAB_FILE)
             if path is None:
                 raise ValueError(f"{where or 'this model'} has no {SUBWORD_VOCAB_FILE}: the export could not read the "
                                  "run's subword vocabulary; set model.subword_vocab to the list of tokens by id")
             with open(path, encoding="utf-8") as f:
                 self.subword_vocab = json.load(f)
         return self.subword_vocab
+
+
+class CanineFillMaskPipeline(Pipeline):
+    """transformers' "fill-mask" task for this export (config.json `custom_pipelines`):
+
+        fill = pipeline("fill-mask", model=PATH, trust_remote_code=True)
+        fill(f"The capital of France is P{fill.tokenizer.mask_token * 4}.", top_k=3)
+
+    Text in, with the tokenizer's mask character (U+E003) at each masked character; out, as
+    transformers' FillMaskPipeline gives it, per prediction the top_k {"score", "token",
+    "token_str", "sequence"}, best first (a list of such lists when the text has several). CANINE-C
+    predicts every masked character, left to right, each seeing the best answers before it;
+    `token` is the codepoint, `score` the probability of its hash bucket, and a bucket is answered
+    with the training data's most frequent character of it (or the best of `alphabet=`, a
+    string). CANINE-S predicts one subword per run of masks. `sequence` is the text with this
+    answer in place and the other masks filled with their best answers."""
+
+    _load_processor = False
+    _load_image_processor = False
+    _load_feature_extractor = False
+    _load_tokenizer = True
+
+    def _sanitize_parameters(self, top_k=None, alphabet=None, **unused):
+        forward = {}
+        if top_k is not None:
+            forward["top_k"] = int(top_k)
+        if alphabet is not None:
+            forward["alphabet"] = alphabet
+        return {}, forward, {}
+
+    def preprocess(self, inputs):
+        if not isinstance(inputs, str):
+            raise TypeError(f"fill-mask takes text (a str), got {type(inputs).__name__}")
+        mask = self.tokenizer.mask_token
+        if mask not in inputs:
+            raise ValueError(f"No mask_token ({mask!r}, U+{ord(mask):04X}: tokenizer.mask_token) found on the input")
+        return {"input_ids": torch.tensor([[CLS, *map(ord, inputs), SEP]]), "text": inputs}
+
+    def _forward(self, model_inputs, top_k: int = 5, alphabet: str | None = None):
+        positions, answers = self.model.candidates(model_inputs["input_ids"][0], top_k, alphabet)
+        return {"text": model_inputs["text"], "positions": positions, "answers": answers}
+
+    def postprocess(self, model_outputs):
+        text, answers = model_outputs["text"], model_outputs["answers"]
+        mask = self.tokenizer.mask_token
+        # The text's characters and, for each prediction, which of them it replaces (one
+        # character for CANINE-C, a run of masks for CANINE-S). Position p of the input is text[p - 1].
+        spans = []
+        for p in model_outputs["positions"]:
+            lo = hi = p - 1
+            while hi < len(text) and text[hi] == mask and (hi == lo or self.model.objective == "subword"):
+                hi += 1
+            spans.append((lo, hi))
+
+        def written(answer: str) -> str:
+            return answer[2:] if self.model.objective == "subword" and answer.startswith("##") else answer
+
+        best = [written(a[0][0]) for a in answers]
+        result = []
+        for i, candidates in enumerate(answers):
+            row = []
+            for answer, score, token in candidates:
+                fills = best[:i] + [written(answer)] + best[i + 1:]
+                pieces, at = [], 0
+                for (lo, hi), fill in zip(spans, fills):
+                    pieces += [text[at:lo], fill]
+                    at = hi
+                pieces.append(text[at:])
+                row.append({"score": score, "token": token, "token_str": answer, "sequence": "".join(pieces)})
+            result.append(row)
+        return result[0] if len(result) == 1 else result

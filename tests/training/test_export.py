@@ -10,6 +10,7 @@ import pytest
 import torch
 import yaml
 
+from contract import schema
 from contract.manifest import read_manifest
 from training.train import rundir
 from training.train.export import ExportError, export_run
@@ -78,6 +79,32 @@ def test_a_run_exports_with_tokenizer_and_model_card(tmp_path, shards, monkeypat
     # Again, over the first: replaced whole, nothing left beside it.
     export_run(run, to=str(tmp_path / "run" / "hf"))
     assert sorted(os.listdir(tmp_path / "run")) == ["config.yaml", "final", "hf", "metrics.jsonl"]
+
+
+def test_the_export_carries_the_train_splits_characters_with_counts(tmp_path, shards):
+    """char_inventory.json: every codepoint of the train split (specials left out), counted, most
+    frequent first; CANINE-C's fill answers a bucket with one of them (training/hf_masked.py)."""
+    import collections
+
+    import pyarrow.parquet as pq
+
+    from training.train import data
+    from training.train.export import char_inventory
+
+    run = str(tmp_path / "run")
+    write_run(run, shards)
+    export_run(run)
+    inventory = json.loads((tmp_path / "run" / "hf" / "char_inventory.json").read_text())
+    dataset = data.open_dataset(shards)
+    counted = collections.Counter()
+    for shard in dataset.splits["train"]:
+        for codepoints in pq.read_table(shard.url, columns=["codepoints"]).column("codepoints").to_pylist():
+            counted.update(c for c in codepoints if c and not schema.CLS <= c <= schema.RESERVED)
+    assert dict(map(tuple, inventory["counts"])) == dict(counted) and inventory["complete"]
+    counts = [n for _, n in inventory["counts"]]
+    assert counts == sorted(counts, reverse=True) and inventory["codepoints"] > sum(counts)  # + CLS and SEPs
+    part = char_inventory(dataset, budget=1)  # one row group, then the budget is spent
+    assert not part["complete"] and 0 < part["codepoints"] < inventory["codepoints"]
 
 
 def test_what_cannot_be_exported_says_why(tmp_path, shards):

@@ -245,3 +245,98 @@ def test_automodel_still_loads_the_plain_encoder(tmp_path):
     assert not info["missing_keys"] and not info["unexpected_keys"]
     with safe_open(tmp_path / "full" / "model.safetensors", "pt") as f:
         assert set(f.keys()) == set(masked.state_dict())
+
+
+# 学 (U+5B66) and U+1B66 share bucket 7014 of CANINE-base's 16384 (and 870 of the tiny model's
+# 2048): read as its lowest printable codepoint, a base model's 学 came back as U+1B66 (issue 40).
+HAN, BALINESE = "学", "\u1b66"
+
+
+def test_a_bucket_is_answered_by_the_training_datas_most_frequent_character(tmp_path):
+    model = _model("char")
+    assert ord(HAN) % 2048 == ord(BALINESE) % 2048
+    inventory = {"split": "train", "codepoints": 20, "complete": True,
+                 "counts": [[ord(HAN), 9], [ord("中"), 5], [ord("文"), 3], [ord(BALINESE), 2], [ord("a"), 1]]}
+    export_hf(model, tmp_path / "c", char_inventory=inventory)
+    assert json.loads((tmp_path / "c" / hf_masked.INVENTORY_FILE).read_text()) == inventory
+    masked = hf_masked.CanineForMaskedPrediction.from_pretrained(tmp_path / "c").eval()
+    answers = masked.bucket_answers()
+    assert answers[870] == ord(HAN)  # the more frequent of the two
+    assert int((answers >= 0).sum()) == 4 and answers[ord("a") % 2048] == ord("a")
+    # Without an inventory: the lowest printable codepoint, as before.
+    bare = hf_masked.CanineForMaskedPrediction.from_pretrained(_export(model, tmp_path / "bare")).eval()
+    assert bare.bucket_answers()[870] == next(c for c in range(870, 0x110000, 2048) if chr(c).isprintable())
+    text = "北京大_是中国的大_。"
+    answer = masked.fill(text)
+    assert len(answer) == 2 and set(answer) <= {HAN, "中", "文", "a"}
+    # fill is the best of candidates: scores (bucket probabilities) best first, one answer per bucket.
+    ids = torch.tensor([schema.CLS, *[schema.MASK if c == "_" else ord(c) for c in text], schema.SEP])
+    positions, candidates = masked.candidates(ids, top_k=3)
+    assert [c[0][0] for c in candidates] == answer and positions == [4, 10]
+    for row in candidates:
+        scores = [score for _, score, _ in row]
+        assert scores == sorted(scores, reverse=True) and len({ord(t) % 2048 for t, _, _ in row}) == 3
+    assert set(masked.fill(text, alphabet="ab")) <= {"a", "b"}  # alphabet= still overrides
+
+
+def _export(model, path):
+    export_hf(model, path)
+    return path
+
+
+_PIPELINE = """
+import json
+from transformers import pipeline
+out = {}
+for name, path in PATHS.items():
+    fill = pipeline("fill-mask", model=path, trust_remote_code=True)
+    m = fill.tokenizer.mask_token
+    out[name] = [fill("The capital of France is P" + m * 4 + ".", top_k=3), fill("Paris is " + m + " city", top_k=2)]
+    try:
+        fill("no mask")
+    except Exception as e:
+        out[name].append(str(e))
+print(json.dumps(out))
+"""
+
+
+def test_transformers_fill_mask_pipeline_runs_offline_on_both_objectives(tmp_path):
+    texts = ["the capital of france is paris", "paris is a city in france", "a city of lights"] * 20
+    tokenizer = train_wordpiece(texts, vocab_size=120)
+    (tmp_path / "data").mkdir()
+    tokenizer.save(str(tmp_path / "data" / schema.TOKENIZER))
+    vocab = subword_vocab_of(str(tmp_path / "data"))
+    inventory = {"counts": [[ord(c), 100 - i] for i, c in enumerate("aeiostrnl cpfyPu.")]}
+    export_hf(_model("char"), tmp_path / "c", char_inventory=inventory)
+    export_hf(_model("subword", num_subword_vocab=len(vocab)), tmp_path / "s", subword_vocab=vocab)
+    config = json.loads((tmp_path / "c" / "config.json").read_text())
+    assert config["custom_pipelines"]["fill-mask"]["impl"] == f"{MASKED_MODULE}.CanineFillMaskPipeline"
+
+    paths = {"c": str(tmp_path / "c"), "s": str(tmp_path / "s")}
+    done = _run_as_a_user(tmp_path, f"PATHS = {paths!r}\n" + _PIPELINE, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.splitlines()[-1])
+
+    mask = chr(schema.MASK)
+    char, subword = (hf_masked.CanineForMaskedPrediction.from_pretrained(tmp_path / n).eval() for n in "cs")
+    text = "The capital of France is P" + mask * 4 + "."
+    ids = torch.tensor([schema.CLS, *map(ord, text), schema.SEP])
+    _, expected = char.candidates(ids, top_k=3)
+    four, one, refused = got["c"]
+    assert len(four) == 4 and all(len(row) == 3 for row in four)  # a list per masked character, top_k each
+    best = [row[0][0] for row in expected]
+    for row, want in zip(four, expected):
+        assert [(p["token_str"], p["token"]) for p in row] == [(t, i) for t, _, i in want]
+        assert all(abs(p["score"] - s) < 1e-6 for p, (_, s, _) in zip(row, want))
+        assert set(p["token_str"] for p in row) <= set("aeiostrnl cpfyPu.")
+    assert four[0][1]["sequence"] == f"The capital of France is P{four[0][1]['token_str']}{''.join(best[1:])}."
+    assert isinstance(one, list) and len(one) == 2 and isinstance(one[0], dict)  # one mask: one list
+    assert "No mask_token" in refused
+
+    word, single, refused = got["s"]  # a run of masks is one subword
+    assert len(word) == 3 and isinstance(word[0], dict)
+    _, expected = subword.candidates(ids, top_k=3)
+    assert [(p["token_str"], p["token"]) for p in word] == [(t, i) for t, _, i in expected[0]]
+    assert all(p["token_str"] == vocab[p["token"]] for p in word)
+    assert word[0]["sequence"] == f"The capital of France is P{word[0]['token_str'].removeprefix('##')}."
+    assert len(single) == 2 and "No mask_token" in refused

@@ -20,6 +20,7 @@ README.md, the model card. `canine pretrain` calls it when a run finishes; `cani
 it, e.g. once the `[hf]` extra is installed.
 """
 
+import contextlib
 import dataclasses
 import os
 import pickle
@@ -193,11 +194,52 @@ def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | No
     try:
         vocab = subword_vocab_of(cfg.data.path) if cfg.train.objective == "subword" else None
         export_hf(model, target, max_length=cfg.data.seq_len, files={"README.md": card.encode("utf-8")},
-                  subword_vocab=vocab)
+                  subword_vocab=vocab, char_inventory=char_inventory(dataset) if dataset else None)
     except ValueError as e:  # no HF equivalent (n-grams), or the target is a file or holds other things
         raise ExportError(str(e)) from e
     _modes_as_umask(target)
     return target
+
+
+# Codepoints read for an export's character inventory: every one of a run on the sample or a few
+# GB of shards; past it (a Wikipedia-scale run) the row groups read first, taken from every shard
+# in turn, so rare characters of a language may be missing: `complete` says so.
+INVENTORY_CODEPOINTS = 1 << 28
+
+
+def char_inventory(dataset, budget: int = INVENTORY_CODEPOINTS) -> dict | None:
+    """The characters of the train split, most frequent first, for the export's
+    char_inventory.json (training/hf_masked.py answers a CANINE-C hash bucket with one of them):
+    {"split": "train", "codepoints": read, "complete": all read, "counts": [[codepoint, count], ...]}.
+    Special codepoints (PAD, CLS, SEP, BOS, MASK, RESERVED) are left out. None where the shards
+    cannot be read here."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    counts = np.zeros(0x110000, dtype=np.int64)
+    total, complete = 0, True
+    try:
+        with contextlib.ExitStack() as stack:
+            files = [pq.ParquetFile(stack.enter_context(fsspec.open(s.url, "rb")))
+                     for s in dataset.splits.get("train") or ()]
+            # Round robin over the shards' row groups: a read cut short by the budget still spans all of them.
+            queues = [[(f, g) for g in range(f.num_row_groups)] for f in files]
+            groups = [q[i] for i in range(max(map(len, queues), default=0)) for q in queues if i < len(q)]
+            for f, g in groups:
+                if total >= budget:
+                    complete = False
+                    break
+                column = f.read_row_group(g, columns=["codepoints"]).column("codepoints").combine_chunks()
+                values = np.asarray(column.flatten())
+                counts += np.bincount(values, minlength=counts.size)[: counts.size]
+                total += len(values)
+    except (OSError, ValueError):  # unreadable here (credentials, a moved bucket): the export goes on without it
+        return None
+    counts[[0, *range(schema.CLS, schema.RESERVED + 1)]] = 0
+    seen = np.flatnonzero(counts)
+    order = seen[np.lexsort((seen, -counts[seen]))]  # most frequent first, then by codepoint
+    return {"split": "train", "codepoints": int(total), "complete": complete,
+            "counts": [[int(c), int(counts[c])] for c in order]}
 
 
 def _load_final(model, consolidated: str) -> None:
