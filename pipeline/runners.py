@@ -7,10 +7,12 @@ same on every runner; only these options differ.
         -- --dask_client_address tcp://scheduler:8786                                          # a running Dask cluster
 
 Two checks come before anything is written (pipeline/run.py calls both for a runner other than
-the DirectRunner). `check_runner` makes a Pipeline of the runner's options once, so that Beam's
+the DirectRunner), on the runner `runner_of` finds however it was named: `--runner`, or Beam's
+`--runner` among the options after `--` (a flags file's, infra/beam/dataflow.flags). `check_runner` makes a Pipeline of the runner's options once, so that Beam's
 own check names a misspelled runner or a missing option. `check_launch` refuses a DataflowRunner
 run that cannot work: an `--output` or input on this machine's disk (Dataflow's workers run on
-Google Cloud machines and cannot reach it) and a launch without network. Beam would otherwise
+Google Cloud machines and cannot reach it), a launch without network, and one without Google
+credentials (Beam retries those with a traceback each, then goes on anonymously). Beam would otherwise
 find the latter by waiting: checking the staging bucket retries for minutes, and staging the
 job's files retries 7 times from 5 s, doubling (`apache_beam.utils.retry`), about 10 minutes,
 before it fails.
@@ -22,6 +24,8 @@ to that module's class path. This module imports Beam only when options are buil
 this one and `canine inspect` stays light.
 """
 
+import threading
+
 # Short names Beam does not resolve itself -> the class path it imports.
 RUNNER_PATHS = {"DaskRunner": "pipeline.dask_runner.DaskRunner"}
 # Where a Dataflow launch goes: its staging bucket (Cloud Storage, or the emulator that
@@ -29,10 +33,31 @@ RUNNER_PATHS = {"DaskRunner": "pipeline.dask_runner.DaskRunner"}
 # (--dataflow_endpoint, default below).
 STORAGE_ENDPOINT = "https://storage.googleapis.com"
 DATAFLOW_ENDPOINT = "https://dataflow.googleapis.com"
+# `canine preprocess --runner`'s default, the one runner run.py does not check.
+DEFAULT_RUNNER = "DirectRunner"
+
+
+def runner_of(runner: str, beam_args=()) -> str:
+    """The runner a run gets, however it is named: `--runner` of `canine preprocess`, or Beam's own
+    `--runner` among the options after `--` (infra/beam/dataflow.flags passes it there, and the
+    scheduled script hands that file on), read by Beam's parser as the job will read it. The checks
+    (check_launch, check_runner) and the job then see one runner. Raises ValueError when both name
+    one and they differ."""
+    if not any(str(a).startswith("--") for a in beam_args):
+        return runner
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+    named = PipelineOptions(list(beam_args)).view_as(StandardOptions).runner
+    if not named or named == runner:
+        return runner
+    if runner != DEFAULT_RUNNER:
+        raise ValueError(f"--runner {runner}: the Beam options after `--` name another runner ({named}); "
+                         "name the runner once, as --runner or after `--`")
+    return named
 
 
 def beam_options(workers: int, runner: str, extra_args=()):
-    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     path = RUNNER_PATHS.get(runner, runner)
     args = [f"--runner={path}", *extra_args]
@@ -45,7 +70,9 @@ def beam_options(workers: int, runner: str, extra_args=()):
         import pipeline.dask_runner  # noqa: F401
 
         args.append(f"--dask_local_workers={workers}")
-    return PipelineOptions(args)
+    options = PipelineOptions(args)
+    options.view_as(StandardOptions).runner = path  # runner_of's choice, also when the options after -- named it
+    return options
 
 
 def job_link(result, options) -> str | None:
@@ -64,7 +91,8 @@ def job_link(result, options) -> str | None:
 def check_launch(runner: str, output: str, inputs=(), beam_args=(), timeout_s: float | None = None) -> None:
     """Refuse a DataflowRunner run whose --output or inputs are local paths, or whose endpoints
     (the Dataflow API, Cloud Storage) do not take a TCP connection within `timeout_s`
-    (network.TIMEOUT_S), naming the host and what failed; nothing for other runners. Options
+    (network.TIMEOUT_S), naming the host and what failed, or for which google-auth finds no
+    credentials; nothing for other runners. Options
     Beam requires (--project, --temp_location) are left to Beam's own check, which names them:
     without them there is nothing to launch. Raises ValueError."""
     import os
@@ -95,6 +123,39 @@ def check_launch(runner: str, output: str, inputs=(), beam_args=(), timeout_s: f
             where, why = failed
             raise ValueError(f"--runner {runner}: cannot reach {where} ({why}): {what}; check the network (and "
                              "HTTPS_PROXY if this machine needs a proxy), then run the same command again")
+    missing = _no_credentials(timeout_s)
+    if missing:
+        raise ValueError(f"--runner {runner}: no Google Cloud credentials on this machine ({missing}); set "
+                         "GOOGLE_APPLICATION_CREDENTIALS to a service account key file or run `gcloud auth "
+                         "application-default login`, then run the same command again")
+
+
+def _no_credentials(timeout_s: float) -> str | None:
+    """Why google-auth finds no Application Default Credentials, or None when it finds them. Beam
+    looks for them itself at launch, 5 times from 2 s, doubling, each failure logged with its
+    traceback, then goes on anonymously into staging retries of about 10 minutes
+    (apache_beam/internal/gcp/auth.py, Beam 2.77): asked here once, before the output's lock, in
+    at most `timeout_s` (a thread left behind if the metadata server's probe hangs)."""
+    try:
+        import google.auth
+        from google.auth.exceptions import DefaultCredentialsError
+    except ImportError:  # Beam's [gcp] extra missing: check_runner names it in Beam's own words
+        return None
+    found: list = []
+
+    def look():
+        try:
+            google.auth.default()
+            found.append(None)
+        except DefaultCredentialsError as e:
+            found.append(" ".join(str(e).split()).split(". ")[0].rstrip("."))
+        except Exception as e:  # noqa: BLE001 - a bad key file, say: named
+            found.append(f"{type(e).__name__}: {e}")
+
+    thread = threading.Thread(target=look, name="google-auth default credentials", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return found[0] if found else f"google-auth did not answer in {timeout_s:.0f} s"
 
 
 def _local(path: str) -> bool:
