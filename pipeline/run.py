@@ -72,7 +72,9 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
         cfg = dataclasses.replace(cfg, inputs=(*cfg.inputs, *(d.dump_url for d in resolved)),
                                   output=dump_specs.output_path(cfg.output, resolved))
         # What `latest` resolved to and where the shards go: a scheduled run's log says which dump it read.
-        for spec, d in zip(dumps, resolved):
+        # resolve_dumps returns them in language order (a stable sort): each said beside its own flag.
+        specs = sorted(dumps, key=lambda spec: dump_specs.parse_dump(spec, mirror=mirror, lang=cfg.lang).lang)
+        for spec, d in zip(specs, resolved):
             _say(f"--dump {spec}: {d.wiki} {d.date} ({redact(d.dump_url)})")
         _say(f"output {redact(cfg.output)}")
     # A bad flag or input is found here, before the lock creates the output folder.
