@@ -38,7 +38,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Tuple
+from typing import Any, NamedTuple, Tuple
 
 import apache_beam as beam
 import fsspec
@@ -394,24 +394,44 @@ def replicate(split: str, lang: str, ex, weights: dict, seed: int) -> int:
     return 1 if split == "validation" else copies_of(weights.get(lang, 1.0), seed, lang, ex)
 
 
+class _Head(NamedTuple):  # what example_id and copies_of read of an example: its first page id and part
+    page_ids: tuple
+    part: int
+
+
 class _ScatterExamplesFn(beam.DoFn):
     """One pack group's examples, with the sizing -> their copies, each keyed to its shard by a
-    hash of its example_id, in STAGING/sampled/<group>.parquet, a row group per shard. Emits
-    (ShardKey, Ref) and, tagged "examples", (lang, copies)."""
+    hash of its example_id, in STAGING/sampled/<group>.parquet, row groups per shard. The rows are
+    taken in Arrow (a copy column set), never made Python objects. Emits (ShardKey, Ref) and,
+    tagged "examples", (lang, copies)."""
 
     def __init__(self, cfg: PreprocessConfig):
         self.seed = cfg.seed
 
     def process(self, packed: PackedFile, shard_sizing):
+        import pyarrow.compute as pc
+
         total = shard_sizing.shards[packed.split]
         by_shard = {}
         copies = 0
-        for lang, _, ex in (x for t in spill.read_whole(packed.url) for x in spill.table_examples(t)):
-            for copy in range(replicate(packed.split, lang, ex, shard_sizing.weights, self.seed)):
-                index = seeds.shard_index(examples.example_id(lang, ex, copy), total)
-                by_shard.setdefault(ShardKey(packed.split, index, total), []).append((lang, copy, ex))
-                copies += 1
-        tables = {key: spill.examples_table(rows) for key, rows in by_shard.items()}
+        for table in spill.read_whole(packed.url):
+            taken = {}
+            firsts = pc.list_element(table.column("page_ids"), 0).to_pylist()
+            langs, parts = table.column("lang").to_pylist(), table.column("part").to_pylist()
+            for row, (lang, first, part) in enumerate(zip(langs, firsts, parts)):
+                head = _Head((first,), part)
+                for copy in range(replicate(packed.split, lang, head, shard_sizing.weights, self.seed)):
+                    key = ShardKey(packed.split, seeds.shard_index(examples.example_id(lang, head, copy), total), total)
+                    rows, numbers = taken.setdefault(key, ([], []))
+                    rows.append(row)
+                    numbers.append(copy)
+                    copies += 1
+            for key, (rows, numbers) in taken.items():
+                part_table = table.take(pa.array(rows, pa.int64()))
+                part_table = part_table.set_column(1, "copy", pa.array(numbers, pa.int32()))
+                by_shard.setdefault(key, []).append(part_table)
+        tables = {key: pa.concat_tables(parts) for key, parts in by_shard.items()}
+        del by_shard
         url = packed.url.replace("/packed/", "/sampled/")
         for key, ref in spill.write_buckets(url, tables):
             yield key, ref

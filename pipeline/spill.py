@@ -33,8 +33,10 @@ from pipeline.examples import PackedExample
 # pages: codepoints and texts hardly repeat within a page, and building the dictionary of a
 # 15M-codepoint column cost ~50 MB more memory (measured).
 _WRITE = dict(compression="zstd", compression_level=1, write_statistics=False, use_dictionary=False)
-# Rows per row group of a whole file (write_whole): the writer encodes a row group at a time.
-WHOLE_ROWS = 1024
+# Rows per row group of a whole file (write_whole), and at most per row group of a key's rows
+# (write_buckets): the writer encodes a row group at a time, so this bounds its buffers (1024
+# examples of 2048 codepoints: ~10 MB of columns).
+WHOLE_ROWS = BUCKET_ROWS = 1024
 
 
 class Ref(NamedTuple):  # one destination's rows in one source's file
@@ -44,18 +46,21 @@ class Ref(NamedTuple):  # one destination's rows in one source's file
 
 
 def write_buckets(url: str, tables: dict) -> list:
-    """{key: table} (one schema) -> one Parquet file at `url`, a row group per key in sorted key
-    order; returns [(key, Ref)] for the keys with rows. Nothing is written when none has."""
+    """{key: table} (one schema) -> one Parquet file at `url`, each key's rows in row groups of at
+    most BUCKET_ROWS (the writer encodes a row group at a time), keys in sorted order; returns
+    [(key, Ref)], a Ref per row group. Nothing is written when no key has rows."""
     keys = sorted(k for k, t in tables.items() if t.num_rows)
     if not keys:
         return []
     sink = pa.BufferOutputStream()
     out = []
     with pq.ParquetWriter(sink, tables[keys[0]].schema, **_WRITE) as writer:
-        for i, key in enumerate(keys):
+        for key in keys:
             table = tables[key]
-            writer.write_table(table, row_group_size=table.num_rows)  # exactly one row group per key
-            out.append((key, Ref(url, i, table.num_rows)))
+            for start in range(0, table.num_rows, BUCKET_ROWS):
+                rows = min(BUCKET_ROWS, table.num_rows - start)
+                writer.write_table(table.slice(start, rows), row_group_size=rows)  # exactly one row group
+                out.append((key, Ref(url, len(out), rows)))
     atomic_write(url, sink.getvalue().to_pybytes())
     return out
 

@@ -315,6 +315,16 @@ def test_spilled_examples_come_back_as_they_were(tmp_path):
     assert spill.write_buckets(str(tmp_path / "none.parquet"), {}) == [] and not (tmp_path / "none.parquet").exists()
 
 
+def test_a_keys_rows_span_row_groups_of_at_most_bucket_rows(tmp_path, monkeypatch):
+    monkeypatch.setattr(spill, "BUCKET_ROWS", 2)
+    rows = [("en", 0, ex) for ex in pack_pages([(i, f"page {i} with some words") for i in range(9)], 16)]
+    refs = spill.write_buckets(str(tmp_path / "x.parquet"), {"k": spill.examples_table(rows), "j": spill.examples_table(rows[:3])})
+    assert [(key, ref.row_group, ref.rows) for key, ref in refs][:3] == [("j", 0, 2), ("j", 1, 1), ("k", 2, 2)]
+    assert sum(ref.rows for key, ref in refs if key == "k") == len(rows)
+    back = [r for t in spill.read_buckets([ref for key, ref in refs if key == "k"]) for r in spill.table_examples(t)]
+    assert [ex.page_ids for _, _, ex in back] == [ex.page_ids for _, _, ex in rows]
+
+
 def test_sample_languages_repeats_small_languages_with_new_copies(tmp_path):
     def ex(first, part=0):
         return PackedExample([first], np.zeros(3, np.int32), np.zeros(3, np.int8), -1, part)
