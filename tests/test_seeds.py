@@ -81,7 +81,7 @@ def side_modules():
 
 
 def test_the_stream_numbers_and_names_are_distinct():
-    for stream in (pipeline_seeds.Stream, training_seeds.Stream):  # aliases (a repeated value) show here only
+    for stream in (pipeline_seeds.Stream, training_seeds.Stream, training_seeds.Tag):  # aliases (a repeated value) show here only
         values = [m.value for m in stream.__members__.values()]
         assert len(set(values)) == len(values) and min(values) >= 1, stream
     names = [m.value for m in pipeline_seeds.Name.__members__.values()]
@@ -92,9 +92,9 @@ def test_the_stream_numbers_and_names_are_distinct():
 def test_the_tables_name_every_function_and_stream():
     for module in (pipeline_seeds, training_seeds):
         table = module.__doc__
-        streams = [f"{m.name} {m.value}" for m in module.Stream]
+        streams = [f"{m.name} {m.value}" for m in [*module.Stream, *getattr(module, "Tag", ())]]
         public = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")
-                  and getattr(v, "__module__", None) == module.__name__ and n not in ("Name", "Stream")]
+                  and getattr(v, "__module__", None) == module.__name__ and n not in ("Name", "Stream", "Tag")]
         missing = [n for n in streams + public if n not in table]
         assert not missing, f"{module.__name__}: not in its table: {missing}"
     missing = [name.value for name in pipeline_seeds.Name if f'hash "{name.value}"' not in pipeline_seeds.__doc__]
@@ -150,10 +150,27 @@ def test_the_training_decisions_keep_their_values():
     assert [s.batch_uniform(11, keys, np.array([7]), stream)[0] for stream in s.Stream] == [
         0.07329667903787251, 0.34881008454120765, 0.6480836951429959, 0.5083206520361417, 0.3360024143017446]
     assert [s.build_seed(0, 0), s.build_seed(0, 3), s.build_seed(5, None)] == [1855958221, 1169358606, 633854825]
-    assert [s.dropout_seed(0, 3, 1), s.dropout_seed(7, 0, 0)] == [2122545592250308646, 8460147692890830636]
-    assert s.unit_order(0, 1, 10).tolist() == [9, 1, 3, 8, 7, 6, 0, 4, 2, 5]
-    assert s.row_order(s.row_order_seed(0, 1, 2, 64), 8).tolist() == [5, 4, 3, 2, 7, 6, 0, 1]
+    # Pinned anew when the SeedSequence decisions got their tags (issue 41 item 12; CHANGELOG.md).
+    assert [s.dropout_seed(0, 3, 1), s.dropout_seed(7, 0, 0)] == [2695413646421210615, 8995600287511374582]
+    assert s.unit_order(0, 1, 10).tolist() == [0, 3, 6, 5, 2, 1, 8, 4, 9, 7]
+    assert s.row_order(s.row_order_seed(0, 1, 2, 64), 8).tolist() == [6, 2, 5, 3, 7, 1, 0, 4]
     assert s.probe_rng().integers(97, 123, size=4).tolist() == [119, 113, 110, 104]
+
+
+def test_no_two_seedsequence_decisions_share_a_stream():
+    """A SeedSequence pads its entropy with zeros: without a tag of its own per decision, an epoch's
+    unit order ([seed, epoch]) and the rows of the unit at row 0 of shard 0 ([seed, epoch, 0, 0])
+    were permutations of one stream, and dropout's [seed, step, 0] the first word of it."""
+    s = training_seeds
+    for seed, epoch in ((0, 1), (7, 0), (3, 2)):
+        units = s.unit_order(seed, epoch, 64).tolist()
+        assert units != s.row_order(s.row_order_seed(seed, epoch, 0, 0), 64).tolist()
+        assert units != s.row_order(s.row_order_seed(seed, epoch, 0, 0) + [0], 64).tolist()
+        first = np.random.SeedSequence([seed, epoch]).generate_state(1, np.uint64)[0] >> 1
+        assert s.dropout_seed(seed, epoch, 0) != first
+    states = [tuple(np.random.SeedSequence(list(e)).generate_state(4)) for e in (
+        [int(s.Tag.DROPOUT), 0, 1, 0], [int(s.Tag.UNIT_ORDER), 0, 1], s.row_order_seed(0, 1, 0, 0))]
+    assert len(set(states)) == 3
 
 
 def test_the_decisions_are_the_same_in_another_process(tmp_path):
@@ -196,7 +213,7 @@ def test_seed_all_and_seed_worker_seed_every_global_generator():
         assert _draws() == rank0
         training_seeds.seed_dropout(0, 3, 1)
         dropout = torch.rand(4)
-        torch.manual_seed(2122545592250308646)  # dropout_seed(0, 3, 1), pinned above
+        torch.manual_seed(2695413646421210615)  # dropout_seed(0, 3, 1), pinned above
         assert torch.equal(torch.rand(4), dropout)
         training_seeds.seed_dropout(0, 3, 2)
         assert not torch.equal(torch.rand(4), dropout)

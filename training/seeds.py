@@ -21,11 +21,12 @@ decision                   inputs                   function        mix         
 -------------------------  -----------------------  --------------  -----------------  --------------------------
 initial weights            seed                     seed_all        global generators  loop._set_up, evaluate.py
 what else a worker draws   seed, rank               seed_worker     global generators  loop._set_up
-dropout of a micro batch   seed, step, micro        dropout_seed,   SeedSequence       loop._train_step
-                                                    seed_dropout
-unit order (data streams)  seed, epoch              unit_order      SeedSequence       data.deal_units
-rows within a unit         seed, epoch, shard, row  row_order_seed  SeedSequence       data.segments,
-                                                    row_order                          data.read_segments
+dropout of a micro batch   seed, step, micro        dropout_seed,   SeedSequence,      loop._train_step
+                                                    seed_dropout    DROPOUT 1
+unit order (data streams)  seed, epoch              unit_order      SeedSequence,      data.deal_units
+                                                                    UNIT_ORDER 2
+rows within a unit         seed, epoch, shard, row  row_order_seed  SeedSequence,      data.segments,
+                                                    row_order       ROW_ORDER 3        data.read_segments
 a batch's build seed       seed, epoch or "eval"    build_seed      crc32 of JSON      stream.py, evaluate.py
 example key                example id               example_keys    crc32              batch.build_batch_numpy
 CANINE-C identity span     build seed, key, index   batch_uniform   IDENTITY 1         batch._char_plan
@@ -42,12 +43,11 @@ torch.manual_seed), with the same values as these functions; tests/test_seeds.py
 one module still to repoint. training/train/checkpoint.py saves and restores the global
 generators' states with a checkpoint (a resume continues them); it seeds nothing.
 
-A known overlap, kept because changing it changes every run's data order: a SeedSequence pads
-its entropy with zeros, so [seed, epoch], [seed, epoch, 0] and [seed, epoch, 0, 0] are one
-entropy. The unit order of an epoch and the rows of the unit at row 0 of shard 0 therefore draw
-from one PCG64 stream (permutations of different lengths), and the dropout seed of micro batch 0
-at step e is the first word that entropy generates. Separating them (a distinct leading word per
-decision) would change every run's data and dropout: a change of its own, not of this module.
+The SeedSequence decisions each lead their entropy with a `Tag` of their own. A SeedSequence
+pads its entropy with zeros, so without one [seed, epoch] (an epoch's unit order) and
+[seed, epoch, 0, 0] (the rows of the unit at row 0 of shard 0) were one entropy, and dropout's
+[seed, step, 0] another's: permutations of one PCG64 stream. The tags changed every run's data
+order and dropout once (CHANGELOG.md); a run started before resumes with the new order.
 """
 
 import enum
@@ -70,6 +70,15 @@ class Stream(enum.IntEnum):
     NOISE_SOURCE = 5
 
 
+class Tag(enum.IntEnum):
+    """The leading word of each SeedSequence decision's entropy: one per decision, so that no two
+    share a stream through the zero padding of their entropy."""
+
+    DROPOUT = 1
+    UNIT_ORDER = 2
+    ROW_ORDER = 3
+
+
 # --- global generators: the model's initialization, dropout -----------------------------------
 def seed_all(seed: int) -> None:
     """torch's, numpy's and Python's global generators: the same initial weights on every rank."""
@@ -89,7 +98,7 @@ def dropout_seed(seed: int, step: int, micro: int) -> int:
     """The generator seed of micro batch `micro` (its index in the global batch) of optimizer step
     `step`: dropout depends on which examples a forward sees, not on which worker runs it, so a
     run resumed on another worker count draws the same masks (elastic determinism)."""
-    return int(np.random.SeedSequence([seed, step, micro]).generate_state(1, np.uint64)[0] >> 1)
+    return int(np.random.SeedSequence([int(Tag.DROPOUT), seed, step, micro]).generate_state(1, np.uint64)[0] >> 1)
 
 
 def seed_dropout(seed: int, step: int, micro: int) -> None:
@@ -102,13 +111,13 @@ def seed_dropout(seed: int, step: int, micro: int) -> None:
 # --- data order ---------------------------------------------------------------------------------
 def unit_order(seed: int, epoch: int, units: int) -> np.ndarray:
     """The order the epoch's `units` work units are dealt to the data streams in."""
-    return np.random.default_rng([seed, epoch]).permutation(units)
+    return np.random.default_rng([int(Tag.UNIT_ORDER), seed, epoch]).permutation(units)
 
 
 def row_order_seed(seed: int, epoch: int, shard: int, start: int) -> list[int]:
     """What orders the rows of the unit at row `start` of shard `shard` in an epoch (JSON: a chunk
     descriptor carries it to the Ray task that reads the unit)."""
-    return [seed, epoch, shard, start]
+    return [int(Tag.ROW_ORDER), seed, epoch, shard, start]
 
 
 def row_order(order_seed, rows: int) -> np.ndarray:
