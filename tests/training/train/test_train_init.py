@@ -196,6 +196,11 @@ def test_the_run_records_its_init_and_a_resume_does_not_reinit(init_runs, hf_dir
     assert summary["init"] == {"path": str(hf_dir), "step": 0, "sha256": sha}
     cfg = rundir.read_config(str(output))
     assert (cfg.init.path, cfg.init.sha256, cfg.model.overrides["hidden_act"]) == (str(hf_dir), sha, "gelu")
+    from training.train import config
+    from training.train.tracking import flatten
+
+    params = flatten(config.to_dict(cfg))  # what the Tracker logs as MLflow params at the run's creation
+    assert (params["init.path"], params["init.sha256"], params["init.step"]) == (str(hf_dir), sha, "0")
     card = (output / "hf" / "README.md").read_text()
     assert f"- initialised from `{hf_dir}`, weights sha256 `{sha}`" in card
     # The second start resumed from step 2's checkpoint; the init (replaced meanwhile) was not read.
@@ -242,3 +247,42 @@ def test_google_canine_c_architecture_loads_under_config_base_with_nothing_refus
     encoder = len(CanineModel(config.model_config(fitted)).state_dict())  # 183 tensors
     assert lines[1] == f"init: loaded {encoder} tensors: encoder.* ({encoder})" and "encoder" not in lines[2]
     assert config.model_config(fitted).max_position_embeddings == 16384
+
+
+@pytest.mark.slow
+def test_a_run_its_checkpoint_or_its_export_is_a_source_and_its_heads_load(init_runs):
+    """--init RUN: every tensor of its final weights; --init RUN --init-step N: its checkpoint;
+    --init RUN/hf: the encoder and the head (an export holds no sentence-order layer)."""
+    from training.heads import CaninePretrainingModel
+    from training.train import config, init
+
+    output, _, _ = init_runs["char"]
+    final = torch.load(output / "final" / "model_fp32.pt", weights_only=True)
+    settings = {"init.path": str(output), "data.seq_len": "256", **NO_DROPOUT}
+
+    cfg = config.load_config("tiny", settings)
+    fitted, lines = init.prepare(cfg, config.model_config(cfg), None)
+    assert fitted.init.sha256 == _sha256(output / "final" / "model_fp32.pt")
+    assert lines[0].startswith(f"init from {output} (step {STEPS} of a canine run)") and lines[2] == "init: new tensors: none"
+    model = CaninePretrainingModel(config.model_config(fitted), "char")
+    loaded, new = init.load_into(model, fitted, None)
+    assert not new and all(torch.equal(model.state_dict()[k], final[k]) for k in final)
+
+    cfg = config.load_config("tiny", {**settings, "init.step": "2"})
+    fitted, lines = init.prepare(cfg, config.model_config(cfg), None)
+    assert lines[0].startswith(f"init from {output} (step 2 of a canine run)") and lines[2] == "init: new tensors: none"
+    with pytest.raises(init.InitError, match="no checkpoint at step 5; saved steps: 2, 3"):
+        init.open_source(str(output), step=5)
+
+    cfg = config.load_config("tiny", {**settings, "init.path": str(output / "hf")})
+    fitted, lines = init.prepare(cfg, config.model_config(cfg), None)
+    assert lines[0].startswith(f"init from {output / 'hf'} (a canine export)")
+    assert lines[2].endswith("sop.* (2): an export holds no sentence-order layer")
+    model = CaninePretrainingModel(config.model_config(fitted), "char")
+    loaded, new = init.load_into(model, fitted, None)
+    assert sorted(new) == ["sop.bias", "sop.weight"]
+    assert all(torch.equal(model.state_dict()[k], final[k]) for k in final if not k.startswith("sop."))
+    # The same export under the other objective: its CANINE-C head is not a CANINE-S head.
+    cfg = config.load_config("tiny", {**settings, "init.path": str(output / "hf"), "train.objective": "subword"})
+    _, lines = init.prepare(cfg, config.model_config(cfg, 300), None)
+    assert "the source's head is the char objective's, this run trains subword" in lines[2]
