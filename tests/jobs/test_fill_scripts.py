@@ -1,4 +1,4 @@
-"""The export fills in every script (issue 40): a tiny CANINE-C trained on Chinese, Japanese and
+"""The export fills in every script: a tiny CANINE-C trained on Chinese, Japanese and
 English pages answers a masked Han or kana character with a Han or kana character, and a Latin
 letter with a Latin letter, on held-out pages, through Hugging Face's own fill-mask pipeline.
 
@@ -21,8 +21,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 300
 JA_PAGE = ROOT / "tests" / "data" / "wiki" / "jawiki-201603-excerpt.xml.bz2"
-# What _measure must reach on every language (its printout under pytest -s has the rest; the
-# figures measured are in the report of issue 40 and docs/pretraining.md).
+# What _measure must reach on every language (its printout under pytest -s has the rest). Measured
+# (2026-11-28): best answer Han/kana zh 0.208, ja 0.07 (most often ，or 。); CJK zh 0.983, ja 1.0;
+# Han/kana in the top 3 zh 0.933, ja 0.942; en Latin 1.0, exact 0.192; lowest printable 0.0.
 FLOOR = 0.9
 TOP3_FLOOR = 0.85  # measured 0.933 (zh) and 0.942 (ja)
 PER_LANGUAGE = 120
@@ -139,7 +140,7 @@ def test_a_masked_character_is_answered_in_its_own_script_on_held_out_pages(expo
     held_out = _held_out(export)
     assert set(held_out) == {"zh", "ja", "en"}
     measured = {lang: _measure(model, held_out[lang]) for lang in ("zh", "ja", "en")}
-    # The same head, each bucket read as its lowest printable codepoint (before issue 40).
+    # The same head, each bucket read as its lowest printable codepoint (as before the inventory).
     model.char_inventory, model._bucket_answers = [], {}
     lowest = {lang: _measure(model, held_out[lang]) for lang in ("zh", "ja")}
     print(f"\nfill on held-out characters after {STEPS} steps: {measured}; lowest printable: {lowest}")

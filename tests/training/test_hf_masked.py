@@ -248,7 +248,7 @@ def test_automodel_still_loads_the_plain_encoder(tmp_path):
 
 
 # 学 (U+5B66) and U+1B66 share bucket 7014 of CANINE-base's 16384 (and 870 of the tiny model's
-# 2048): read as its lowest printable codepoint, a base model's 学 came back as U+1B66 (issue 40).
+# 2048): read as its lowest printable codepoint, a base model's 学 came back as U+1B66.
 HAN, BALINESE = "学", "\u1b66"
 
 
