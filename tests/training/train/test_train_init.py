@@ -85,6 +85,31 @@ def test_an_architecture_that_differs_is_refused_naming_each_field_and_both_valu
         assert part in line, part
 
 
+def test_a_directory_on_an_object_store_loads_the_same_weights(hf_dir, s3_store):
+    """An fsspec URL (moto's S3 server on 127.0.0.1): the same tensors and sha256 as on disk,
+    pytorch_model.bin too (google/canine-c's file)."""
+    import fsspec
+    from transformers import CanineModel as HFModel
+
+    from training.train import init
+
+    url = s3_store.url("canine-tiny")
+    fs, path = fsspec.core.url_to_fs(url)
+    fs.put(str(hf_dir) + "/", path, recursive=True)
+    local, remote = init.open_source(str(hf_dir)), init.open_source(url)
+    (a, sha_a), (b, sha_b) = init.source_tensors(local), init.source_tensors(remote)
+    assert remote.kind == "hf" and sha_a == sha_b and a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    bin_dir = hf_dir.parent / "bin"  # google/canine-c's layout: config.json + pytorch_model.bin (torch.save)
+    bin_dir.mkdir()
+    (bin_dir / "config.json").write_bytes((hf_dir / "config.json").read_bytes())
+    torch.save(HFModel.from_pretrained(str(hf_dir)).state_dict(), bin_dir / "pytorch_model.bin")
+    source = init.open_source(str(bin_dir))
+    assert source.weights_url.endswith("pytorch_model.bin")
+    c, _ = init.source_tensors(source)
+    assert all(torch.equal(a[k], c[k]) for k in a)
+
+
 def test_what_is_not_a_source_is_one_line(tmp_path):
     from training.train import init
 
