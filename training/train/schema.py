@@ -151,7 +151,7 @@ class InitConfig:
                        "final weights")
     # Recorded, not chosen: what the run started from, in config.yaml, MLflow's params and the model card.
     sha256: str = option("", "set by the driver at the run's first start: the sha256 of the init weights (the "
-                         "file's bytes; a checkpoint's consolidated tensors)")
+                         "file's bytes; a checkpoint's consolidated tensors)", internal=True)
 
 
 @dataclass(frozen=True)
