@@ -84,27 +84,35 @@ def test_the_last_checkpoint_consolidates_to_the_final_weights_tensor_for_tensor
 
 
 @pytest.mark.slow
-def test_an_earlier_step_evaluates_and_exports_with_relative_paths_from_another_directory(run, tmp_path):
+def test_an_earlier_step_evaluates_and_exports_with_relative_paths_from_another_directory(run, tmp_path, monkeypatch,
+                                                                                          capfd):
+    """In this process, from another working directory; capfd: the JSON document goes to file
+    descriptor 1 (jobs/quiet.py). The commands as fresh processes are tests/jobs/test_json_stdout.py's."""
     import torch
+
+    from jobs import cli
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
     rel = os.path.relpath(run, elsewhere)  # ../../any_checkpoint0/run
     final_export = {p.name: p.read_bytes() for p in (run / "hf").iterdir()}
 
-    done = _canine("evaluate", rel, "--step", EARLIER, "--examples", 8, "--train-examples", 32, "--json",
-                   cwd=elsewhere)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout)
+    capfd.readouterr()
+    code = cli.main(["evaluate", rel, "--step", str(EARLIER), "--examples", "8", "--train-examples", "32", "--json"])
+    out, err = capfd.readouterr()
+    assert code == 0, err[-3000:]
+    result = json.loads(out)
     assert (result["step"], result["max_steps"], result["checkpoint"]) == (EARLIER, STEPS, True)
     assert result["weights"] == os.path.join(rel, "ray_train", f"checkpoint_step{EARLIER:08d}")
     assert result["masked"]["pretrained"] != result["masked"]["initial"]  # trained weights, not the start
 
-    done = _canine("export", rel, "--step", EARLIER, cwd=elsewhere)
-    assert done.returncode == 0, done.stderr[-3000:]
+    code = cli.main(["export", rel, "--step", str(EARLIER)])
+    out, err = capfd.readouterr()
+    assert code == 0, err[-3000:]
     target = f"{rel}/hf-step{EARLIER}"
-    assert done.stdout.strip() == (f"canine export: Hugging Face CanineModel of {rel} at step {EARLIER} of {STEPS} "
-                                   f"(checkpoint {rel}/ray_train/checkpoint_step{EARLIER:08d}) written to {target}")
+    assert out.strip() == (f"canine export: Hugging Face CanineModel of {rel} at step {EARLIER} of {STEPS} "
+                           f"(checkpoint {rel}/ray_train/checkpoint_step{EARLIER:08d}) written to {target}")
     # Its own folder: the final export is as it was.
     assert {p.name: p.read_bytes() for p in (run / "hf").iterdir()} == final_export
     card = (run / f"hf-step{EARLIER}" / "README.md").read_text()
