@@ -21,7 +21,7 @@ Module imports happen before any timing, for every figure alike.
 
 --baseline TREE: the whole job (as `canine preprocess` in a process of its own, both trees
 alike) on the same input by this checkout and by TREE (another checkout, e.g. `git worktree add
-/tmp/base b86d9bd`), alternating, twice each; prints both times and the ratio (issue 38: the
+/tmp/base b86d9bd`), alternating, twice each; prints both times and the ratio (docs/scale.md: the
 bounded-memory job may not be more than 10% slower on small inputs).
 
 --single-stream bz2|gz: every page in one dump, as a single-stream .xml.bz2 (or .xml.gz), split

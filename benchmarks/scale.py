@@ -11,7 +11,7 @@ SDK workers, Dask's scheduler, nannies and workers) and the size of the output f
 included) are sampled. Printed per run: wall time, MB of XML per second per worker, the peak
 RSS of the largest process and of all together (the peak of the per-sample sums), the staging
 disk's peak; then per runner and worker count the slope of the largest process's peak and of
-the sum against the input (a least-squares line, MB of memory per MB of XML; issue 38's goal
+the sum against the input (a least-squares line, MB of memory per MB of XML; the goal
 < 0.5, 38 at b86d9bd) and the throughput of the largest input over the smallest (goal >= 0.9).
 
 Memory grows with the input only until the job's own units are full: a work item (at most

@@ -3,7 +3,7 @@ Parquet files in staging, and only (key, file, row group) references travel thro
 
 Beam's local runners keep every PCollection in memory (the DirectRunner in its launcher, Dask
 in its workers), so a job that shuffles its pages and examples through Beam needs memory in
-proportion to the dump: about 38 MB per MB of XML at b86d9bd (issue 38). datatrove scales the
+proportion to the dump: about 38 MB per MB of XML at b86d9bd (docs/scale.md). datatrove scales the
 other way (src/datatrove/pipeline/dedup/minhash.py): a stage writes its records to files per
 destination bucket and the next reads one bucket at a time. Here a producer writes ONE file
 per source (a work item, a pack group) with one row group per destination key, sorted by key,
