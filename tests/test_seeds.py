@@ -152,7 +152,7 @@ def test_the_training_decisions_keep_their_values():
     assert [s.batch_uniform(11, keys, np.array([7]), stream)[0] for stream in s.Stream] == [
         0.07329667903787251, 0.34881008454120765, 0.6480836951429959, 0.5083206520361417, 0.3360024143017446]
     assert [s.build_seed(0, 0), s.build_seed(0, 3), s.build_seed(5, None)] == [1855958221, 1169358606, 633854825]
-    # Pinned anew when the SeedSequence decisions got their tags (issue 41 item 12; CHANGELOG.md).
+    # Pinned anew when the SeedSequence decisions got their tags (CHANGELOG.md).
     assert [s.dropout_seed(0, 3, 1), s.dropout_seed(7, 0, 0)] == [2695413646421210615, 8995600287511374582]
     assert s.unit_order(0, 1, 10).tolist() == [0, 3, 6, 5, 2, 1, 8, 4, 9, 7]
     assert s.row_order(s.row_order_seed(0, 1, 2, 64), 8).tolist() == [6, 2, 5, 3, 7, 1, 0, 4]

@@ -1,4 +1,4 @@
-"""`canine preprocess --dump A --dump B` says each dump beside its own flag (issue 41, item 2): the
+"""`canine preprocess --dump A --dump B` says each dump beside its own flag: the
 dumps are resolved in language order (the output path's), the flags come in any order."""
 
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""`canine preprocess` with the runner named wherever a user names it (issue 41, item 1): the flag, Beam's options after `--` as infra/beam/dataflow.flags writes
+"""`canine preprocess` with the runner named wherever a user names it: the flag, Beam's options after `--` as infra/beam/dataflow.flags writes
 them, the flags file handed on by the scheduled script through its environment. Every way gets the
 same Dataflow preflight, in seconds, before the output's lock: a local output or input refused, an
 endpoint that does not answer named, a machine without Google credentials named (Beam would
