@@ -159,7 +159,7 @@ def missing_files(dump: Dump, timeout_s: float | None = None) -> list[str]:
     for url in (dump.dump_url, dump.index_url):
         fs, path = _mirror_fs(url, timeout_s)
         with _waiting(url, url.rsplit("/", 1)[-1], timeout_s):
-            found = network.exists(fs, path, url, "checking the mirror for it", _todo(dump))
+            found = network.exists(fs, path, url, "checking the mirror for it", _todo(dump), timeout_s)
         if not found:
             missing.append(url)
     return missing

@@ -8,7 +8,7 @@ answered that it has no such file.
 
     failure(err)             'connection refused', 'host name not resolved', 'timed out', 'HTTP 503 ...', or None
     where(err, url)          the host:port that failed (the exception's, else the URL's)
-    exists(fs, path, url)    fs.exists that raises InputError on a network failure
+    exists(fs, path, url)    fs.exists that raises InputError on a network failure, within TIMEOUT_S on HTTP(S)
     no_range_requests(url)   the error for an HTTP server that sends the whole file when asked for a range
     connect(url)             (host:port, what failed) of a TCP connection to a URL's host (or its proxy), or None
     waiting(what, timeout)   a context that logs what it waits for once the wait passes NOTICE_S
@@ -100,10 +100,36 @@ def unreachable(url: str, error: BaseException, doing: str, todo: str) -> InputE
 
 
 def exists(fs, path: str, url: str, doing: str = "checking that it exists",
-           todo: str = "check the network and the URL, then run the same command again") -> bool:
+           todo: str = "check the network and the URL, then run the same command again",
+           timeout_s: float | None = None) -> bool:
     """fs.exists, but a network failure raises InputError (naming `url`, the host, what failed while
     `doing`, and `todo`) instead of reading as "no such file". `info` rather than `exists`:
-    fsspec's HTTP `exists` swallows the cause, `info` keeps it."""
+    fsspec's HTTP `exists` swallows the cause, `info` keeps it. On HTTP(S) the whole answer comes
+    within `timeout_s` (TIMEOUT_S): fsspec's `info` asks twice (HEAD, then GET), each request
+    waiting out aiohttp's read time-out, so a server that takes the connection and never answers
+    took twice the wait that `waiting` says (62 s for "up to 30 s")."""
+    if url.split("://", 1)[0] not in ("http", "https"):
+        return _exists(fs, path, url, doing, todo)
+    timeout_s = TIMEOUT_S if timeout_s is None else timeout_s
+    answer: list = []
+
+    def ask():
+        try:
+            answer.append(_exists(fs, path, url, doing, todo))
+        except BaseException as e:  # noqa: BLE001 - raised again below, in the caller's thread
+            answer.append(e)
+
+    thread = threading.Thread(target=ask, name=f"info {where(None, url)}", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if not answer:  # left behind: fsspec's loop drops it at exit
+        raise InputError(f"{url}: cannot reach {where(None, url)} (timed out) while {doing}; {todo}")
+    if isinstance(answer[0], BaseException):
+        raise answer[0]
+    return answer[0]
+
+
+def _exists(fs, path: str, url: str, doing: str, todo: str) -> bool:
     try:
         fs.info(path)
         return True
