@@ -55,6 +55,11 @@ COMMANDS = {
     "smoke": ("jobs.smoke", "preprocess the bundled sample, pretrain, evaluate, export"),
 }
 
+# The commands whose stdout is one JSON document (pretrain's summary always, the others with
+# --json) that import torch, DeepSpeed, Ray or MLflow, whose own lines would otherwise come first:
+# they print it to quiet.document().
+JSON_STDOUT = ("pretrain", "evaluate", "report")
+
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """argparse's "(default: X)" after each flag's help, unless the help already names its
@@ -156,7 +161,9 @@ def main(argv=None):
     except ValueError as e:
         return errors.report(command, e, as_json=getattr(args, "json", False))
     try:
-        return int(_module(command).main(args) or 0)
+        # stdout holds the command's JSON alone: what libraries print goes to stderr (quiet.py).
+        with quiet.stdout_for_json(command in JSON_STDOUT and (command == "pretrain" or getattr(args, "json", False))):
+            return int(_module(command).main(args) or 0)
     except BrokenPipeError:  # `canine inspect ... | head`: the reader has all it wanted
         return _closed_stdout()
     except (Exception, KeyboardInterrupt) as e:  # SystemExit passes: argparse's and sys.exit's own status

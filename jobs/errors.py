@@ -96,7 +96,9 @@ def report(command: str, error: BaseException, objects: dict[str, str] | None = 
         line, code = describe(command, error, objects), EXIT_ERROR
     print(f"canine {command}: {line}", file=sys.stderr)
     if as_json:
-        print(json.dumps({"error": line}, ensure_ascii=False))
+        from jobs import quiet
+
+        print(json.dumps({"error": line}, ensure_ascii=False), file=quiet.document())
     return code
 
 

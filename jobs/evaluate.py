@@ -18,6 +18,8 @@ saved ones, no validation rows), with one line on stderr (jobs/errors.py).
 
 import json
 
+from jobs import quiet
+
 
 def add_arguments(p):
     import inspect
@@ -49,6 +51,6 @@ def main(args) -> int:
         objects = {args.run: "the run directory (RUN)"}
         if args.checkpoint:
             objects[rundir.absolute(args.checkpoint)] = "the checkpoint directory (--checkpoint)"
-        return errors.report("evaluate", e, objects)
-    print(json.dumps(result, indent=1) if args.json else format_evaluation(result))
+        return errors.report("evaluate", e, objects, as_json=args.json)  # stdout stays JSON
+    print(json.dumps(result, indent=1) if args.json else format_evaluation(result), file=quiet.document())
     return 0

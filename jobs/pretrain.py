@@ -31,7 +31,7 @@ every error is one line on stderr (jobs/errors.py).
 import json
 import sys
 
-from jobs import flags
+from jobs import flags, quiet
 
 # The common fields that have a flag of their own: flag dest -> dotted config key.
 FLAGS = {
@@ -82,7 +82,7 @@ def main(args) -> int:
     except Exception as e:
         return errors.report("pretrain", e, objects(args))
     if args.dry_run:
-        print(to_yaml(cfg), end="")
+        print(to_yaml(cfg), end="", file=quiet.document())
         return 0
     for flag, what, key, value in (("--data", "the shard directory", "data.path", cfg.data.path),
                                    ("--output", "the run directory", "output", cfg.output)):
@@ -108,7 +108,7 @@ def main(args) -> int:
     except Exception as e:  # a bad config or data, a changed config on resume, another driver on the output,
         # a cluster too small or unreachable, a worker's error no restart can fix (failures.FatalError)
         return errors.report("pretrain", e, objects(args, cfg))
-    print(json.dumps(summary, indent=1))
+    print(json.dumps(summary, indent=1), file=quiet.document())  # stdout kept for it alone (jobs/cli.py)
     if not summary.get("steps"):
         print(f"canine pretrain: {errors.one_line(cfg.output)}: no training step was recorded (metrics.jsonl is empty); the workers' "
               "logs say why (Ray's logs, /tmp/ray/session_latest/logs)", file=sys.stderr)

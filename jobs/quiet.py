@@ -20,6 +20,7 @@ import faulthandler
 import logging
 import os
 import re
+import sys
 import threading
 import traceback
 
@@ -41,6 +42,12 @@ NOISE = (
      "ray._private.authentication.authentication_token_setup",
      "a local cluster bound to 127.0.0.1 gets a generated token; there is nothing to do (a remote cluster's token: "
      "docs/cluster.md)"),
+    # DeepSpeed's logger writes to stdout (deepspeed/utils/logging.py): this warning came before
+    # the JSON of `canine evaluate RUN --step N --json` unless the user set DS_ACCELERATOR=cpu.
+    ("DeepSpeed", r"^Setting accelerator to CPU\. If you have GPU", "deepspeed.accelerator.real_accelerator",
+     "evaluate and export consolidate checkpoints on the CPU by design, and the trainer picks its device itself "
+     "(training/train/config.py resolve: cuda when torch sees a GPU) and says it; DeepSpeed's fallback to its CPU "
+     "accelerator is what this project needs there, without the user setting DS_ACCELERATOR"),
     ("ray._private.worker", r"^Started a local Ray instance\.$", "ray._private.worker",
      "`canine pretrain` says itself how many workers it starts and where"),
     ("ray._private.authentication.authentication_token_setup", r"^Generated new authentication token and saved to ",
@@ -58,6 +65,10 @@ ENV_DEFAULTS = {
     # request to stop, not a crash; crashes (SIGSEGV, SIGABRT) still get Python's traceback
     # from faulthandler, enabled below.
     "RAY_DISABLE_FAILURE_SIGNAL_HANDLER": "1",
+    # MLflow writes "View run NAME at: URL" and "View experiment at: URL" to stdout when a run
+    # ends (mlflow/tracking/_tracking_service/client.py _log_url), before `canine pretrain`'s JSON
+    # summary; the run is found from OUTPUT/mlflow.json and the MLflow UI (docs/tracking.md).
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
 }
 
 
@@ -141,3 +152,40 @@ def runner_errors_held():
                 handler.handle(record)
     for args in threads:
         hook(args)
+
+
+# Where a command's JSON document goes while `stdout_for_json` holds stdout: the real stdout.
+_document = None
+
+
+def document():
+    """The stream for a command's one JSON document (`print(json.dumps(...), file=quiet.document())`):
+    stdout, kept for it alone inside `stdout_for_json`."""
+    return _document or sys.stdout
+
+
+@contextlib.contextmanager
+def stdout_for_json(on: bool = True):
+    """While the block runs, file descriptor 1 is stderr's, so that whatever a library writes to
+    stdout (a logger's handler made on sys.stdout, a print, a child process, native code) lands on
+    stderr; only `document()` writes to the real stdout, so `--json` output always parses. The
+    streams that libraries hold keep working: they write to descriptor 1, as before."""
+    global _document
+    if not on or _document is not None:
+        yield
+        return
+    sys.stdout.flush()
+    real = os.dup(1)
+    os.dup2(2, 1)
+    _document = open(real, "w", encoding="utf-8", closefd=False)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        doc, _document = _document, None
+        try:
+            doc.close()  # flushes; the descriptor is closed below
+        except OSError:  # a reader that went away (BrokenPipeError): jobs/cli.py ends quietly
+            pass
+        os.dup2(real, 1)
+        os.close(real)

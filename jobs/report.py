@@ -12,6 +12,7 @@ directory) or any fsspec URL; the curve goes to RUN_DIR/curves.png.
 import io
 import json
 
+from jobs import quiet
 from training.train import rundir
 from training.train import data
 
@@ -106,6 +107,6 @@ def main(args) -> int:
     try:
         s = report_of(args.run_dir)
     except Exception as e:  # our messages as they are, a bare path in words, anything else with its traceback file
-        return errors.report("report", e, {args.run_dir: "the run directory (RUN_DIR)"})
-    print(json.dumps(s, indent=1) if args.json else format_summary(s))
+        return errors.report("report", e, {args.run_dir: "the run directory (RUN_DIR)"}, as_json=args.json)
+    print(json.dumps(s, indent=1) if args.json else format_summary(s), file=quiet.document())
     return 0
