@@ -253,10 +253,11 @@ def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dic
                 end_matter = level
                 continue
         sections.append((level, title, _render_body(body, lang, cfg.keep_tables, dropped, names)))
-    headings.last_kept = next((title for level, title, _ in reversed(sections) if level == top), "")
     # One _finish for the whole page: its regex passes cost as much per call as per character.
     texts = _finish(_SECTION_BREAK.join(text for _, _, text in sections), cfg.keep_tables).split("\x04")
-    text = _join([(level, title, text.strip()) for (level, title, _), text in zip(sections, texts)], dropped)
+    shown = []  # (level, title) of the headings the text keeps: not those dropped as empty (a gallery's)
+    text = _join([(level, title, text.strip()) for (level, title, _), text in zip(sections, texts)], dropped, shown)
+    headings.last_kept = next((title for level, title in reversed(shown) if level == top), "")
     if to:  # on the text a reader sees, formulas and code still marks, so never converted
         text, changed = convert.convert_page(text, lang, to, rules)
         if stats is not None:
@@ -334,10 +335,12 @@ def _finish(text: str, keep_tables: bool) -> str:
     return _LINE_BREAKS_RE.sub("\n", text).strip()
 
 
-def _join(sections: list, dropped: dict) -> str:
+def _join(sections: list, dropped: dict, shown: list | None = None) -> str:
     """The sections' text; a heading with no text under it before the next heading of its level
-    or higher, or with no text in its title, is dropped and counted."""
+    or higher, or with no text in its title, is dropped and counted. `shown`, when given, gets
+    (level, title) of each heading kept, in order."""
     lines, pending = [], []  # pending: (level, index in lines) of headings with no text under them yet
+    heads = []  # (level, index in lines) of every heading written
     for level, title, text in sections:
         if level:
             while pending and pending[-1][0] >= level:
@@ -345,6 +348,7 @@ def _join(sections: list, dropped: dict) -> str:
                 _count(dropped, "empty_sections")
             if title:
                 pending.append((level, len(lines)))
+                heads.append((level, len(lines)))
                 lines.append(title)
             else:
                 _count(dropped, "empty_sections")
@@ -354,6 +358,8 @@ def _join(sections: list, dropped: dict) -> str:
     for _, index in pending:
         lines[index] = ""
         _count(dropped, "empty_sections")
+    if shown is not None:
+        shown += [(level, lines[index]) for level, index in heads if lines[index]]
     return "\n".join(line for line in lines if line)
 
 
