@@ -164,6 +164,13 @@ def document():
     return _document or sys.stdout
 
 
+def _on_descriptor_1(stream) -> bool:
+    try:
+        return stream.fileno() == 1
+    except (AttributeError, OSError, ValueError):  # io.StringIO: UnsupportedOperation is an OSError
+        return False
+
+
 @contextlib.contextmanager
 def stdout_for_json(on: bool = True):
     """While the block runs, file descriptor 1 is stderr's, so that whatever a library writes to
@@ -171,7 +178,9 @@ def stdout_for_json(on: bool = True):
     stderr; only `document()` writes to the real stdout, so `--json` output always parses. The
     streams that libraries hold keep working: they write to descriptor 1, as before."""
     global _document
-    if not on or _document is not None:
+    if not on or _document is not None or not _on_descriptor_1(sys.stdout):
+        # A caller that replaced sys.stdout (contextlib.redirect_stdout, pytest's capsys, a
+        # notebook) reads the document where it asked for it: document() is sys.stdout then.
         yield
         return
     sys.stdout.flush()

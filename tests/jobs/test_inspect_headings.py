@@ -1,4 +1,4 @@
-"""`canine inspect`'s heading lines say what cleaning did (issue 41, item 6): "last headings kept"
+"""`canine inspect`'s heading lines say what cleaning did: "last headings kept"
 names only headings the text still has (a section left empty by cleaning, a gallery's or a
 table's, is dropped, so it is not the page's last heading), and "end matter dropped" lists every
 heading the manifest records, not the first 8 of them."""
@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 import pytest
 
@@ -21,17 +22,21 @@ END = ["参考文献", "参考资料", "注释", "脚注", "外部链接", "参�
 BODY = "数学是研究数量、结构以及空间等概念的一门学科。" * 3
 
 
-def _page(i: int, end: str) -> str:
+def _text(end: str) -> str:
     """A page whose last sections are a gallery and a table (both empty once cleaned), then end matter."""
-    text = (f"{BODY}\n\n== 历史 ==\n{BODY}\n\n== 工业界 ==\n{{| class=\"wikitable\"\n|-\n| 甲 || 乙\n|}}\n\n"
+    return (f"{BODY}\n\n== 历史 ==\n{BODY}\n\n== 工业界 ==\n{{| class=\"wikitable\"\n|-\n| 甲 || 乙\n|}}\n\n"
             f"== 图集 ==\n<gallery>\nFile:A.jpg|甲\n</gallery>\n\n== {end} ==\n* 某书，2001年。\n")
+
+
+def _page(i: int, end: str) -> str:
+    """The page as a dump has it: the wikitext XML-escaped (`<gallery>` is `&lt;gallery&gt;` there)."""
     return (f"  <page>\n    <title>页面{i}</title>\n    <ns>0</ns>\n    <id>{100 + i}</id>\n    <revision>\n"
             f"      <id>{1000 + i}</id>\n      <model>wikitext</model>\n      <format>text/x-wiki</format>\n"
-            f"      <text xml:space=\"preserve\">{text}</text>\n    </revision>\n  </page>\n")
+            f"      <text xml:space=\"preserve\">{escape(_text(end))}</text>\n    </revision>\n  </page>\n")
 
 
 def test_a_heading_left_empty_by_cleaning_is_not_the_last_kept():
-    text = _page(0, "参考文献").split('<text xml:space="preserve">')[1].split("</text>")[0]
+    text = _text("参考文献")
     page = RawPage(page_id=1, title="页面", ns=0, redirect=False, text=text, lang="zh", source="test")
     result = clean_page(page)
     assert result.outcome == "kept"

@@ -1,4 +1,4 @@
-"""stdout stays one JSON document (issue 41, item 3): each command that prints JSON is run as the
+"""stdout stays one JSON document: each command that prints JSON is run as the
 README shows it, in a clean environment (no DS_ACCELERATOR, no CANINE_* or MLflow variables: a new
 user's shell), and its stdout is json-loaded. DeepSpeed's logger writes to stdout
 ("Setting accelerator to CPU" came before evaluate's JSON) and MLflow prints "View run ... at:"

@@ -79,7 +79,7 @@ def test_failure_reads_the_causes_and_leaves_a_real_not_found_alone():
 
 
 def test_a_mirror_that_never_answers_takes_the_wait_it_says(listening_port):
-    """Issue 41 item 11: a server that takes the connection and never answers. fsspec's `info`
+    """A server that takes the connection and never answers. fsspec's `info`
     asks twice (HEAD, then GET), each waiting out the read time-out: "up to 30 s" took 62 s.
     The whole check now ends within the one wait it says."""
     import time
