@@ -433,17 +433,6 @@ def without_validation(records, languages: dict[str, Language], fraction: float)
     return {lang: c.kept for lang, c in languages.items() if c.kept and not held.get(lang)}
 
 
-def validation_fraction_for(kept: int) -> float:
-    """The smallest --validation-fraction, in hundredths, that holds out a page of a language of
-    `kept` pages (pipeline/split.py validation_pages: fraction x kept, rounded half up)."""
-    from pipeline.split import validation_pages
-
-    hundredths = 1
-    while hundredths < 99 and not validation_pages(kept, hundredths / 100):
-        hundredths += 1
-    return hundredths / 100
-
-
 def missing_root(output: str) -> str | None:
     """The outermost folder of `output` (itself included) that does not exist yet, or None."""
     fs, path = _fs(output)
@@ -596,8 +585,11 @@ def nothing_kept(cfg: PreprocessConfig, languages: dict[str, Language], reasons)
         return (f"{head}: no page was read; check that the input holds pages (MediaWiki <page> elements, "
                 "or JSONL / Parquet rows)")
     if kept:
+        from contract import holdout
+
+        pages = {lang: c.kept for lang, c in languages.items() if c.kept}
         return (f"{head}: all {kept} kept pages went to the validation split (--validation-fraction "
-                f"{cfg.validation_fraction:g}); lower --validation-fraction")
+                f"{cfg.validation_fraction:g}); {holdout.hint(pages)}, or 0 holds out none")
     outcomes = ", ".join(f"{n} {o}" for o in schema.PAGE_OUTCOMES
                          if (n := sum(getattr(c, o) for c in languages.values())))
     commonest = ", ".join(f'"{reason}" {n}' for reason, n in reasons)

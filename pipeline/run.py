@@ -165,10 +165,9 @@ def closing_notes(cfg: PreprocessConfig, result) -> list[str]:
 
 def no_validation_note(kept: dict[str, int], fraction: float) -> str:
     """The note for languages that got no validation page: {lang: kept pages}."""
-    from pipeline import output, split
+    from contract import holdout
 
     langs = ", ".join(f"{lang} ({n} kept page{'s' * (n != 1)})" for lang, n in sorted(kept.items()))
-    needed = output.validation_fraction_for(min(kept.values()))
-    return (f"no validation page for {langs}: a language of fewer than {split.MIN_PAGES_FOR_VALIDATION} kept pages "
-            f"gets only its share ({fraction:g} of its pages, rounded); --validation-fraction {needed:g} holds "
-            "out at least one page of each (and that share of every language)")
+    others = " (and that share of every other language)" if holdout.fraction_for(kept) else ""
+    return (f"no validation page for {langs}: a language of fewer than {holdout.MIN_PAGES_FOR_VALIDATION} kept "
+            f"pages gets only its share ({fraction:g} of its pages, rounded); {holdout.hint(kept)}{others}")

@@ -5,20 +5,16 @@ rule from here.
 
 Per language, the pages with the smallest split hashes (pipeline/seeds.py split_hash, not seeded:
 the held-out pages stay the same when only the mask seed changes), as many as the language's
-share (`validation_pages`); `validation_cut` turns that into one number a language, and a page is
+share (`validation_pages`, contract/holdout.py); `validation_cut` turns that into one number a language, and a page is
 a validation page when its hash is below its language's cut.
 """
 
 import math
 
+from contract.holdout import MIN_PAGES_FOR_VALIDATION, validation_pages  # noqa: F401 (the rule, shared with training/)
 from pipeline import seeds
 from pipeline.tally import EXACT_VALIDATION_PAGES
 
-# A language of 30 pages beside one of millions must still get validation pages, or `canine
-# evaluate` cannot say whether it was learned. A language with fewer kept pages than this cannot
-# spare one, and its figures would be noise: it gets only its proportional share (usually none);
-# from here on it gets at least one page.
-MIN_PAGES_FOR_VALIDATION = 20
 # Up to EXACT_VALIDATION_PAGES validation pages a language gets exactly its share, the pages with
 # the smallest split hashes (a bottom-k sketch per language and work item, pipeline/tally.py).
 # Beyond it, "hash < fraction of the hash range" is already proportional within noise (a binomial
@@ -29,16 +25,6 @@ HASH_SPACE = 1 << 64  # split_hash's range
 
 def split_hash(lang: str, page_id) -> int:
     return seeds.split_hash(lang, page_id)
-
-
-def validation_pages(kept: int, fraction: float) -> int:
-    """How many of a language's `kept` pages are held out: round(fraction x kept), at least one
-    from MIN_PAGES_FOR_VALIDATION pages on, none when the fraction is 0. Exact up to
-    EXACT_VALIDATION_PAGES; above it, the expected count (validation_cut)."""
-    if fraction <= 0:
-        return 0
-    share = math.floor(fraction * kept + 0.5)  # half up: Python's round() makes 2.5 -> 2
-    return max(share, 1) if kept >= MIN_PAGES_FOR_VALIDATION else share
 
 
 def validation_cut(kept: int, smallest: list[int], fraction: float) -> int:

@@ -11,6 +11,7 @@ Any other line (Beam's WARNING and ERROR records, a worker's traceback, dask.dis
 lines) is a third-party line, and there must be none.
 """
 
+import json
 import os
 import re
 import shutil
@@ -171,6 +172,25 @@ def test_a_language_without_validation_pages_is_named_with_the_flag_that_fixes_i
     fixed = canine("preprocess", small, xml, "--output", tmp_path / "b", "--validation-fraction", fraction, *FAST,
                    cwd=tmp_path)
     assert assert_only_ours(fixed, tmp_path / "b", tmp_path) == []
+
+
+@pytest.mark.parametrize("pages", [1, 2])
+def test_the_validation_hint_for_a_tiny_language_leads_to_a_run_that_works(pages, tmp_path, write_rows):
+    """A fixed "0.05" held out nothing of 2 pages, and "0.5" for 1 page sent it all to validation (exit 2)."""
+    rows = [{"id": i + 1, "title": f"T{i}", "text": f"Habari ya dunia, ukurasa {i}. " * 30, "lang": "sw"}
+            for i in range(pages)]
+    small = write_rows(rows, tmp_path / "sw.jsonl")
+    [note] = assert_only_ours(canine("preprocess", small, "--output", "a", *FAST, cwd=tmp_path), tmp_path / "a", tmp_path)
+    if pages == 1:
+        assert note.endswith("no validation page for sw (1 kept page): a language of fewer than 20 kept pages gets "
+                             "only its share (0.005 of its pages, rounded); sw has a single kept page, which cannot "
+                             "be both trained on and held out; preprocess more of its text"), note
+        return
+    fraction = re.search(r"--validation-fraction (\S+) holds out a page of each language", note).group(1)
+    fixed = canine("preprocess", small, "--output", "b", "--validation-fraction", fraction, *FAST, cwd=tmp_path)
+    assert assert_only_ours(fixed, tmp_path / "b", tmp_path) == []
+    manifest = json.loads((tmp_path / "b" / schema.MANIFEST).read_text())
+    assert manifest["splits"]["validation"]["rows"] >= 1 and manifest["splits"]["train"]["rows"] >= 1
 
 
 @pytest.mark.parametrize("workers", [1, 2])

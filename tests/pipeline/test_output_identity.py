@@ -6,7 +6,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline import elements, output, spill, split
+from pipeline import elements, output, spill
 
 A = ["/data/a.xml", 10, "sha256:aa"]
 B = ["/data/b.xml", 20, "sha256:bb"]
@@ -42,13 +42,6 @@ def test_a_given_tokenizer_counts_by_its_text():
     assert output.data_identity(old, "s1") != output.data_identity(fingerprint(A))  # trained vs given
     assert output.describe_change(old, new, tokenizer_changed=True) == "tokenizer /u/copy.json changed content"
     assert output.describe_change(fingerprint(A), new) == "tokenizer: None -> '/u/copy.json'"
-
-
-@pytest.mark.parametrize("kept", range(1, 60))
-def test_the_suggested_validation_fraction_holds_out_a_page(kept):
-    fraction = output.validation_fraction_for(kept)
-    assert split.validation_pages(kept, fraction) >= 1
-    assert fraction <= 0.01 or split.validation_pages(kept, round(fraction - 0.01, 2)) == 0  # the smallest one
 
 
 def test_languages_without_validation_pages(tmp_path):

@@ -72,6 +72,9 @@ class Dataset:
     languages: dict = field(default_factory=dict)
     manifest_sha256: str = ""  # of the manifest file's bytes: the model card names the data by it
     trial_slice: str | None = None  # the manifest's words for a --max-pages output; None: the whole dump
+    # Language -> kept pages (only those with any): what a hint's --validation-fraction is computed
+    # from (contract/holdout.py), so that the value it names holds something out of this input.
+    kept_pages: dict = field(default_factory=dict)
 
     def split_rows(self) -> dict[str, int]:
         """{split: examples}, as the manifest records them."""
@@ -99,6 +102,7 @@ def open_dataset(data_url: str) -> Dataset:
     return Dataset(url=data_url, splits=splits, seq_len=m.seq_len, config_sha256=m.config_sha256,
                     tokenizer_url=join(data_url, m.tokenizer.path),
                     languages={lang: c.examples for lang, c in sorted(m.languages.items())},
+                    kept_pages={lang: c.kept for lang, c in sorted(m.languages.items()) if c.kept},
                     manifest_sha256=manifest_sha256, trial_slice=m.trial_slice)
 
 

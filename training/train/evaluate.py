@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from contract import schema
+from contract import holdout, schema
 from contract.files import redact
 from training.batch import build_batch
 from training.heads import CaninePretrainingModel
@@ -47,9 +47,10 @@ from training.train import data
 from training.train.checkpoint import load_checkpoint_weights, load_consolidated
 
 
-def read_rows(shards, limit: int, split: str = "", data_url: str = "") -> pa.Table:
+def read_rows(shards, limit: int, split: str = "", data_url: str = "", kept_pages=None) -> pa.Table:
     """The first `limit` rows of a split, in stored order (read only as far as needed). `split`
-    and `data_url` name it in the error for a split without rows."""
+    and `data_url` name it in the error for a split without rows; `kept_pages` ({lang: kept pages},
+    Dataset.kept_pages) sizes the --validation-fraction that error suggests."""
     tables, left = [], limit
     for shard in shards:
         if left <= 0:
@@ -60,10 +61,9 @@ def read_rows(shards, limit: int, split: str = "", data_url: str = "") -> pa.Tab
             left -= n
     if not tables:
         where = f"{redact(data_url)}: the {split or 'data'} split" if data_url else f"the {split or 'data'} split"
-        fix = ("nothing was held out to evaluate on; preprocess again with --validation-fraction 0.05 (5% of each "
-               "language's pages; the default, 0.005, holds out none of a language under 20 kept pages) and "
-               "pretrain on that output" if split == "validation" else "nothing to evaluate on; rerun `canine "
-               "preprocess` with more input")
+        fix = (f"nothing was held out to evaluate on (a language under {holdout.MIN_PAGES_FOR_VALIDATION} kept pages "
+               f"gets only its share of them): {holdout.hint(kept_pages or {})}; pretrain on that output"
+               if split == "validation" else "nothing to evaluate on; rerun `canine preprocess` with more input")
         raise ValueError(f"{where} has no rows: {fix}")
     return pa.concat_tables(tables)
 
@@ -228,7 +228,7 @@ def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, sni
     cfg, dataset, pretrained, initial = load_run(run, weights)
     model_cfg = pretrained.config
     seq_len = cfg.data.seq_len or dataset.seq_len
-    val_rows = read_rows(dataset.splits["validation"], examples, "validation", dataset.url)
+    val_rows = read_rows(dataset.splits["validation"], examples, "validation", dataset.url, dataset.kept_pages)
     train_rows = read_rows(dataset.splits["train"], train_examples, "train", dataset.url)
     objective = cfg.train.objective
     classes = model_cfg.num_hash_buckets if objective == "char" else model_cfg.num_subword_vocab

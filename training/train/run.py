@@ -314,9 +314,10 @@ def _no_evaluation(cfg, dataset: data.Dataset, workers: int = 0) -> str | None:
         return "data.eval_examples is 0; --set data.eval_examples=1024 evaluates on the first 1024 validation rows"
     if rows and (not workers or min(cfg.data.eval_examples, rows) >= workers):
         return None
+    from contract import holdout
+
     held = f"holds {rows} validation examples, fewer than the {workers} workers" if rows else "holds no validation examples"
-    return (f"{redact(dataset.url)} {held}: canine preprocess --validation-fraction 0.05 holds out 5% of each "
-            "language's pages (its default, 0.005, holds out none of a language under 20 kept pages)")
+    return f"{redact(dataset.url)} {held}: {holdout.hint(dataset.kept_pages, at_least=max(workers, 1))}"
 
 
 def _init(cfg, dataset: data.Dataset):

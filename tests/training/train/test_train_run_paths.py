@@ -66,8 +66,9 @@ def no_validation(tmp_path_factory) -> str:
 
 
 @pytest.mark.parametrize("extra, why", [
-    ([], "holds no validation examples: canine preprocess --validation-fraction 0.05 holds out 5% of each "
-         "language's pages"),
+    # the fixture's 10-11 kept pages a language: 0.05 is the smallest share that rounds to one page of each
+    ([], "holds no validation examples: canine preprocess --validation-fraction 0.05 holds out a page of each "
+         "language"),
     (["--set", "data.eval_examples=0"], "data.eval_examples is 0; --set data.eval_examples=1024"),
 ])
 def test_a_run_that_will_not_be_evaluated_says_why_before_ray_starts(extra, why, no_validation, contract_shards,
