@@ -35,13 +35,17 @@ def join(base: str, *parts: str) -> str:
     return "/".join([base.rstrip("/"), *parts])
 
 
-def file_sha256(url: str, block: int = 1 << 22) -> str:
+def file_sha256(url: str, block: int = 1 << 22, progress=None) -> str:
     """sha256 of a file's bytes at any fsspec URL, streamed in 4 MiB blocks (never held whole):
-    what the manifest records of each shard and the tokenizer, what the trainer checks."""
+    what the manifest records of each shard and the tokenizer, what the trainer checks.
+    `progress(n)` is told each block's size. hashlib releases the GIL on large blocks, so
+    threads hash files in parallel."""
     h = hashlib.sha256()
     with fsspec.open(url, "rb") as f:
         while chunk := f.read(block):
             h.update(chunk)
+            if progress:
+                progress(len(chunk))
     return h.hexdigest()
 
 

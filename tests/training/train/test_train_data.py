@@ -196,6 +196,45 @@ def test_a_corrupt_shard_is_named_with_both_hashes(contract_shards, tmp_path):
                                       f"the manifest records {shard.sha256}")
 
 
+def _flip_a_byte(url: str) -> None:
+    """One byte in the middle of the file: the Parquet footer stays whole."""
+    with open(url, "r+b") as f:
+        f.seek(os.path.getsize(url) // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+
+
+def test_a_first_start_hashes_every_shard_before_ray_and_says_its_progress(contract_shards, tmp_path, monkeypatch):
+    data_dir = str(tmp_path / "shards")
+    shutil.copytree(contract_shards, data_dir)
+    ds = data.open_dataset(data_dir)
+    data.check_shards(ds)  # the footers: whole
+    data.check_shards(ds, whole=True)
+    shard = ds.splits["train"][1]
+    _flip_a_byte(shard.url)
+    data.check_shards(ds)  # a changed byte inside: the footers cannot see it
+    lines, hashed = [], []
+
+    def slow(url, progress=None):  # a large or remote shard: long enough for progress lines
+        import time
+
+        time.sleep(0.3)
+        hashed.append(url)
+        return file_sha256(url, progress=progress)
+
+    monkeypatch.setattr(data, "file_sha256", slow)
+    with pytest.raises(ValueError) as info:
+        data.check_shards(ds, whole=True, say=lines.append, every_s=0.1)
+    assert str(info.value).startswith(f"{shard.url}: corrupt shard: its sha256 is {file_sha256(shard.url)}, "
+                                      f"the manifest records {shard.sha256}")
+    assert sorted(hashed) == sorted(s.url for split in ds.splits.values() for s in split)  # every shard, once
+    total = sum(os.path.getsize(s.url) for split in ds.splits.values() for s in split) / 1e9
+    assert lines and all(line.startswith(f"checking {len(hashed)} shards against the manifest's sha256 before Ray "
+                                         "starts (a run's first start): ") for line in lines), lines
+    assert f" of {total:.1f} GB, " in lines[-1]
+
+
 def test_a_shard_is_hashed_once_per_process_not_per_read(contract_shards, tmp_path, monkeypatch):
     data_dir = str(tmp_path / "shards")
     shutil.copytree(contract_shards, data_dir)  # URLs this process has not verified yet

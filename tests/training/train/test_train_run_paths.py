@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from jobs import cli
-from training.train import rundir
+from training.train import data, rundir
+from training.train import run as run_mod
 from training.train import config
 
 
@@ -88,6 +89,28 @@ def test_a_run_that_will_not_be_evaluated_says_why_before_ray_starts(extra, why,
     assert not (tmp_path / "run").exists()
 
 
+def test_a_changed_byte_inside_a_shard_fails_a_first_start_before_ray(contract_shards, tmp_path, monkeypatch, capsys):
+    """The footer is whole, so only hashing finds it: on a first start, before Ray (here the address
+    names a closed port, so a check made after Ray would say that instead) and before the run
+    directory is made."""
+    import ray
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    shards = shutil.copytree(contract_shards, tmp_path / "shards")
+    shard = data.open_dataset(str(shards)).splits["validation"][0]
+    with open(shard.url, "r+b") as f:
+        f.seek(os.path.getsize(shard.url) // 2)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    args = ["pretrain", "--data", shards, "--output", tmp_path / "run", "--ray-address", f"127.0.0.1:{_free_port()}"]
+    assert cli.main([str(a) for a in args]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"canine pretrain: {shard.url}: corrupt shard: its sha256 is "), line
+    assert not (tmp_path / "run").exists()
+
+
 def test_ray_train_does_what_the_driver_relies_on():
     """run._Interrupt replaces the SIGINT handler that Train V2's fit() installs, by the method fit()
     calls, with the controller whose abort() it then calls; rundir.last_checkpoint reads the snapshot
@@ -126,13 +149,14 @@ def _corrupt_inside(shards: str) -> None:
 
 
 def test_a_run_that_failed_before_its_first_checkpoint_takes_another_config(contract_shards, ray_local, tmp_path,
-                                                                            capsys):
+                                                                            capsys, monkeypatch):
     """It leaves its config.yaml, and nothing to resume: the rerun, with good data and another seed
     (which a resumption refuses), trains without any cleanup."""
     good = str(tmp_path / "good")
     shutil.copytree(contract_shards, good)
     bad = shutil.copytree(contract_shards, tmp_path / "bad")
     _corrupt_inside(str(bad))
+    monkeypatch.setattr(run_mod, "HASH_AT_FIRST_START", False)  # the driver would find it before Ray
     run = tmp_path / "run"
     short = ["--set", "train.max_steps=2", "--set", "checkpoint.every=2", "--set", "train.eval_every=0",
              "--set", "data.eval_examples=16", "--set", "log.tensorboard=false", "--max-failures", "0"]
