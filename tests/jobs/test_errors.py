@@ -191,7 +191,13 @@ def shards(tmp_path_factory) -> str:
     return write_contract_shards(str(tmp_path_factory.mktemp("shards")), train_rows=(64,), validation_rows=16)
 
 
-def _unreachable(t, shards, _mp):
+def _unreachable(t, shards, mp):
+    """An earlier test's Ray cluster in this process would be used instead of the address (run._connect
+    keeps a connected cluster): the check is of the address, whatever ran before."""
+    import ray
+
+    mp.setattr(ray, "is_initialized", lambda: False)
+    mp.delenv("RAY_ADDRESS", raising=False)
     port = _free_port()
     return ["--data", shards, "--output", t / "run", "--ray-address", f"127.0.0.1:{port}"], \
         f"--ray-address 127.0.0.1:{port}"
