@@ -23,6 +23,7 @@ One idea per module:
     autobatch.py      --micro-batch auto: the largest micro batch that fits the GPU; accumulation keeps the global batch
     resources.py      what a run needs from the cluster: fail at once, or wait a bounded time, if it cannot be placed
     run.py            `pretrain(cfg)`: the driver (Ray cluster, output lock, TorchTrainer, export)
+    reaper.py         the local cluster a driver started goes with it, even on SIGKILL
     export.py         a finished run (or a checkpoint of it) -> a Hugging Face directory with its model card
     evaluate.py       proof of learning: a run's encoder against its initialization on held-out data
 

@@ -38,12 +38,13 @@ import json
 import os
 import shlex
 import signal
+import subprocess
 import sys
 
 import fsspec
 
 from contract.files import atomic_write, is_local, redact
-from training.train import autobatch, data, failures, init, metrics, resources, rundir, tracking
+from training.train import autobatch, data, failures, init, metrics, reaper, resources, rundir, tracking
 from training.train import config
 from training.train.failures import FAULT_ENV, FAULT_KIND_ENV
 from training.train.loop import train_loop_per_worker
@@ -115,13 +116,38 @@ def _connect(cfg) -> bool:
     _say(f"starting a local Ray cluster on 127.0.0.1 ({cpus} CPUs) ...")
     # Worker logs stay in /tmp/ray/session_*/logs: the console gets our progress lines
     # (metrics.ProgressPrinter) and, on failure, the error that fit() raises.
+    import psutil
+
+    before = {c.pid for c in psutil.Process().children()}
     try:
         ray.init(address="local", num_cpus=cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
                  log_to_driver=False)
     except BaseException:  # a Ctrl-C while it starts: stop the processes it started
         ray.shutdown()
         raise
+    global _reaper
+    # The cluster's processes go with this driver even if it is killed (reaper.py says why).
+    _reaper = reaper.start([c.pid for c in psutil.Process().children() if c.pid not in before])
     return True
+
+
+_reaper = None  # the reaper of the local cluster _connect started (reaper.py), until _disconnect
+
+
+def _disconnect() -> None:
+    """Stop the local cluster _connect started, and end its reaper's watch (it stops any process
+    of the cluster that is still there)."""
+    import ray
+
+    global _reaper
+    ray.shutdown()
+    if _reaper is not None:
+        _reaper.stdin.close()
+        try:
+            _reaper.wait(timeout=reaper.GRACE_S + 2)  # what Ray's shutdown left: stopped by then
+        except subprocess.TimeoutExpired:
+            pass
+        _reaper = None
 
 
 def resolve_with_data(cfg, dataset: data.Dataset, cluster_gpus: float, saved: dict | None = None):
@@ -422,4 +448,4 @@ def pretrain(cfg) -> dict:
         raise
     finally:
         if started:
-            ray.shutdown()
+            _disconnect()
