@@ -60,6 +60,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
+from contract.extras import project_hint
 from jobs import cli
 
 EXIT_STOPPED = 3
@@ -415,7 +416,7 @@ def _missing(info, code) -> str | None:
         todo.append(f"name an interpreter there that has them with {fix}")
     if len(stack) < len(names):  # the project itself: nothing uploaded (--installed) and not installed there
         todo.append("for the project itself leave out --installed so that this checkout is uploaded, or install it "
-                    "in that interpreter (pip install 'canine-pretrain[train]')")
+                    f"in that interpreter ({project_hint('train')})")
     return (f"{python} (Python {version}) on the cluster's head cannot import {', '.join(names)}, so the job stopped "
             f"before running its command; {'; '.join(todo)}")
 

@@ -150,9 +150,12 @@ def convert_problem(convert: tuple, variants: tuple) -> str | None:
     try:
         chosen = check_convert(convert)
         require(chosen)
-        views = check_variants(variants)
     except ValueError as err:
         return str(err) if str(err).startswith("--convert") else f"--convert: {err}"
+    try:
+        views = check_variants(variants)
+    except ValueError:
+        return None  # a --variant the user typed wrong: validate names it under --variant, once
     clash = [f"{lang}={views[lang]}" for lang in chosen if views.get(lang, chosen[lang]) != chosen[lang]]
     if clash:
         return (f"--convert {', '.join(f'{lang}={chosen[lang]}' for lang in chosen)}: --variant {', '.join(clash)} "

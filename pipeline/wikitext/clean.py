@@ -239,15 +239,17 @@ def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dic
     sections = []  # (level, title, text); level 0 is the lead
     end_matter = 0  # level of the end-matter section being skipped, 0 if none
     top = 7  # the page's top heading level (the smallest seen)
+    first_dropped = len(headings.dropped)
     for level, title, body in split_sections(strip_quotes(wikitext)):
         if level:
             if end_matter and level > end_matter:  # a subsection of end matter
                 _count(dropped, "end_matter")
                 continue
             end_matter = 0
-            title = _restore(_render_title(title, lang, dropped, names), kept)
+            title = _render_title(title, lang, dropped, names)  # formulas still marks, as in the text
             top = min(top, level)
-            if not cfg.keep_end_matter and is_end_matter(title, lang, body, tail=bool(headings.dropped)):
+            tail = bool(headings.dropped)
+            if not cfg.keep_end_matter and is_end_matter(_restore(title, kept), lang, body, tail=tail):
                 _count(dropped, "end_matter")
                 headings.dropped.append(title)
                 end_matter = level
@@ -257,11 +259,16 @@ def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dic
     texts = _finish(_SECTION_BREAK.join(text for _, _, text in sections), cfg.keep_tables).split("\x04")
     shown = []  # (level, title) of the headings the text keeps: not those dropped as empty (a gallery's)
     text = _join([(level, title, text.strip()) for (level, title, _), text in zip(sections, texts)], dropped, shown)
-    headings.last_kept = next((title for level, title in reversed(shown) if level == top), "")
+    last_kept = next((title for level, title in reversed(shown) if level == top), "")
+    titles = [*headings.dropped[first_dropped:], last_kept]
     if to:  # on the text a reader sees, formulas and code still marks, so never converted
+        # The recorded headings too: the run's summary and `canine inspect` show them as the text has them.
+        titles = convert.convert_titles(titles, text, lang, to, rules)
         text, changed = convert.convert_page(text, lang, to, rules)
         if stats is not None:
             stats["converted"] = changed
+    headings.dropped[first_dropped:] = [_restore(title, kept) for title in titles[:-1]]
+    headings.last_kept = _restore(titles[-1], kept)
     return _restore(text, kept)
 
 

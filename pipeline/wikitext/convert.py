@@ -26,6 +26,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from contract.extras import install_hint
 from pipeline.wikitext.variants import CONVERTERS, PROTECT_CLOSE, PROTECT_OPEN
 
 EXTRA = "variants"  # pyproject.toml's extra that installs zhconv-rs
@@ -92,7 +93,7 @@ def require(chosen: dict) -> None:
             import zhconv_rs  # noqa: F401
         except ImportError:
             raise ValueError(f"--convert {', '.join(needs)}: needs the zhconv-rs package; "
-                             f"pip install 'canine-pretrain[{EXTRA}]'") from None
+                             f"{install_hint(EXTRA)}") from None
 
 
 def target(convert, lang: str) -> str:
@@ -122,6 +123,15 @@ def convert_page(text: str, lang: str, variant: str, rules: dict | None = None) 
     piece, n = translate(text[pos:])
     out.append(piece)
     return "".join(out), changed + n
+
+
+def convert_titles(titles: list, text: str, lang: str, variant: str, rules: dict | None = None) -> list[str]:
+    """Headings recorded of a page (those dropped as end matter, the last kept) in `variant`, as
+    convert_page converts the page's `text`: left as written, marks removed, where its whole-page
+    guess leaves the page so."""
+    if _written_in(text, variant):
+        return [_PROTECTED_RE.sub(r"\1", title) for title in titles]
+    return [convert_page(title, lang, variant, rules)[0] for title in titles]
 
 
 @lru_cache(maxsize=64)

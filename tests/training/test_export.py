@@ -144,7 +144,7 @@ def test_pretraining_says_where_it_exported_or_why_not(tmp_path, shards, monkeyp
     monkeypatch.setitem(sys.modules, "transformers", None)  # as without the [hf] extra
     assert run_mod.export(cfg, f"{run}/{CONSOLIDATED}") is None
     err = capsys.readouterr().err
-    assert "no Hugging Face export: transformers is not installed (pip install 'canine-pretrain[hf]')" in err
+    assert "no Hugging Face export: transformers is not installed (pip install 'transformers==5.23.0' 'safetensors==0.8.0')" in err
     assert f"then: canine export {run}" in err and not os.path.exists(f"{run}/hf")
     monkeypatch.delitem(sys.modules, "transformers")
     assert run_mod.export(cfg, f"{run}/{CONSOLIDATED}") == f"{run}/hf"

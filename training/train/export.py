@@ -29,6 +29,7 @@ import fsspec
 import yaml
 
 from contract import schema
+from contract.extras import install_hint
 from contract.files import is_local, redact
 from training.train import rundir
 
@@ -43,7 +44,7 @@ def missing_extra() -> str | None:
         import safetensors  # noqa: F401
         import transformers  # noqa: F401
     except ImportError as e:
-        return f"{e.name} is not installed (pip install 'canine-pretrain[hf]')"
+        return f"{e.name} is not installed ({install_hint('hf')})"
     return None
 
 

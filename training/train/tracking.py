@@ -29,6 +29,7 @@ import json
 import os
 import time
 
+from contract.extras import install_hint
 from contract.files import redact
 from training.train import rundir
 
@@ -57,7 +58,7 @@ def _mlflow():
         from mlflow import MlflowClient
     except ImportError:
         raise TrackingError("log.mlflow: MLflow is not installed in this environment; install the tracking extra "
-                            "(pip install 'canine-pretrain[tracking]') or leave log.mlflow unset") from None
+                            f"({install_hint('tracking')}) or leave log.mlflow unset") from None
     return MlflowClient
 
 

@@ -123,14 +123,40 @@ def test_the_option_refuses_in_one_line_and_names_the_choices():
     PreprocessConfig(**base, convert=("zh=zh-hans",), variants=("zh=zh-hans", "sr=sr-el")).validate()
 
 
+def test_a_wrong_variant_is_named_once_under_the_flag_typed():
+    for convert in ((), ("zh=zh-hans",)):
+        with pytest.raises(ValueError) as err:
+            PreprocessConfig(inputs=("x",), output="o", variants=("zh=zh-xx",), convert=convert).validate()
+        message = str(err.value)
+        assert message.startswith("invalid preprocessing config: --variant: unknown language variant(s): zh=zh-xx")
+        assert "--convert" not in message and message.count("(known: ") == 1
+
+
 def test_a_missing_package_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "zhconv_rs", None)  # what `import` meets when it is not installed
     with pytest.raises(ValueError, match=r"^--convert zh=zh-hant: needs the zhconv-rs package; "
-                                         r"pip install 'canine-pretrain\[variants\]'$"):
+                                         r"pip install 'zhconv-rs==0\.4\.2'$"):
         require({"zh": "zh-hant", "sr": "sr-el"})
     require({"sr": "sr-el"})  # Serbian needs no package
     with pytest.raises(ValueError, match="invalid preprocessing config: --convert zh=zh-hant: needs the zhconv-rs"):
         PreprocessConfig(inputs=("x",), output="o", convert=("zh=zh-hant",)).validate()
+
+
+def test_the_recorded_headings_are_converted_with_the_text():
+    """The run's summary and `canine inspect` list headings dropped as end matter and the last kept:
+    shown in the script the text is converted to, not as the editors wrote them."""
+    body = "數學是研究數量、結構以及空間等概念的一門學科。" * 3
+    text = f"{body}\n\n== 歷史 ==\n{body}\n\n== 參考來源 ==\n* 某書，2001年。\n\n== 外部連結 ==\n* 某站\n"
+    page = RawPage(page_id=1, title="數學", ns=0, redirect=False, text=text, lang="zh", source="test")
+    hans = clean_page(page, PreprocessConfig(convert=("zh=zh-hans",)))
+    assert "历史" in hans.text and "歷史" not in hans.text
+    assert (hans.headings.dropped, hans.headings.last_kept) == (["参考来源", "外部连结"], "历史")  # zh-hans maps characters; 链接 is zh-cn's word
+    written = clean_page(page)
+    assert (written.headings.dropped, written.headings.last_kept) == (["參考來源", "外部連結"], "歷史")
+    sr = "Ово је чланак о граду.\n\n== Историја ==\nГрад је стар.\n\n== Референце ==\n* Књига\n"
+    page = RawPage(page_id=2, title="Град", ns=0, redirect=False, text=sr, lang="sr", source="test")
+    latin = clean_page(page, PreprocessConfig(convert=("sr=sr-el",)))
+    assert (latin.headings.dropped, latin.headings.last_kept) == (["Reference"], "Istorija")
 
 
 def test_a_page_counts_what_changed_and_the_option_is_in_the_fingerprint():
@@ -202,7 +228,7 @@ def test_the_cli_refuses_in_one_line_before_any_work(tmp_path):
     env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'site'}{os.pathsep}{ROOT}"}
     for flags, line in (
             (["--convert", "zh=zh-hans"], "canine preprocess: invalid preprocessing config: --convert zh=zh-hans: "
-                                          "needs the zhconv-rs package; pip install 'canine-pretrain[variants]'"),
+                                          "needs the zhconv-rs package; pip install 'zhconv-rs==0.4.2'"),
             (["--convert", "zh=klingon"], "canine preprocess: invalid preprocessing config: --convert: cannot convert "
                                           "to zh=klingon (offered: zh: zh-hans zh-hant zh-cn zh-tw zh-hk zh-mo zh-sg "
                                           "zh-my; gan: gan-hans gan-hant; wuu: wuu-hans wuu-hant; sr: sr-ec sr-el; "
@@ -244,3 +270,9 @@ def test_the_manifest_counts_the_conversion(runs):
     text = json.loads((root / "work" / "out-hans" / schema.MANIFEST).read_text())["languages"]["zh"]["text"]
     assert text["converted_pages"] == 1 and text["converted_characters"] > 1000
     assert "characters changed" in hans.stdout  # canine inspect's line, printed at the end of the run
+    # The page's end matter 註記 (traditional) is listed as its text would show it.
+    as_written = json.loads((root / "out" / schema.MANIFEST).read_text())["languages"]["zh"]["text"]
+    assert ["註記", 1] in as_written["end_matter_dropped"]
+    assert ["注记", 1] in text["end_matter_dropped"] and "註記" not in str(text["end_matter_dropped"])
+    (line,) = [line for line in hans.stdout.splitlines() if line.startswith("zh: end matter dropped: ")]
+    assert "注记 1" in line and "註記" not in line
