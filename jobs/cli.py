@@ -36,8 +36,6 @@ import argparse
 import difflib
 import importlib
 import logging
-import os
-import signal
 import sys
 
 from jobs import quiet
@@ -164,19 +162,9 @@ def main(argv=None):
         # stdout holds the command's JSON alone: what libraries print goes to stderr (quiet.py).
         with quiet.stdout_for_json(command in JSON_STDOUT and (command == "pretrain" or getattr(args, "json", False))):
             return int(_module(command).main(args) or 0)
-    except BrokenPipeError:  # `canine inspect ... | head`: the reader has all it wanted
-        return _closed_stdout()
     except (Exception, KeyboardInterrupt) as e:  # SystemExit passes: argparse's and sys.exit's own status
+        # A BrokenPipeError (`canine inspect ... | head`: the reader has all it wanted) ends quietly, 141.
         return errors.report(command, e)
-
-
-def _closed_stdout() -> int:
-    """The reader of stdout went away: end quietly with a shell's SIGPIPE status, as `yes | head`
-    does. stdout is pointed at /dev/null first, else the interpreter's own flush at exit raises
-    again and prints a traceback (the Python docs' recipe, signal module, "Note on SIGPIPE")."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    return 128 + signal.SIGPIPE
 
 
 def _redact_logs() -> None:

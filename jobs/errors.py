@@ -15,6 +15,8 @@ and returns the exit status (jobs/cli.py's docstring lists them):
   (URL or glob -> "the output directory (--output)"), 2; its traceback is written too, since a
   missing object the user did not name is as likely a bug as a typo;
 - anything else is unexpected: its type and first line, and the file holding its traceback, 2;
+- a closed stdout or stderr pipe (`canine preprocess ... 2>&1 | head -1`): nothing printed, no
+  traceback, 141 (128 + SIGPIPE, what a shell reports for `yes | head`): the reader has all it wanted;
 - Ctrl-C: "interrupted", 130 (128 + SIGINT, what a shell reports for a process it interrupted);
   a driver that knows what was done raises `Interrupted("interrupted after ...; the same command
   resumes")` from the KeyboardInterrupt, printed as it is, 130.
@@ -27,6 +29,7 @@ import fnmatch
 import json
 import os
 import re
+import signal
 import sys
 import tempfile
 import traceback
@@ -55,6 +58,7 @@ KNOWN = (
 )
 EXIT_ERROR = 2
 EXIT_INTERRUPTED = 130
+EXIT_CLOSED_PIPE = 128 + signal.SIGPIPE
 
 
 class Interrupted(KeyboardInterrupt):
@@ -88,18 +92,39 @@ def report(command: str, error: BaseException, objects: dict[str, str] | None = 
     """Print the line for `error` (stderr; with `as_json` also {"error": line} on stdout, so that
     stdout stays one JSON document) and return the exit status. `objects`: URL, path or glob ->
     what it is, to name what a bare path was for."""
+    if isinstance(error, BrokenPipeError):  # the reader of our output went away: nothing to say, nowhere to say it
+        return closed_pipe()
     if isinstance(error, Interrupted):
         line, code = one_line(error.message), EXIT_INTERRUPTED
     elif isinstance(error, KeyboardInterrupt):
         line, code = "interrupted", EXIT_INTERRUPTED
     else:
         line, code = describe(command, error, objects), EXIT_ERROR
-    print(f"canine {command}: {line}", file=sys.stderr)
-    if as_json:
-        from jobs import quiet
+    try:
+        print(f"canine {command}: {line}", file=sys.stderr)
+        if as_json:
+            from jobs import quiet
 
-        print(json.dumps({"error": line}, ensure_ascii=False), file=quiet.document())
+            print(json.dumps({"error": line}, ensure_ascii=False), file=quiet.document())
+    except BrokenPipeError:
+        return closed_pipe()
     return code
+
+
+def closed_pipe() -> int:
+    """The reader of stdout or stderr went away: end quietly with a shell's SIGPIPE status, as
+    `yes | head` does. Both are pointed at /dev/null first, else the interpreter's own flush at
+    exit raises again, prints "Exception ignored" and exits 120 (the Python docs' recipe, signal
+    module, "Note on SIGPIPE"). What the command holds (the output's lock) was released on the way
+    out; the same command resumes."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (AttributeError, OSError, ValueError):  # a stream without a descriptor (pytest's capture)
+            pass
+    os.close(devnull)
+    return EXIT_CLOSED_PIPE
 
 
 def describe(command: str, error: BaseException, objects: dict[str, str] | None = None) -> str:

@@ -33,6 +33,7 @@ fails instead of publishing an empty output as a success.
 import collections
 import contextlib
 import dataclasses
+import errno
 import hashlib
 import json
 import logging
@@ -337,9 +338,11 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
         finished = True
     except KeyboardInterrupt as e:
         _cancel(result)
+        _closed(watch)
         raise RunInterrupted(*_items_done(work_plan.items, staging)) from e
     except (RuntimeError, sources.InputError) as e:
         if _interrupted(e):  # in-process DirectRunner: Beam wraps a DoFn's KeyboardInterrupt
+            _closed(watch)
             raise RunInterrupted(*_items_done(work_plan.items, staging)) from e
         raise _input_error_in(e) or e
     finally:
@@ -384,6 +387,14 @@ def _launcher_pid_for_workers():
             os.environ.pop(LAUNCHER_PID, None)
         else:
             os.environ[LAUNCHER_PID] = previous
+
+
+def _closed(watch) -> None:
+    """The KeyboardInterrupt that stopped the job was the progress thread's, whose stream's reader
+    went away (pipeline/progress.py `_run`), not a Ctrl-C: raise that instead, which the CLI ends
+    quietly on (exit 141). The finished work items stay for the same command to reuse."""
+    if watch is not None and watch.closed:
+        raise BrokenPipeError(errno.EPIPE, "the reader of the progress lines went away") from None
 
 
 def _interrupted(e: BaseException) -> bool:

@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -158,6 +159,7 @@ class ItemProgress:
         self.started = None
         self._last_line = -float("inf")
         self._stop = threading.Event()
+        self.closed = False  # the stream's reader went away (a closed pipe): the job was stopped for it
         self._thread = threading.Thread(target=self._run, name="canine-preprocess-progress", daemon=True)
 
     # --- reading the staging folder ---
@@ -262,6 +264,15 @@ class ItemProgress:
         while not self._stop.wait(self.interval_s):
             try:
                 self._show(self.poll())
+            except BrokenPipeError:
+                # Our stderr's reader went away (`canine preprocess ... 2>&1 | head -1`): the job
+                # stops as on Ctrl-C, a SIGINT to the main thread (which a blocking wait there
+                # notices, as it does a Ctrl-C), and pipeline/output.py `run` raises this error
+                # instead of RunInterrupted: the CLI ends quietly, finished work items kept.
+                self.closed = True
+                if not self._stop.is_set():
+                    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+                return
             except OSError as e:  # a store's hiccup costs one report, never the job
                 logging.getLogger(__name__).debug("progress: listing %s failed: %s", self.root, e)
 
