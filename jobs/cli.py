@@ -17,9 +17,10 @@ tests/jobs/test_cli.py walks every sub-command's flags to keep it so.
 
 Errors: every command prints one line on stderr, `canine COMMAND: OBJECT: MEANING; WHAT TO DO`
 (jobs/errors.py); an unexpected exception prints its type, its first line and the file that holds
-its traceback. A misspelt name gets the closest one: a command (`canine pretrian`), a flag (the
-command's usage, then `unrecognized arguments: --confg; did you mean --config?`), a `--set` key
-(`unknown key(s) ['trian.max_steps']; did you mean 'train.max_steps'? known: ...`, before any work).
+its traceback. A misspelt name gets the closest one, on one line: a command (`canine pretrian`), a flag
+(`canine pretrain: unrecognized arguments: --confg; did you mean --config? (usage: canine
+pretrain --help)`), a `--set` key (`canine pretrain: --set: unknown key(s) ['trian.max_steps'];
+did you mean 'train.max_steps'? known: ...`, before any work).
 Exit status, for every command:
     0    done
     2    refused or failed: a bad flag, value or combination, missing or bad input, an output that
@@ -141,21 +142,22 @@ def main(argv=None):
     if "--" in argv:
         cut = argv.index("--")
         argv, passthrough = argv[:cut], argv[cut + 1 :]
-    # A sub-command's unknown flag or argument gets the command's usage: parse_args would leave
-    # it to the top-level parser, whose usage is `canine`'s.
+    # A sub-command's unknown flag or argument: one line, the closest flag on it, where the eye
+    # lands (argparse's error would come after the command's usage, dozens of lines of flags
+    # that --help shows when wanted).
     sub = parser.commands[command]
     if typos := unknown_flags(argv[1:], sub):
-        sub.error(typos)
+        return _unrecognized(command, typos)
     args, extra = parser.parse_known_args(argv)
     if extra:
-        sub.error(f"unrecognized arguments: {' '.join(extra)}")
+        return _unrecognized(command, f"unrecognized arguments: {' '.join(extra)}")
     args.passthrough = passthrough
     _redact_logs()
     quiet.install()
     from jobs import errors, flags
 
     try:  # a --set key the command's config lacks: one line before any work (as_json: stdout stays JSON)
-        flags.check_settings(args, command)
+        flags.check_settings(args)
     except ValueError as e:
         return errors.report(command, e, as_json=getattr(args, "json", False))
     try:
@@ -165,6 +167,11 @@ def main(argv=None):
     except (Exception, KeyboardInterrupt) as e:  # SystemExit passes: argparse's and sys.exit's own status
         # A BrokenPipeError (`canine inspect ... | head`: the reader has all it wanted) ends quietly, 141.
         return errors.report(command, e)
+
+
+def _unrecognized(command: str, message: str) -> int:
+    print(f"canine {command}: {message} (usage: canine {command} --help)", file=sys.stderr)
+    return 2  # argparse's status for a usage error
 
 
 def _redact_logs() -> None:

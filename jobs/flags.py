@@ -80,13 +80,14 @@ def values_of(args, flags: dict[str, str] | list[str]) -> dict:
     return {key: getattr(args, dest) for dest, key in pairs if getattr(args, dest, None) is not None}
 
 
-def check_settings(args, where: str) -> None:
+def check_settings(args) -> None:
     """Refuse the `--set` keys that the command's config (the class of its field flags) does not
     have, with a did-you-mean and the keys it has. A command without field flags (`canine smoke`:
-    the keys of two configs) leaves its --set to its own loader."""
+    the keys of two configs) leaves its --set to its own loader. The message names the flag, not
+    the command, which jobs/errors.py puts before it: `canine pretrain: --set: unknown key(s) ...`."""
     cls = getattr(args, _CONFIG, None)
     if cls is None or not getattr(args, "set", None):
         return
     unknown = [key for key in options.parse_settings(args.set) if not options.settable(cls, key)]
     if unknown:
-        raise ValueError(options.unknown_keys(where, unknown, options.keys(cls)))
+        raise ValueError(options.unknown_keys("--set", unknown, options.keys(cls)))

@@ -112,7 +112,7 @@ def test_set_takes_any_config_field_typed_by_it(tmp_path, capsys):
     assert (cfg.seq_len, cfg.inputs, cfg.keep_tables, cfg.lang, cfg.tokenizer) == (512, ("x.xml", "y.jsonl"), True, "ko", None)
     out = tmp_path / "out"
     code, _, err = run_cli([str(SAMPLE / "kowiki-20261101-pages-articles.xml"), "--output", str(out), "--set", "no_such=1"], capsys)
-    assert code == 2 and "preprocess: unknown key(s) ['no_such']" in err
+    assert code == 2 and "canine preprocess: --set: unknown key(s) ['no_such']" in err
     code, _, err = run_cli([str(SAMPLE / "kowiki-20261101-pages-articles.xml"), "--output", str(out), "--set", "alpha=x"], capsys)
     assert code == 2 and "preprocess.alpha: expected float, got 'x'" in err
     assert not out.exists()
