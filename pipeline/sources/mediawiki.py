@@ -387,7 +387,8 @@ class _PageParser:
         if self._title_ns is None:
             table = {namespaces.key(name): k for k, name in CANONICAL}
             if self.site is None:
-                table |= dict.fromkeys(namespaces.FALLBACK.files, 6) | dict.fromkeys(namespaces.FALLBACK.categories, 14)
+                hand = namespaces.FALLBACK
+                table |= dict.fromkeys(hand.files, 6) | dict.fromkeys(hand.categories, 14) | dict.fromkeys(hand.media, -2)
             else:
                 table |= {namespaces.key(name): k for k, name in self.site.prefixes}
             self._title_ns = table

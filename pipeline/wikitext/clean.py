@@ -24,8 +24,9 @@ pretrained on (paper §4.1): WikiExtractor-style text without templates and tabl
   parsing; the count is `CleanResult.variants`. `PreprocessConfig.convert` converts a language's
   whole text to one variant after cleaning, what each construct shows excepted
   (pipeline/wikitext/convert.py); the characters changed are `CleanResult.converted`.
-- Links keep their display text; File/Image/Media/Category links and interlanguage links
-  (`[[fr:Paris]]`) are dropped; `[[:Category:X]]` is an inline link and kept. File and Category
+- Links keep their display text; File/Image/Category links and interlanguage links
+  (`[[fr:Paris]]`) are dropped; `[[:Category:X]]` is an inline link and kept, and so is
+  `[[Media:x.ogg|label]]`, a plain link to the file, shown by its label. File, Media and Category
   are told by the wiki's own namespace names from its dump's <siteinfo> (`[[Soubor:x.jpg]]`,
   `[[Kategorie:Y]]` on cswiki) added to a hand list of names and aliases (Bild, 图像, ...), which
   is all an input without <siteinfo> gets; the prefix is compared as MediaWiki does: in any
@@ -38,7 +39,7 @@ pretrained on (paper §4.1): WikiExtractor-style text without templates and tabl
   (`<syntaxhighlight inline>`); docs/text.md says why.
 - Lists keep item text without bullets. Headings keep their text on a line of its own; a
   heading with no text under it (e.g. a section that only held a table) is dropped and counted.
-- Paragraphs and line breaks become single newlines; HTML entities are decoded.
+- Paragraphs and line breaks become single newlines; HTML entities are decoded (`&apos;` too).
 - After that: NFC, then characters that alias a special codepoint (U+0000, U+E000..U+E0FF,
   contract/schema.py) become U+FFFD and are counted.
 - A lone surrogate left by an entity (`&#xD800;` in the wikitext decodes to U+D800) makes the

@@ -1,4 +1,8 @@
-"""Which link prefixes name the File and Category namespaces on a page's wiki.
+"""Which link prefixes name the File, Media and Category namespaces on a page's wiki.
+
+[[File:x.jpg|thumb|caption]] embeds the file outside the sentence (dropped with its caption);
+[[Media:x.ogg|label]] is a plain link to the file, shown as its label inside the sentence, and
+without a label as any link is, by its target as written ("Media:x.ogg" on the rendered page).
 
 Every MediaWiki XML dump states its own namespace names in its header
 (`<siteinfo><namespaces><namespace key="6" case="first-letter">Datei</namespace>`);
@@ -27,7 +31,8 @@ from dataclasses import dataclass
 
 from pipeline.sources.common import SiteInfo
 
-FILE_KEYS = frozenset({6, -2})  # File and Media: the file itself, shown outside the text
+FILE_KEYS = frozenset({6})  # File: the file itself, shown outside the text
+MEDIA_KEYS = frozenset({-2})  # Media: a link to the file, shown in the text
 CATEGORY_KEYS = frozenset({14})
 
 _BIDI = dict.fromkeys(map(ord, "\u200e\u200f\u202a\u202b\u202c\u202d\u202e"))  # removed, as MediaWiki does
@@ -43,17 +48,19 @@ def key(name: str) -> str:
 
 @dataclass(frozen=True)
 class Namespaces:
-    """The compared forms (`key`) of the prefixes that make a link a File or a Category link."""
+    """The compared forms (`key`) of the prefixes that make a link a File, Media or Category link."""
 
-    files: frozenset  # File (6) and Media (-2) names and aliases
+    files: frozenset  # File (6) names and aliases
     categories: frozenset  # Category (14) names and aliases
+    media: frozenset  # Media (-2) names and aliases
 
 
-# The hand list: names and aliases of File and Category on the larger wikis (Special:NamespaceInfo
-# of each), with the English canonical names, which work on every wiki.
+# The hand list: names and aliases of File, Category and Media on the larger wikis (Special:NamespaceInfo
+# of each; Media from MediaWiki's languages/messages files), with the English canonical names, which
+# work on every wiki.
 FALLBACK = Namespaces(
     frozenset(map(key, (
-        "File Image Media "  # en and every wiki's canonical names
+        "File Image "  # en and every wiki's canonical names
         "Datei Bild Fichier Archivo Imagen Immagine Ficheiro Arquivo Imagem Bestand Afbeelding Plik Grafika Fil "
         "Dosya Berkas Tập_tin Hình Файл Изображение Зображення 文件 檔案 档案 图像 圖像 ファイル 画像 파일 그림 "
         "ملف صورة پرونده קובץ תמונה चित्र फ़ाइल ไฟล์ Αρχείο Εικόνα"
@@ -61,6 +68,10 @@ FALLBACK = Namespaces(
     frozenset(map(key, (
         "Category Kategorie Catégorie Categoría Categoria Categorie Kategoria Kategori Thể_loại Категория "
         "Категорія 分类 分類 カテゴリ 분류 تصنيف رده קטגוריה श्रेणी หมวดหมู่ Κατηγορία"
+    ).split())),
+    frozenset(map(key, (
+        "Media "  # every wiki's canonical name
+        "Medium Média Mídia Медиа Медіа 媒体 媒體 媒体文件 媒体档案 メディア 미디어 ميديا מדיה Phương_tiện"
     ).split())),
 )
 
@@ -74,4 +85,5 @@ def of(site: SiteInfo | None) -> Namespaces:
         return FALLBACK
     files = {key(name) for k, name in site.namespaces if k in FILE_KEYS}
     categories = {key(name) for k, name in site.namespaces if k in CATEGORY_KEYS}
-    return Namespaces(FALLBACK.files | files, FALLBACK.categories | categories)
+    media = {key(name) for k, name in site.namespaces if k in MEDIA_KEYS}
+    return Namespaces(FALLBACK.files | files, FALLBACK.categories | categories, FALLBACK.media | media)

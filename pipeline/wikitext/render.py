@@ -45,19 +45,28 @@ BREAK_TAGS = frozenset("br p div li dt dd tr blockquote hr ul ol dl center poem 
 CELL = "\x03"  # before each kept table cell's text (XML 1.0 forbids U+0003: no page holds it); see clean.py
 _CELL_TAGS = frozenset({"td", "th"})
 
-# File and Category links are told by their prefix (pipeline/wikitext/namespaces.py: the dump's own
-# names and a hand list); a link to a media file under any other prefix is a file link too.
+# File, Media and Category links are told by their prefix (pipeline/wikitext/namespaces.py: the dump's
+# own names and a hand list); a link to a media file under any other prefix is a file link too.
 _MEDIA_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".svg", ".tif", ".tiff", ".webp", ".ogg", ".oga", ".ogv", ".webm", ".mp3", ".wav", ".pdf", ".djvu")
 # Interlanguage prefixes are lowercase language codes (`de`, `zh-yue`, `be-tarask`); these
 # lowercase interwiki prefixes of that shape are inline links, not interlanguage links.
 _LANG_PREFIX_RE = re.compile(r"[a-z]{2,3}(?:-[a-z0-9]+)*|simple")
 _INLINE_INTERWIKI = frozenset({"mw", "voy", "doi", "wmf", "oldwikisource"})
+# MediaWiki decodes the HTML 4 entities and &apos; (Sanitizer's entity list adds it: XML defines it,
+# HTML 4 does not); mwparserfromhell knows the HTML 4 ones only and leaves &apos; as text. (`&amp;apos;`
+# is an entity then the text "apos;", so it stays "&apos;" as MediaWiki shows it.)
+_APOS = "&apos;"
+
+
+def _text(value: str) -> str:
+    return value.replace(_APOS, "'") if _APOS in value else value
 
 
 def hidden_link(title: str, names: Namespaces = _NAMES) -> str | None:
-    """None for a link shown in the text; File links (with their captions) render outside the
-    text: "images", a counted drop; Category and interlanguage links are page metadata: "".
-    `names`: the File and Category prefixes of the page's wiki (pipeline/wikitext/namespaces.py)."""
+    """None for a link shown in the text (Media links too: a link to the file); File links (with
+    their captions) render outside the text: "images", a counted drop; Category and interlanguage
+    links are page metadata: "". `names`: the File, Media and Category prefixes of the page's wiki
+    (pipeline/wikitext/namespaces.py)."""
     if ":" not in title:
         return None
     title = title.strip()
@@ -68,6 +77,8 @@ def hidden_link(title: str, names: Namespaces = _NAMES) -> str | None:
     if _LANG_PREFIX_RE.fullmatch(prefix) and prefix not in _INLINE_INTERWIKI:
         return ""
     name = _ns_key(prefix)
+    if name in names.media:  # a link to the file, shown as its label (namespaces.py), whatever its extension
+        return None
     if name in names.files:
         return "images"
     if name in names.categories:
@@ -132,7 +143,7 @@ class TreeRenderer:
     def node(self, node) -> None:
         kind = type(node)
         if kind is Text:
-            self.out.append(node.value)
+            self.out.append(_text(node.value))
         elif kind is Wikilink:
             hidden = hidden_link(str(node.title), self.names)
             if hidden is not None:
@@ -279,7 +290,7 @@ class TokenRenderer:
         tok = t[i]
         kind = type(tok)
         if kind is _TEXT:
-            out.append(tok["text"])
+            out.append(_text(tok["text"]))
             return i + 1
         if kind is tk.WikilinkOpen:
             sep = self.parts(i + 1, (tk.WikilinkSeparator,))

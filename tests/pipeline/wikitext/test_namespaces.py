@@ -1,4 +1,4 @@
-"""pipeline/wikitext/namespaces.py: File and Category links are told by the dump's own namespace
+"""pipeline/wikitext/namespaces.py: File, Media and Category links are told by the dump's own namespace
 names (its <siteinfo>) added to the hand list, which is all an input without <siteinfo> gets; a
 link's prefix is compared as MediaWiki compares it."""
 
@@ -41,16 +41,16 @@ def _dump(tmp_path, siteinfo: bool):
 
 def test_a_dumps_own_names_drop_its_file_and_category_links(tmp_path):
     result = clean_page(_dump(tmp_path, siteinfo=True))
-    assert result.text == "Praha je hlavní město.\nHrad."
-    assert result.dropped == {"images": 3}  # categories are page metadata: not counted
+    assert result.text == "Praha je hlavní město.\nposlech Hrad."  # Média: a link to the file, shown by its label
+    assert result.dropped == {"images": 2}  # categories are page metadata: not counted
 
 
 def test_an_input_without_siteinfo_uses_the_hand_list(tmp_path):
     page = _dump(tmp_path, siteinfo=False)
     assert page.site is None
     result = clean_page(page)
-    # Soubor and Média are not in the hand list: x.jpg is still a file by its extension, the
-    # others are links that show their text (a file's options with it); Kategorie is in it.
+    # Soubor is not in the hand list: x.jpg is still a file by its extension, Mapa_Prahy a link that
+    # shows its text (a file's options with it); Kategorie and Média are in it.
     assert result.text == "Praha je hlavní město.\nnáhled|Mapa\nposlech Hrad."
     assert result.dropped == {"images": 1}
 
@@ -63,6 +63,20 @@ def test_siteinfo_names_are_added_to_the_hand_list_not_put_in_its_place():
     # zhwiki's siteinfo says File / Category; its aliases 图像 / 檔案 come from the hand list.
     zh = namespaces.of(SiteInfo(((-2, "Media"), (6, "File"), (14, "Category"))))
     assert [hidden_link(t, zh) for t in ("图像:a", "檔案:b", "Image:c", "Category:d")] == ["images", "images", "images", ""]
+
+
+def test_media_links_are_shown_file_links_are_not():
+    """Media (-2) is a plain link to the file; its localized names and aliases are in the hand list
+    and come from a dump's <siteinfo>, as File's do."""
+    for prefix in ("Media", "media", "Medium", "Média", "Медиа", "媒体", "媒體", "媒体文件", "メディア", "미디어"):
+        assert hidden_link(f"{prefix}:Song.ogg") is None, prefix
+    assert hidden_link("Datei:Song.ogg") == "images" and hidden_link("Lied:Song.ogg") == "images"  # by extension
+    sk = namespaces.of(SiteInfo(((-2, "Médiá"), (6, "Súbor"))))  # names in no hand list, from a dump
+    assert (hidden_link("Médiá:Song.ogg", sk), hidden_link("Súbor:Song.ogg", sk)) == (None, "images")
+    assert hidden_link("Médiá:Song.ogg") == "images"  # without the dump's names: by the extension
+    page = RawPage(page_id=1, title="T", ns=0, redirect=False, lang="zh", source="t",
+                   text="聽[[媒體:Song.ogg|這段錄音]]。[[檔案:A.jpg|縮圖|說明]]")
+    assert clean_page(page).text == "聽這段錄音。"
 
 
 @pytest.mark.parametrize("prefix", [
