@@ -153,6 +153,7 @@ def main(argv=None):
         return _unrecognized(command, f"unrecognized arguments: {' '.join(extra)}")
     args.passthrough = passthrough
     _redact_logs()
+    _own_log_lines(command)
     quiet.install()
     from jobs import errors, flags
 
@@ -172,6 +173,55 @@ def main(argv=None):
 def _unrecognized(command: str, message: str) -> int:
     print(f"canine {command}: {message} (usage: canine {command} --help)", file=sys.stderr)
     return 2  # argparse's status for a usage error
+
+
+# The project's own loggers: what they warn of is said to the user as the command's own line.
+OWN_LOGGERS = ("contract", "pipeline", "training", "jobs")
+
+
+class LogLines(logging.Formatter):
+    """A record of the project's own loggers as `canine COMMAND: MESSAGE`, the form of the
+    command's other lines (`canine preprocess: removing stale lock out/.canine.lock (host h pid
+    41)`); a library's with its level and logger, which say whose it is."""
+
+    def __init__(self, command: str):
+        super().__init__("%(levelname)s %(name)s: %(message)s")
+        self.command = command
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.name.split(".", 1)[0] not in OWN_LOGGERS:
+            return super().format(record)
+        line = f"canine {self.command}: {record.getMessage()}"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to sys.stderr as it is at each record (pytest's capture, a redirect), as
+    logging's own handler of last resort does."""
+
+    def __init__(self, level=logging.NOTSET):
+        logging.Handler.__init__(self, level)
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+
+def log_handler(command: str, level=logging.NOTSET) -> logging.Handler:
+    """A stderr handler whose lines are `LogLines(command)`'s (jobs/preprocess.py's basicConfig)."""
+    handler = _Stderr(level)
+    handler.setFormatter(LogLines(command))
+    return handler
+
+
+def _own_log_lines(command: str) -> None:
+    """A command that configures no logging (pretrain, export: no root handler) has its warnings
+    printed by logging's handler of last resort, the message alone: `removing stale lock ...`
+    under the command's other lines, whose is it not said. It gets ours, at the level of the one
+    it replaces (`logging.lastResort`, documented as replaceable)."""
+    logging.lastResort = log_handler(command, logging.WARNING)
 
 
 def _redact_logs() -> None:

@@ -112,11 +112,12 @@ def objects(args, cfg: PreprocessConfig | None = None) -> dict[str, str]:
 
 
 def main(args) -> int:
-    from jobs import errors
+    from jobs import cli, errors
     from jobs.inspect import print_manifest
     from pipeline.run import closing_notes
 
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # Our own records as `canine preprocess: ...` lines, a library's with its level and logger.
+    logging.basicConfig(level=logging.INFO, handlers=[cli.log_handler("preprocess")])
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     cfg = None
     try:
