@@ -30,7 +30,8 @@ STDOUT = [r"\[1/3\] preprocessing the bundled sample .*", r"    \d+ train / \d+ 
 # stderr: the preprocessing progress (first and last line; one more every 30 s of reading), then
 # pretraining's own lines: what it starts, a line per console step, where it exported
 PROGRESS = rf"{STAMP} preprocess: .*"
-PRETRAIN = [r"canine pretrain: starting a local Ray cluster on 127\.0\.0\.1 \(\d+ CPUs\) \.\.\.",
+PRETRAIN = [r"canine pretrain: starting a local Ray cluster on 127\.0\.0\.1 "
+            r"\((\d+ CPUs|\d+ logical CPUs on \d+ cores?: \d+ for the 2 training workers, \d+ for reading the data)\) \.\.\.",
             r"canine pretrain: 2 cpu workers, ZeRO-2, fp32, char objective, 8 steps -> .*"] + [
     rf"{STAMP}  step {s}/8  loss .* steps/s .*" for s in (1, 2, 4, 6, 8)] + [
     r"canine pretrain: Hugging Face CanineModel exported to .*/train/hf"]

@@ -110,10 +110,8 @@ def _connect(cfg) -> bool:
         except ConnectionError as e:  # something answers, not a Ray head: "Failed to connect to Ray cluster at ..."
             raise ClusterUnreachable(f"{redact(where)}: {e}; {_CHECK_ADDRESS}") from None
         return True
-    workers = cfg.parallel.workers or 2
-    # Training workers reserve their CPUs; leave at least 2 logical CPUs to the input pipeline's read tasks.
-    cpus = max(os.cpu_count() or 1, int(workers * cfg.parallel.cpus_per_worker) + 2)
-    _say(f"starting a local Ray cluster on 127.0.0.1 ({cpus} CPUs) ...")
+    cpus, said = local_cpus(cfg.parallel.workers or 2, cfg.parallel.cpus_per_worker, os.cpu_count() or 1)
+    _say(f"starting a local Ray cluster on 127.0.0.1 ({said}) ...")
     # Worker logs stay in /tmp/ray/session_*/logs: the console gets our progress lines
     # (metrics.ProgressPrinter) and, on failure, the error that fit() raises.
     import psutil
@@ -129,6 +127,18 @@ def _connect(cfg) -> bool:
     # The cluster's processes go with this driver even if it is killed (reaper.py says why).
     _reaper = reaper.start([c.pid for c in psutil.Process().children() if c.pid not in before])
     return True
+
+
+def local_cpus(workers: int, cpus_per_worker: float, cores: int) -> tuple[int, str]:
+    """(logical CPUs a local cluster is started with, the words for them). Training workers
+    reserve their CPUs; at least 2 more are left to the input pipeline's read tasks, so a small
+    machine gets more logical CPUs than it has cores, on purpose: said so, never as its size."""
+    training = int(workers * cpus_per_worker)
+    cpus = max(cores, training + 2)
+    if cpus == cores:
+        return cpus, f"{cores} CPUs"
+    return cpus, (f"{cpus} logical CPUs on {cores} core{'s' * (cores != 1)}: {training} for the {workers} "
+                  f"training worker{'s' * (workers != 1)}, {cpus - training} for reading the data")
 
 
 _reaper = None  # the reaper of the local cluster _connect started (reaper.py), until _disconnect
