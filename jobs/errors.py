@@ -10,6 +10,7 @@
 and returns the exit status (jobs/cli.py's docstring lists them):
 - a known error (KNOWN: the project's own exception classes, a ValueError of a bad flag or value)
   carries a message that names the object, what happened and what to do: printed as it is, 2;
+  one that shortened a library's error (`whole_error`: MLflow's) names the file that holds it whole;
 - an OSError whose text is only a path and errno text (gcsfs, s3fs and fsspec's http raise
   `FileNotFoundError(path)`) gets its meaning in words and what the path is for, from `objects`
   (URL or glob -> "the output directory (--output)"), 2; its traceback is written too, since a
@@ -130,7 +131,10 @@ def closed_pipe() -> int:
 def describe(command: str, error: BaseException, objects: dict[str, str] | None = None) -> str:
     """The line for `error` without the `canine COMMAND: ` prefix (module docstring)."""
     if is_known(error):
-        return one_line(str(error)) or type(error).__name__
+        line = one_line(str(error)) or type(error).__name__
+        if getattr(error, "whole_error", False):  # a library's error shortened in the line: the whole of it on file
+            line += f" (the whole error: {write_traceback(command, error)})"
+        return line
     if isinstance(error, OSError) and _bare(error):
         return f"{_os_error_line(error, objects or {})} (traceback: {write_traceback(command, error)})"
     first = one_line(str(error).strip().splitlines()[0] if str(error).strip() else "")

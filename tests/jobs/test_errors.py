@@ -383,6 +383,21 @@ def test_ctrl_c_is_one_line_and_130(capsys, monkeypatch):
     assert (code, line) == (130, "interrupted")
 
 
+def test_a_shortened_library_error_names_the_file_with_the_whole_of_it(capsys, monkeypatch, traceback_dir):
+    from training.train import tracking
+
+    cause = ConnectionError("Max retries exceeded with url: /api/2.0/mlflow/experiments/search " * 5
+                            + "(Failed to establish a new connection: [Errno 111] Connection refused)")
+    error = tracking.unreachable("http://127.0.0.1:9", cause)
+    error.__cause__ = cause
+    monkeypatch.setattr(cli._module("pretrain"), "main", _raise(error))
+    code, _, line = run(capsys, ["pretrain"])
+    assert code == 2 and " … [Errno 111] Connection refused; check the server" in line
+    assert line.endswith(")") and "(the whole error: " in line, line
+    path = Path(line.rsplit("(the whole error: ", 1)[1][:-1])
+    assert path.parent == traceback_dir and str(cause) in path.read_text()
+
+
 def test_every_known_error_class_exists():
     import importlib
 

@@ -27,6 +27,7 @@ Needs the `tracking` extra (mlflow), imported only when log.mlflow is set. W&B u
 
 import json
 import os
+import re
 import time
 
 from contract.extras import install_hint
@@ -43,7 +44,26 @@ _MAX_PARAM = 6000  # MLflow 3's limit on a param value's length
 
 
 class TrackingError(ValueError):
-    """log.mlflow cannot be used as set: the message says why and what to do."""
+    """log.mlflow cannot be used as set: the message says why and what to do. `whole_error`: the
+    message holds MLflow's error shortened (`unreachable`), whose whole text, with its traceback,
+    the CLI writes to a file and names (jobs/errors.py)."""
+
+    whole_error = False
+
+
+def unreachable(uri: str, e: Exception, limit: int = 160) -> TrackingError:
+    """The error for a store that could not be used: MLflow's message on one line, cut at a word
+    (its requests errors run to 400 characters, the reason last), then the reason itself (an errno
+    line such as `[Errno 111] Connection refused`) where the cut left it out."""
+    text = " ".join(redact(str(e)).split())
+    if len(text) > limit:
+        reason = re.findall(r"\[Errno -?\d+\] [^'\"()]+", text)
+        shown = text[:limit].rsplit(" ", 1)[0].rstrip(" ,:;(") + " …"
+        text = shown + (f" {reason[-1].strip()}" if reason and reason[-1] not in shown else "")
+    error = TrackingError(f"log.mlflow {redact(uri)}: {type(e).__name__}: {text}; "
+                          "check the server (mlflow server), its address and credentials")
+    error.whole_error = True
+    return error
 
 
 def _mlflow():
@@ -138,8 +158,7 @@ class Tracker:
         except TrackingError:
             raise
         except Exception as e:  # an unreachable server, a refused token, a run deleted on the server
-            raise TrackingError(f"log.mlflow {redact(uri)}: {type(e).__name__}: {redact(str(e)).splitlines()[0][:300]}; "
-                                "check the server (mlflow server), its address and credentials") from e
+            raise unreachable(uri, e) from e
         old = run.data.params
         changed = {k: v for k, v in flatten(config).items() if k in old and old[k] != v}
         for key, value in changed.items():
@@ -199,8 +218,7 @@ def check(cfg, timeout_s: float = 15.0) -> None:
     try:
         Client(tracking_uri=uri).search_experiments(max_results=1)
     except Exception as e:
-        raise TrackingError(f"log.mlflow {redact(uri)}: {type(e).__name__}: {redact(str(e)).splitlines()[0][:300]}; "
-                            "check the server (mlflow server), its address and credentials") from e
+        raise unreachable(uri, e) from e
     finally:
         for k, v in saved.items():
             if v is None:

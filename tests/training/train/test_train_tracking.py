@@ -109,11 +109,27 @@ def test_unusable_settings_are_refused_in_one_line(tmp_path):
     cfg = _cfg(tmp_path / "run", closed)
     os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
     try:
-        with pytest.raises(tracking.TrackingError, match=rf"log.mlflow {closed}: .*check the server"):
+        with pytest.raises(tracking.TrackingError, match=rf"log.mlflow {closed}: .*check the server") as caught:
             tracking.Tracker.open(cfg, config.to_dict(cfg), 0)
     finally:
         del os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"]
     assert not (tmp_path / "run" / tracking.RECORD).exists()
+    # MLflow's 400-character requests error: cut at a word, its reason kept, the whole of it on file
+    assert "Connection refused; check the server" in str(caught.value) and caught.value.whole_error
+
+
+def test_a_long_cause_is_cut_at_a_word_and_keeps_its_reason():
+    cause = Exception("API request to http://h:9/api/2.0/mlflow/experiments/search failed with exception "
+                      "HTTPConnectionPool(host='h', port=9): Max retries exceeded with url: /api/2.0/mlflow/"
+                      "experiments/search (Caused by NewConnectionError(\"HTTPConnection(host='h', port=9): Failed "
+                      "to establish a new connection: [Errno 111] Connection refused\"))")
+    line = str(tracking.unreachable("http://h:9", cause))
+    shown = line.split(": ", 2)[2].split(" …")[0]
+    assert str(cause).startswith(shown) and not str(cause)[len(shown)].isalnum()  # a whole word last
+    assert line.endswith(" … [Errno 111] Connection refused; check the server (mlflow server), its address and "
+                         "credentials")
+    short = str(tracking.unreachable("http://h:9", Exception("refused")))
+    assert short == "log.mlflow http://h:9: Exception: refused; check the server (mlflow server), its address and credentials"
 
 
 @pytest.mark.slow
