@@ -397,10 +397,12 @@ def pretrain(cfg) -> dict:
         raise ValueError("pretraining needs output (--output) and data.path (--data)")
     cfg = rundir.absolute_paths(cfg)
     config.validate(cfg)
-    dataset = data.open_dataset(cfg.data.path)
     consolidated, summary_url = rundir.join(cfg.output, rundir.CONSOLIDATED), rundir.join(cfg.output, rundir.SUMMARY)
-    checkpointed = rundir.last_checkpoint(cfg.output)
     finished = rundir.exists(consolidated) and rundir.exists(summary_url)  # written only after the last step
+    if not finished:  # a read-only --output: one line now, not after Ray's start
+        rundir.check_writable(cfg.output)
+    dataset = data.open_dataset(cfg.data.path)
+    checkpointed = rundir.last_checkpoint(cfg.output)
     # A first start hashes every shard before Ray starts (a changed byte fails here, with no run
     # directory made); a resumption reads the footers only: hashed at its first start, and the
     # workers hash each shard on their first read of it.

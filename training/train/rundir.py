@@ -60,6 +60,30 @@ def absolute(url: str) -> str:
     return os.path.abspath(os.path.expanduser(url))
 
 
+def check_writable(output: str) -> None:
+    """A local run directory, or the folder that will hold it, this process can write in: tried
+    with a file made and removed at once, the one test that answers for permissions, ACLs, a
+    read-only mount and an immutable folder alike, before Ray starts (10-50 s) and before the
+    shards are hashed. A URL is left to the store (its credentials answer only when written)."""
+    if not output or "://" in output:
+        return
+    folder = os.path.abspath(output)
+    while not os.path.exists(folder) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)  # the nearest folder that exists: the run's is made in it
+    if not os.path.isdir(folder):
+        return  # a file on the way: the lock's own error names it
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".canine-write-check-", dir=folder)
+    except OSError as e:
+        where = "" if folder == output else f" ({folder}, where it would be made)"
+        raise ValueError(f"--output {redact(output)}: cannot write there{where}: {e.strerror or e}; "
+                         "choose another --output, or make it writable") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 def absolute_paths(cfg):
     """A pretraining config (training/train/schema.py) with its data.path, output and init.path `absolute`:
     what the workers are sent and the run saves."""
