@@ -190,3 +190,31 @@ def test_export_command_names_a_foreign_target_and_damaged_weights_in_one_line(t
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line.startswith(f"canine export: {run}/{CONSOLIDATED}: unreadable consolidated weights (")
     assert "copy it again" in line and not (tmp_path / "out").exists()
+
+
+def test_an_export_that_cannot_be_written_names_the_to_directory(tmp_path, capsys, monkeypatch):
+    """A full disk or a refused write inside the hidden folder the files are written into
+    (training/hf.py publish): the line names --to's directory, as given, not that folder."""
+    import errno
+
+    from jobs import cli
+    from training import hf
+
+    (tmp_path / "shards").mkdir()
+    write_run(str(tmp_path / "run"), str(tmp_path / "shards"))
+
+    def full(directory):
+        raise OSError(errno.ENOSPC, "No space left on device", os.path.join(directory, EXPORT_MARKER))
+
+    monkeypatch.setattr(hf, "_write_marker", full)
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "tmp"))  # where the traceback file goes
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["export", "run", "--to", "exports/canine"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("canine export: exports/canine: the export could not be written there: No space left on "
+                           "device; check the permissions and the free space there, or choose another --to "
+                           "(the whole error: "), line
+    assert ".partial-" not in line.split(" (the whole error: ")[0]
+    assert os.listdir(tmp_path / "exports") == []  # the hidden folder removed
+    whole = line.split(" (the whole error: ")[1][:-1]
+    assert whole.startswith(str(tmp_path / "tmp")) and ".partial-" in open(whole).read()

@@ -35,7 +35,10 @@ from training.train import rundir
 
 
 class ExportError(RuntimeError):
-    """Why a run cannot be exported, in one sentence."""
+    """Why a run cannot be exported, in one sentence. `whole_error`: the sentence stands for an
+    OSError whose whole text the CLI writes to a file and names (jobs/errors.py)."""
+
+    whole_error = False
 
 
 def missing_extra() -> str | None:
@@ -198,6 +201,14 @@ def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | No
                   subword_vocab=vocab, char_inventory=char_inventory(dataset) if dataset else None)
     except ValueError as e:  # no HF equivalent (n-grams), or the target is a file or holds other things
         raise ExportError(str(e)) from e
+    except OSError as e:
+        # The files are written into a hidden folder beside the target, renamed into place at the
+        # end (training/hf.py publish): the error names that folder, which the user never gave.
+        error = ExportError(f"{redact(target)}: the export could not be written there: "
+                            f"{e.strerror or type(e).__name__}; check the permissions and the free space there, "
+                            "or choose another --to")
+        error.whole_error = True  # the CLI names the file with the whole error (jobs/errors.py)
+        raise error from e
     _modes_as_umask(target)
     return target
 
