@@ -187,6 +187,7 @@ def stdout_for_json(on: bool = True):
     real = os.dup(1)
     os.dup2(2, 1)
     _document = open(real, "w", encoding="utf-8", closefd=False)
+    closed = None
     try:
         yield
     finally:
@@ -194,7 +195,11 @@ def stdout_for_json(on: bool = True):
         doc, _document = _document, None
         try:
             doc.close()  # flushes; the descriptor is closed below
-        except OSError:  # a reader that went away (BrokenPipeError): jobs/cli.py ends quietly
+        except BrokenPipeError as e:  # the document's reader went away (`canine pretrain ... | true`)
+            closed = e
+        except OSError:
             pass
         os.dup2(real, 1)
         os.close(real)
+    if closed is not None:  # raised once stdout is back: jobs/cli.py ends quietly, 141, as for any closed pipe
+        raise closed

@@ -133,3 +133,24 @@ def test_a_beam_jobs_error_records_are_dropped_for_our_errors_kept_as_notes_othe
     with quiet.runner_errors_held():  # a job that succeeded: what it logged is printed after it
         beam.error("a record of a job that succeeded")
     assert [r.getMessage() for r in keep.records] == ["a record of a job that succeeded"]
+
+
+def test_a_document_whose_reader_went_away_ends_as_a_closed_pipe():
+    """`canine pretrain ... | true`: the summary's flush at the end meets a closed stdout; that is
+    said as the BrokenPipeError jobs/cli.py ends quietly on (141), not swallowed into exit 0."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import os, sys\n"
+            "from jobs import quiet\n"
+            "r, w = os.pipe(); os.close(r); os.dup2(w, 1)  # stdout: a pipe nobody reads\n"
+            "try:\n"
+            "    with quiet.stdout_for_json():\n"
+            "        print('{\"steps\": 3}', file=quiet.document())\n"
+            "except BrokenPipeError:\n"
+            "    sys.stderr.write('closed\\n')\n"
+            "    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2],
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (0, "closed\n")
