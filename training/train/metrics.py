@@ -24,6 +24,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -176,6 +177,7 @@ class ProgressPrinter:
         self.sink = ray.remote(num_cpus=0)(ProgressSink).options(scheduling_strategy=here).remote()
         self.max_steps, self.interval_s = max_steps, interval_s
         self.last_step = 0
+        self.closed = False  # stderr's reader went away: no more lines, the run stopped for it
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="canine-progress", daemon=True)
 
@@ -183,10 +185,23 @@ class ProgressPrinter:
         import ray
 
         for r in ray.get(self.sink.take.remote()):
-            if r["step"] > self.last_step:
+            if r["step"] > self.last_step and not self.closed:
                 self.last_step = r["step"]
-                sys.stderr.write(console_line(r, self.max_steps) + "\n")
-                sys.stderr.flush()
+                try:
+                    sys.stderr.write(console_line(r, self.max_steps) + "\n")
+                    sys.stderr.flush()
+                except BrokenPipeError:
+                    self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        """`canine pretrain ... 2>&1 | head`: the reader of the lines went away. The run stops as
+        on Ctrl-C, a SIGINT to the main thread (run.py `_Interrupt`: the workers stopped, the last
+        checkpoint kept for the same command), and ends quietly there (jobs/errors.py: 141), as a
+        shell's writer into a closed pipe does, instead of training on unseen and then failing
+        on its first line after fit()."""
+        self.closed = True
+        if threading.current_thread() is not threading.main_thread():
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):

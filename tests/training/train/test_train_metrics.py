@@ -79,3 +79,36 @@ def test_console_line_has_time_rate_and_eta():
     sop = metrics.console_line({**record, "sop_accuracy": 0.5, "eval_loss": 4.2, "eval_accuracy": 0.07,
                                 "eval_sop_accuracy": 0.625}, 200, now=now)
     assert "acc 0.054  lr" in line and "sop acc 0.500" in sop and sop.endswith("| eval loss 4.2000 acc 0.070 sop acc 0.625")
+
+
+def test_a_closed_stderr_stops_the_run_as_ctrl_c_would(monkeypatch):
+    """`canine pretrain ... 2>&1 | head -1`: the progress thread's line meets the closed pipe; the
+    main thread, waiting in fit(), gets the SIGINT a Ctrl-C sends (run.py stops the workers, keeps
+    the checkpoint; the CLI ends quietly, 141), and no line is tried again."""
+    import errno
+    import threading
+    import time
+    import types
+
+    import ray
+
+    class Closed:
+        def write(self, text):
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+        def flush(self):
+            pass
+
+    record = {"loss": 4.87, "accuracy": 0.054, "lr": 1.65e-3, "grad_norm": 0.56, "examples_per_s": 14.8,
+              "chars_per_s": 7600.0, "data_wait_fraction": 0.03, "step_s": 0.5}
+    records = [{**record, "step": 1}, {**record, "step": 2}]
+    printer = metrics.ProgressPrinter.__new__(metrics.ProgressPrinter)  # no Ray actor: its sink, by hand
+    printer.sink = types.SimpleNamespace(take=types.SimpleNamespace(remote=lambda: list(records)))
+    printer.max_steps, printer.last_step, printer.closed = 2, 0, False
+    monkeypatch.setattr(ray, "get", lambda refs: refs)
+    monkeypatch.setattr(metrics.sys, "stderr", Closed())
+    with pytest.raises(KeyboardInterrupt):
+        threading.Thread(target=printer.poll).start()
+        time.sleep(30)  # fit()'s wait, which the SIGINT interrupts
+    assert printer.closed and printer.last_step == 1
+    printer.poll()  # the main thread's last look (ProgressPrinter.__exit__): nothing raised, nothing tried
