@@ -118,6 +118,22 @@ class _Hold(logging.Filter):
         return True
 
 
+def _beam_threads_dropped(hook):
+    """`hook` for every thread but Beam's own: after a job ended by our line (Ctrl-C, a known
+    error), the DirectRunner's threads in the launcher raise as its workers go
+    (grpc.RpcError, "Worker subprocess exited with return code -15"): nothing for the user."""
+    if getattr(hook, "wraps", None) is not None:  # dropping them already: once a process
+        return hook
+
+    def excepthook(args):
+        frames = traceback.extract_tb(args.exc_traceback)
+        if not any(f"{os.sep}{lib}{os.sep}" in f.filename for f in frames for lib in ("apache_beam", "grpc")):
+            hook(args)
+
+    excepthook.wraps = hook
+    return excepthook
+
+
 @contextlib.contextmanager
 def runner_errors_held():
     """While a Beam job runs: its runner's error records, and the exceptions that end a thread,
@@ -131,10 +147,12 @@ def runner_errors_held():
     for handler in handlers:
         handler.addFilter(hold)
     threading.excepthook = threads.append
+    ended = False  # by our one line: Beam's threads may still raise as its workers go
     try:
         yield
     except BaseException as e:
-        if not (errors.is_known(e) or isinstance(e, KeyboardInterrupt)):
+        ended = errors.is_known(e) or isinstance(e, (KeyboardInterrupt, BrokenPipeError))
+        if not ended:
             formatter = logging.Formatter("%(levelname)s %(name)s: %(message)s")
             for record in hold.records:
                 e.add_note(f"logged while the job ran: {formatter.format(record)}")
@@ -143,7 +161,7 @@ def runner_errors_held():
                 e.add_note(f"raised in thread {getattr(args.thread, 'name', '?')} while the job ran: {text}")
         raise
     finally:
-        threading.excepthook = hook
+        threading.excepthook = _beam_threads_dropped(hook) if ended else hook
         for handler in handlers:
             handler.removeFilter(hold)
     for record in hold.records:

@@ -4,8 +4,9 @@ would: no `finally`, no atexit, files left as they are. `POINT:N:INT` sends SIGI
 a terminal's Ctrl-C sends the foreground process group, at a known point of the job (a test
 that signals from outside races a job that may finish first).
 
-Points: `item` (a work item was parsed and cached), `tokenizer` (vocabulary training starts),
-`shard` (a shard file was written to staging), `publish` (one file was moved into place),
+Points: `start` (a worker sets up the reading step: other workers may still be starting), `item`
+(a work item was parsed and cached), `tokenizer` (vocabulary training starts), `pack` (a pack
+group's examples were written to staging), `shard` (a shard file was written to staging), `publish` (one file was moved into place),
 `published` (the manifest is written, staging not yet removed).
 
 The signal goes to the process group, so the DirectRunner's worker processes and the launcher
@@ -18,7 +19,7 @@ import os
 import signal
 
 FAULT_ENV = "CANINE_PREPROCESS_FAULT"
-POINTS = ("item", "tokenizer", "shard", "publish", "published")
+POINTS = ("start", "item", "tokenizer", "pack", "shard", "publish", "published")
 _passed = collections.Counter()
 
 

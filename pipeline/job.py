@@ -119,6 +119,9 @@ class _ItemFn(beam.DoFn):
         self.outcome_counters = {o: Metrics.counter(_NS, o) for o in schema.PAGE_OUTCOMES}
         self.drop_counters = [Metrics.counter(_NS, f"dropped_{r}") for r in schema.CONSTRUCT_DROPS]
 
+    def setup(self):
+        faults.point("start")  # a worker process is starting its first step; others may still be starting
+
     def process(self, item):
         url = itemcache.cache_url(self.staging, item)
         fs, path = fsspec.core.url_to_fs(url)
@@ -320,6 +323,7 @@ class _PackFn(beam.DoFn):
         del by_id
         url = f"{self.staging}/packed/{group.split}-{group.lang}-{group.group:05d}.parquet"
         spill.write_whole(url, spill.examples_table([(group.lang, 0, ex) for ex in exs]))
+        faults.point("pack")
         yield PackedFile(group.split, group.lang, url)
         key = SplitLang(group.split, group.lang)
         yield pvalue.TaggedOutput("sizes", (key, Size(len(exs), sum(len(ex.codepoints) for ex in exs))))

@@ -34,11 +34,13 @@ import collections
 import contextlib
 import dataclasses
 import errno
+import glob
 import hashlib
 import json
 import logging
 import os
 import re
+import signal
 import time
 
 import fsspec
@@ -337,11 +339,15 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
             result.wait_until_finish()
         finished = True
     except KeyboardInterrupt as e:
+        if _worker_plugins(runner, workers):  # the DirectRunner's worker processes
+            _stop_sdk_workers()
         _cancel(result)
         _closed(watch)
         raise RunInterrupted(*_items_done(work_plan.items, staging)) from e
     except (RuntimeError, sources.InputError) as e:
         if _interrupted(e):  # in-process DirectRunner: Beam wraps a DoFn's KeyboardInterrupt
+            if _worker_plugins(runner, workers):
+                _stop_sdk_workers()
             _closed(watch)
             raise RunInterrupted(*_items_done(work_plan.items, staging)) from e
         raise _input_error_in(e) or e
@@ -418,6 +424,48 @@ def _cancel(result) -> None:
         result.cancel()
     except Exception as e:  # a finished or local job has nothing to cancel
         log.debug("cancel after Ctrl-C: %s", e)
+
+
+SDK_WORKER = b"apache_beam.runners.worker.sdk_worker_main"
+
+
+def _stop_sdk_workers() -> None:
+    """SIGTERM this process's DirectRunner worker processes and what they started. They ignore
+    SIGINT (set_up_worker_process, above) and stop when the launcher's runner tells them; a Ctrl-C
+    while the runner was still starting them left one waiting for its orders, and the launcher
+    waiting for it at interpreter exit (a thread of Beam's that is not a daemon joins its
+    process): the right line printed, then a hang. Linux's /proc names the children; elsewhere
+    nothing is done."""
+    def children(pid: int) -> list[int]:
+        found = []
+        for task in glob.glob(f"/proc/{pid}/task/*/children"):
+            try:
+                found += [int(c) for c in open(task).read().split()]
+            except (OSError, ValueError):
+                pass
+        return found
+
+    def cmdline(pid: int) -> bytes:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return f.read()
+        except OSError:
+            return b""
+
+    tree, todo = [], [c for c in children(os.getpid()) if SDK_WORKER in cmdline(c)]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo += children(pid)
+    # What Beam's threads in this process log when the workers they talk to go ("Failed to read
+    # inputs in the data plane"): the run is over, and its one line says so. (The exceptions
+    # those threads raise: jobs/quiet.py runner_errors_held.)
+    logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:  # gone already
+            pass
 
 
 def _items_done(items, staging: str) -> tuple[int, int]:

@@ -104,6 +104,8 @@ def test_a_first_local_ray_start_on_a_fresh_machine_prints_nothing(tmp_path):
 def test_a_beam_jobs_error_records_are_dropped_for_our_errors_kept_as_notes_otherwise(monkeypatch):
     from pipeline.sources import InputError
 
+    seen = []  # what reaches the process's hook for thread exceptions
+    monkeypatch.setattr(threading, "excepthook", seen.append)  # restored after the test
     keep, hook = _Keep(), threading.excepthook
     root = logging.getLogger()
     monkeypatch.setattr(root, "handlers", [keep])
@@ -127,7 +129,17 @@ def test_a_beam_jobs_error_records_are_dropped_for_our_errors_kept_as_notes_othe
     notes = "\n".join(raised.value.__notes__)
     assert "ERROR apache_beam.runners.common: x.xml: malformed XML" in notes and "ZeroDivisionError" in notes
     assert [r.getMessage() for r in keep.records] == ["ours, at once"] * 3
-    assert threading.excepthook is hook and not any(isinstance(f, quiet._Hold) for f in keep.filters)
+    # A job ended by our line leaves Beam's threads' exceptions dropped (its workers going:
+    # grpc.RpcError, "Worker subprocess exited with return code -15"), once, and no other thread's.
+    assert threading.excepthook.wraps is hook and not any(isinstance(f, quiet._Hold) for f in keep.filters)
+    namespace = {}
+    exec(compile("def worker():\n    raise RuntimeError('Worker subprocess exited with return code -15')\n",
+                 os.path.join(os.sep, "site-packages", "apache_beam", "worker_handlers.py"), "exec"), namespace)
+    for target in (namespace["worker"], lambda: 1 / 0):
+        thread = threading.Thread(target=target)
+        thread.start()
+        thread.join()
+    assert [type(args.exc_value) for args in seen] == [ZeroDivisionError]
 
     keep.records.clear()
     with quiet.runner_errors_held():  # a job that succeeded: what it logged is printed after it
