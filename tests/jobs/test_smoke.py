@@ -46,7 +46,8 @@ def test_smoke_writes_shards_run_curve_and_export_and_prints_only_its_own_lines(
         assert re.fullmatch(pattern, line), (pattern, line)
     lines = err.splitlines()
     progress = [line for line in lines if re.fullmatch(PROGRESS, line)]
-    assert 2 <= len(progress) and "work items" in progress[0] and "done in" in progress[-1], err
+    assert 3 <= len(progress) and "staging needs about" in progress[0] and "work items" in progress[1], err
+    assert "done in" in progress[-1], err
     rest = lines[len(progress):]
     assert lines[: len(progress)] == progress and len(rest) == len(PRETRAIN), err
     for pattern, line in zip(PRETRAIN, rest):
