@@ -188,7 +188,7 @@ class ItemProgress:
                 self.reused.add(name)  # there before this run started: an earlier run's work
             else:
                 self.pages += self._pages(name)
-                self.read_bytes += self.sizes[name]
+                self.read_bytes += self.sizes[name] or self._slice_bytes(name)
         if len(self.done) == len(self.sizes):  # reading is over: packing, then the shards
             totals, self.shards_done = {}, 0
             for split in schema.SPLITS:
@@ -209,6 +209,16 @@ class ItemProgress:
                                  if n not in self.done)
         return Snapshot(len(self.done), len(self.sizes), pages, read, left, elapsed,
                         self.shards_done, self.shards_total, self.total_bytes, left_pages)
+
+    def _slice_bytes(self, name: str) -> int:
+        """The input bytes a finished trial slice's item read: its last report (the worker writes
+        one when the slice ends), 0 for any other item of unknown size."""
+        if name not in self.trial:
+            return 0
+        try:
+            return int(json.loads(self.fs.cat_file(f"{self.root}/progress/{self.reports[name]}"))["bytes"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0
 
     def _reading(self) -> dict:
         """{cache file name: (pages, input bytes)} read so far of the items not done yet, as

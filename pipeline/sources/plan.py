@@ -173,6 +173,12 @@ def _reported(pages: Iterator[RawPage], item: WorkItem, clock=time.monotonic) ->
             try:
                 page = next(pages)
             except StopIteration:
+                if item.max_pages is not None:  # a trial slice: its extent is known only now
+                    try:
+                        atomic_write(url, json.dumps({"pages": done, "bytes": read if not rows else
+                                                      size * min(done, rows) // rows}).encode())
+                    except OSError:
+                        pass
                 return
             finally:
                 read += METER.bytes

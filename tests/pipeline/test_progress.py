@@ -151,6 +151,23 @@ def test_a_trial_slice_of_whole_files_counts_pages(tmp_path):
     assert watch.poll().describe() == "items 1/2 (75%)  150.0 pages/s  0.30 MB/s  ETA 0:03"
 
 
+def test_a_finished_trial_slice_counts_the_bytes_it_read(tmp_path, input_variants):
+    """A single-stream file's slice has no known size (0 in `sizes`): its worker's last report,
+    written when the slice ends, is what it read. The run's line said 0.0 MB read."""
+    path = str(input_variants["xml_bz2"])
+    [item] = plan.plan_work_items([path], streams_per_item=1000, max_pages=3)
+    staging, clock = tmp_path / ".staging-x", Clock()
+    item = dataclasses.replace(item, progress=str(staging / "progress"))
+    watch = progress.ItemProgress([item], {item.path: 0}, str(staging), stream=io.StringIO(), clock=clock)
+    watch.poll()
+    watch.started = clock()
+    assert len(list(plan.read_pages(item))) == 3  # fewer pages than the file, read at once: no timed report
+    _finish(staging, item, 3)
+    clock.now += 1
+    snap = watch.poll()
+    assert snap.items_done == 1 and 0 < snap.read_bytes <= os.path.getsize(path), snap  # a small file: read whole
+
+
 @pytest.mark.parametrize("kind", ["xml", "xml_bz2", "xml_gz", "multistream", "jsonl", "jsonl_gz", "parquet"])
 def test_every_kind_of_input_reports_pages_and_bytes_while_it_is_read(kind, input_variants, tmp_path, monkeypatch):
     monkeypatch.setattr(plan, "REPORT_EVERY_S", {True: 0.0, False: 0.0})  # a report after every page
