@@ -33,11 +33,10 @@ def fraction_for(kept: dict[str, int], at_least: int = 1) -> float | None:
     in `kept` ({lang: kept pages}) that can spare one (two pages or more) and `at_least` pages in
     all, while every language keeps training pages; None when no fraction does (one-page
     languages only, or fewer pages than `at_least` allows)."""
-    spare = [n for n in kept.values() if n >= 2]
     for hundredths in range(1, round(MOST_SUGGESTED * 100) + 1):
         f = hundredths / 100
-        held = [validation_pages(n, f) for n in kept.values()]
-        if all(validation_pages(n, f) for n in spare) and sum(held) >= max(at_least, 1):
+        held = {lang: validation_pages(n, f) for lang, n in kept.items()}
+        if all(held[lang] for lang, n in kept.items() if n >= 2) and sum(held.values()) >= max(at_least, 1):
             return f
     return None
 

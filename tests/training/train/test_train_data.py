@@ -184,11 +184,7 @@ def test_a_corrupt_shard_is_named_with_both_hashes(contract_shards, tmp_path):
     data_dir = str(tmp_path / "shards")
     shutil.copytree(contract_shards, data_dir)
     shard = data.open_dataset(data_dir).splits["train"][1]
-    with open(shard.url, "r+b") as f:  # one flipped byte in the middle of the file
-        f.seek(os.path.getsize(shard.url) // 2)
-        byte = f.read(1)
-        f.seek(-1, os.SEEK_CUR)
-        f.write(bytes([byte[0] ^ 0xFF]))
+    _flip_a_byte(shard.url)
     actual = file_sha256(shard.url)
     with pytest.raises(ValueError) as info:
         data.read_unit(shard.url, shard.sha256, 0, 10)
