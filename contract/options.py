@@ -154,12 +154,15 @@ def keys(cls, prefix: str = "") -> list[str]:
 
 
 def closest(key: str, known: list[str]) -> str | None:
-    """The known key `key` was most likely meant to be: by the whole dotted key (trian.max_steps ->
+    """The known key `key` was most likely meant to be: the one with the same last part in another
+    section (train.lr -> optim.lr), else by the whole dotted key (trian.max_steps ->
     train.max_steps), else by its last part (max_step -> train.max_steps)."""
+    leaves = {k.rsplit(".", 1)[-1]: k for k in reversed(known)}  # the first key of a shared last part wins
+    if "." in key and key.rsplit(".", 1)[-1] in leaves:
+        return leaves[key.rsplit(".", 1)[-1]]
     found = difflib.get_close_matches(key, known, n=1)
     if found:
         return found[0]
-    leaves = {k.rsplit(".", 1)[-1]: k for k in reversed(known)}  # the first key of a shared last part wins
     found = difflib.get_close_matches(key.rsplit(".", 1)[-1], leaves, n=1)
     return leaves[found[0]] if found else None
 

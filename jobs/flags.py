@@ -7,7 +7,8 @@ choice. Two kinds of commands use it:
   the config key and the built-in default.
 Every command with a config also takes `--set KEY=VALUE` for any field, lists included
 (`--set model.ngram_orders=[2,3]`); `check_settings` refuses a key the config lacks before any
-work, naming the closest key and listing the keys a user sets (internal fields left out).
+work, naming the closest key and listing the keys a user sets (internal fields left out), and a
+value its field cannot take, naming `--set KEY`.
 """
 
 import argparse
@@ -88,6 +89,10 @@ def check_settings(args) -> None:
     cls = getattr(args, _CONFIG, None)
     if cls is None or not getattr(args, "set", None):
         return
-    unknown = [key for key in options.parse_settings(args.set) if not options.settable(cls, key)]
+    settings = options.parse_settings(args.set)
+    unknown = [key for key in settings if not options.settable(cls, key)]
     if unknown:
         raise ValueError(options.unknown_keys("--set", unknown, options.keys(cls)))
+    for key, value in settings.items():  # typed now, so an error names the flag as it was given
+        if found := options.field_at(cls, key):
+            options.coerce(value, options.hints(found[0])[found[1].name], f"--set {key}")

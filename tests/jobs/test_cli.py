@@ -75,6 +75,12 @@ def test_an_unknown_set_key_of_pretrain_names_the_closest_and_the_keys(tmp_path)
     # By the last part alone, and several at once.
     done = _canine("pretrain", "--set", "max_step=3", "--set", "optim.l=1", "--set", "zzz=1", "--dry-run", cwd=tmp_path)
     assert "did you mean 'max_step' -> 'train.max_steps', 'optim.l' -> 'optim.lr'?" in done.stderr
+    # A key of another section by its last part (difflib alone said 'train.seed').
+    done = _canine("pretrain", "--set", "train.lr=1e-3", "--dry-run", cwd=tmp_path)
+    assert "unknown key(s) ['train.lr']; did you mean 'optim.lr'? known: " in done.stderr
+    # A value its field cannot take: named by the flag and key, one prefix (was override.train.max_steps).
+    done = _canine("pretrain", "--set", "train.max_steps=abc", "--dry-run", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (2, "canine pretrain: --set train.max_steps: expected int, got 'abc'\n")
     # Known keys pass, model.FIELD (a CanineConfig field, which the config loader checks) too.
     done = _canine("pretrain", "--set", "train.max_steps=3", "--set", "model.hidden_dropout_prob=0", "--dry-run",
                    cwd=tmp_path)
@@ -93,6 +99,11 @@ def test_an_unknown_set_key_of_preprocess_names_the_closest_before_any_work(wher
     assert line.startswith("canine preprocess: --set: unknown key(s) ['seq_lne']; did you mean 'seq_len'? "
                            "known: alpha, "), line
     assert json.loads(done.stdout) == {"error": line.removeprefix("canine preprocess: ")}  # --json: stdout stays JSON
+    assert not (tmp_path / "out").exists()
+    # A value its field cannot take, named as the flag was given (was `preprocess.seq_len: ...`,
+    # a key path that read like a second prefix).
+    done = _canine("preprocess", base / "in" / SAMPLE.name, "--output", base / "out", "--set", "seq_len=abc", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (2, "canine preprocess: --set seq_len: expected int, got 'abc'\n")
     assert not (tmp_path / "out").exists()
 
 

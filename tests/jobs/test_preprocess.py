@@ -114,13 +114,13 @@ def test_set_takes_any_config_field_typed_by_it(tmp_path, capsys):
     code, _, err = run_cli([str(SAMPLE / "kowiki-20261101-pages-articles.xml"), "--output", str(out), "--set", "no_such=1"], capsys)
     assert code == 2 and "canine preprocess: --set: unknown key(s) ['no_such']" in err
     code, _, err = run_cli([str(SAMPLE / "kowiki-20261101-pages-articles.xml"), "--output", str(out), "--set", "alpha=x"], capsys)
-    assert code == 2 and "preprocess.alpha: expected float, got 'x'" in err
+    assert code == 2 and "canine preprocess: --set alpha: expected float, got 'x'" in err
     assert not out.exists()
 
 
 def test_smoke_refuses_a_bad_set_before_any_work(tmp_path, capsys):
     assert cli.main(["smoke", "--output", str(tmp_path / "s"), "--set", "optim.lr=fast"]) == 2
-    assert "override.optim.lr: expected float, got 'fast'" in capsys.readouterr().err
+    assert "canine smoke: --set optim.lr: expected float, got 'fast'" in capsys.readouterr().err
     assert cli.main(["smoke", "--output", str(tmp_path / "s"), "--set", "preprocess.seq_len=x"]) == 2
     assert "preprocess.seq_len: expected int, got 'x'" in capsys.readouterr().err
     assert not (tmp_path / "s").exists()

@@ -81,13 +81,13 @@ def _set(values: dict, key: str, value, where: str) -> None:
     if parts[0] == "model" and len(parts) == 2 and parts[1] not in ("size", "overrides"):
         parts = ["model", "overrides", parts[1]]
     if parts[:2] == ["model", "overrides"] and len(parts) == 3:
-        value = _model_override(parts[2], value, f"{where}.{'.'.join(parts)}")
+        value = _model_override(parts[2], value, f"{where} {key}")
     else:
         found = options.field_at(PretrainConfig, key)
         kind = found and options.hints(found[0])[found[1].name]
         if kind is None or dataclasses.is_dataclass(kind):  # not a field, or a whole section
             raise ValueError(f"{where}: unknown key {key!r}")
-        value = options.coerce(value, kind, f"{where}.{key}")
+        value = options.coerce(value, kind, f"{where} {key}")
     node = values
     for part in parts[:-1]:
         node = node.setdefault(part, {})
@@ -124,7 +124,7 @@ def load_config(name_or_file: str = "tiny", overrides: dict | None = None) -> Pr
     build the frozen config once and validate it."""
     values, where = read_yaml(name_or_file)  # freshly parsed: the overrides may go into it
     for key, value in (overrides or {}).items():
-        _set(values, key, value, "override")
+        _set(values, key, value, "--set")
     cfg = from_dict(values, where)
     validate(cfg)
     return cfg

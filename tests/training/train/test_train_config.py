@@ -2,6 +2,7 @@
 
 import contextlib
 import dataclasses
+import re
 
 import pytest
 import torch
@@ -38,10 +39,10 @@ def test_overrides_are_typed_and_model_fields_go_to_the_preset():
     ("optim.lrr", "1", "optim.lrr"),
     ("train.max_steps", "ten", "train.max_steps"),
     ("train.max_steps", "2.5", "train.max_steps"),
-    ("model.no_such_field", "1", "model.overrides.no_such_field"),
+    ("model.no_such_field", "1", "--set model.no_such_field: unknown key(s) ['no_such_field']"),
 ])
 def test_bad_overrides_name_the_field(key, value, needle):
-    with pytest.raises(ValueError, match=needle.replace(".", r"\.")):
+    with pytest.raises(ValueError, match=re.escape(needle)):
         cfg = config.load_config("tiny", {key: value})
         config.model_config(cfg)
 
@@ -121,12 +122,12 @@ def test_cli_names_missing_data_before_starting_anything(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("key, value, needle", [
-    ("optim.lr", "nan", "override.optim.lr: expected a finite number, got 'nan'"),
-    ("optim.lr", "inf", "override.optim.lr: expected a finite number, got 'inf'"),
+    ("optim.lr", "nan", "--set optim.lr: expected a finite number, got 'nan'"),
+    ("optim.lr", "inf", "--set optim.lr: expected a finite number, got 'inf'"),
     ("optim.lr", "-1e-3", "optim.lr must be > 0, got -0.001"),
     ("optim.beta2", "1", "optim.beta2 must be in [0, 1), got 1.0"),
     ("optim.weight_decay", "-0.1", "optim.weight_decay must be >= 0, got -0.1"),
-    ("model.hidden_dropout_prob", "nan", "model.overrides.hidden_dropout_prob: expected a finite number"),
+    ("model.hidden_dropout_prob", "nan", "--set model.hidden_dropout_prob: expected a finite number"),
 ])
 def test_cli_refuses_a_bad_value_before_creating_the_output(contract_shards, tmp_path, capsys, key, value, needle):
     output = tmp_path / "run"
@@ -248,7 +249,7 @@ def test_set_takes_lists_on_pretrain(value, capsys):
     assert saved["model"]["overrides"] == {"ngram_orders": [2, 3]}  # typed once, when loaded
     assert config.model_config(config.from_dict(saved)).ngram_orders == (2, 3)
     assert cli.main(["pretrain", "--dry-run", "--set", "model.ngram_orders=[2,x]"]) == 2
-    assert "model.overrides.ngram_orders[1]: expected int, got 'x'" in capsys.readouterr().err
+    assert "canine pretrain: --set model.ngram_orders[1]: expected int, got 'x'" in capsys.readouterr().err
 
 
 def test_a_run_saved_with_an_older_spelling_resumes_without_conflicts():
