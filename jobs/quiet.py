@@ -6,7 +6,9 @@ is `runner_errors_held`: it keeps them for the traceback file of an unexpected f
 
 `install()` runs in jobs/cli.py before a command. What is silenced elsewhere, and why:
 - transformers' "Writing model shards" bar: training/hf.py turns off its bars around the save;
-- Ray's worker logs: a local cluster is started with log_to_driver=False (training/train/run.py);
+- Ray's worker logs: the driver connects with log_to_driver=False, to a cluster it starts or to a
+  given one (training/train/run.py); a submitted job's log has Ray's own preamble taken out
+  (jobs/submit.py JobLog);
 - Beam's "Failed to import GCSFileSystem" / "apitools not found": gone since apache-beam[gcp]
   is a dependency (tests/jobs/test_smoke.py counts every line `canine smoke` prints);
 - Beam's "Using fallback deterministic coder" and "input type hint will be ignored": the job's
@@ -54,6 +56,25 @@ NOISE = (
      "ray._private.authentication.authentication_token_setup",
      "the first local cluster on a machine makes Ray's token file (~/.ray/auth_token); Ray reads it itself, there "
      "is nothing to do"),
+    ("ray._private.worker", r"^Connecting to existing Ray cluster at address", "ray._private.worker",
+     "`canine pretrain --ray-address` (and a submitted job, through RAY_ADDRESS) says itself which cluster it "
+     "connects to, before it does"),
+    ("ray._private.worker", r"^Connected to Ray cluster\.", "ray._private.worker",
+     "the line before said where; `canine submit` names the dashboard it submitted to"),
+    # `canine submit`'s upload of the checkout (Ray's SDK logs each step of it on the client).
+    ("ray._private.runtime_env.working_dir", r"is now ignored by default when packaging the working",
+     "ray._private.runtime_env.working_dir",
+     "submit leaves .git and .venv out itself (jobs/submit.py EXCLUDES); the default only agrees"),
+    ("ray._private.runtime_env.packaging", r"^Ignoring upload to cluster for these files", "ray._private.runtime_env.packaging",
+     "Ray names each .gitignore file it honours while zipping the checkout; submit says once what it uploads"),
+    ("ray._private.runtime_env.packaging", r"^Creating a file package for local module", "ray._private.runtime_env.packaging",
+     "submit says once what it uploads"),
+    ("ray.dashboard.modules.dashboard_sdk", r"^Uploading package ", "ray.dashboard.modules.dashboard_sdk",
+     "submit says once what it uploads; the package's gcs:// name is Ray's content hash, nothing to act on"),
+    ("ray.dashboard.modules.dashboard_sdk", r"already exists, skipping upload\.", "ray.dashboard.modules.dashboard_sdk",
+     "an unchanged checkout is not sent twice (Ray's content hash): nothing to act on"),
+    ("ray.dashboard.modules.job.sdk", r"^WebSocket closed for job ", "ray.dashboard.modules.job.sdk",
+     "the followed log ends when the job does; submit then says how it ended"),
 )
 
 # Environment defaults, set before Ray or Beam start (a value already set is kept).

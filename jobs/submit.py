@@ -330,6 +330,16 @@ def submit(client, spec: SubmitSpec, address: str = "URL") -> str:
         raise ClusterError(f"the cluster refused the job: {reason}") from None
 
 
+def refuse_duplicate(client, job_id: str, address: str) -> None:
+    """Raise DuplicateJob when the cluster has a job `job_id` already; a job it does not know
+    comes back from the SDK as a failed request (HTTP 404), and that is the answer wanted."""
+    try:
+        client.get_job_info(job_id)
+    except RuntimeError:
+        return
+    raise DuplicateJob(_duplicate(client, job_id, address))
+
+
 def _duplicate(client, job_id: str, address: str) -> str:
     """The line for a --job-id the cluster has already: the cluster keeps every job's record, so
     an id names one job forever (what makes --job-id safe for a scheduler that retries)."""
@@ -348,10 +358,13 @@ def follow(client, job_id: str, token: Token | None, out=None, address: str | No
     """Stream the job's logs until it ends; return its exit status (see module docstring)."""
     out = out or sys.stdout
 
+    log = JobLog(token)
+
     async def tail():
         async for chunk in client.tail_job_logs(job_id):
-            out.write(_mask(chunk, token))
+            out.write(log.feed(chunk))
             out.flush()
+        out.write(log.feed("", end=True))
 
     try:
         asyncio.run(tail())
@@ -359,6 +372,26 @@ def follow(client, job_id: str, token: Token | None, out=None, address: str | No
         print(f"canine submit: log stream of {job_id} ended early ({_mask(str(e), token)}); waiting for the job",
               file=sys.stderr)
     return wait(client, job_id, token, address=address)
+
+
+class JobLog:
+    """A job's log as its command wrote it: the token masked, and Ray's own preamble taken out
+    (the supervisor's "Runtime env is setting up." and "Running entrypoint for job ID: ...",
+    whose entrypoint is the preflight's one-liner; `canine submit` has said what it submitted).
+    Lines are judged whole: a chunk's unfinished last line waits for the next chunk."""
+
+    RAY_LINES = re.compile(r"^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\s+INFO job_manager\.py:\d+ -- Runtime env is "
+                           r"setting up\.|Running entrypoint for job \S+: .*)$")
+
+    def __init__(self, token: Token | None = None):
+        self.token, self.rest = token, ""
+
+    def feed(self, chunk: str, end: bool = False) -> str:
+        text = self.rest + chunk
+        cut = len(text) if end else text.rfind("\n") + 1
+        self.rest = text[cut:]
+        kept = [ln for ln in text[:cut].splitlines(keepends=True) if not self.RAY_LINES.match(ln.rstrip("\r\n"))]
+        return _mask("".join(kept), self.token)
 
 
 def wait(client, job_id: str, token: Token | None = None, poll_s: float = 2.0, address: str | None = None) -> int:
@@ -482,9 +515,14 @@ def _run(args) -> int:
         return _act(client, action[0], action[1], token, args.follow, address)
     spec = _spec(args, command)
     client, token = _connect(address, args)
+    if spec.submission_id:  # before anything is packed or uploaded (submit() still catches a race)
+        refuse_duplicate(client, spec.submission_id, address)
     here = head_is_here(client)
     spec = dataclasses.replace(spec, argv=job_paths(spec.argv, here, address))
     spec = choose_python(client, spec, args.python, here)
+    if spec.working_dir:
+        print(f"canine submit: uploading {spec.working_dir} as the job's working directory (without its .venv, .git, "
+              "outputs, caches and wheels, nor what its .gitignore lists)", file=sys.stderr)
     job_id = submit(client, spec, address)
     print(f"canine submit: job {job_id} submitted to {address} (python: {spec.python})", file=sys.stderr)
     if args.no_wait:
@@ -561,7 +599,7 @@ def _act(client, action: str, job_id: str, token: Token | None, follow_logs: boo
         if action == "logs":
             if follow_logs:
                 return follow(client, job_id, token, address=address)
-            sys.stdout.write(_mask(client.get_job_logs(job_id), token))
+            sys.stdout.write(JobLog(token).feed(client.get_job_logs(job_id), end=True))
             return 0
         stopped = client.stop_job(job_id)
         print(f"{job_id}: " + ("stop requested" if stopped else f"already {client.get_job_status(job_id)}"))
@@ -626,6 +664,6 @@ def _reason(error: Exception) -> str:
 
 
 def _mask(text: str, token: Token | None) -> str:
-    """Hide the token if a job prints it (say, a dump of its environment). Per log chunk: a token
-    split across two chunks would get through, but chunks are whole lines in practice."""
+    """Hide the token if a job prints it (say, a dump of its environment). A streamed log is
+    masked by whole lines (JobLog), so a token cut between two chunks is hidden too."""
     return text.replace(token.value, "***") if token else text

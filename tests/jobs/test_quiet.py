@@ -73,12 +73,13 @@ def test_only_the_listed_messages_are_dropped_and_errors_never(monkeypatch):
         beam.warning("Worker: severity: WARN message: \"something else\"")
         ray_auth.error("Token authentication is enabled for this Ray cluster, and then it failed")
         ray_worker.info("Started a local Ray instance.")
-        ray_worker.info("Connected to Ray cluster.")
+        ray_worker.info("Connected to Ray cluster. View the dashboard at http://127.0.0.1:8265")
+        ray_worker.info("Calling ray.init() again after it has already been called.")
     finally:
         for logger in (ray_auth, ray_worker, beam):
             logger.removeHandler(keep)
     assert [r.getMessage()[:30] for r in keep.records] == [
-        "Worker: severity: WARN message", "Token authentication is enable", "Connected to Ray cluster."]
+        "Worker: severity: WARN message", "Token authentication is enable", "Calling ray.init() again after"]
     assert keep.records[1].levelno == logging.ERROR
 
 

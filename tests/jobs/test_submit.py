@@ -12,6 +12,7 @@ run; every captured output is checked not to contain it.
 import dataclasses
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -114,7 +115,7 @@ def canine(*args, env=None, timeout=240, cwd=ROOT):
 
 
 def _ours(stderr: str) -> list[str]:
-    """canine's own lines on stderr: Ray's SDK logs its packaging and log streaming there too."""
+    """canine's own lines on stderr (anything else would be a library's: tests say where none is)."""
     return [ln for ln in stderr.splitlines() if ln.startswith("canine ")]
 
 
@@ -140,6 +141,15 @@ def test_tiny_pretraining_job_succeeds(head, contract_shards, tmp_path):
     assert '"final_loss"' in r.stdout and "submitted to" in r.stderr  # the job's summary, streamed back
     # The head's `python` is a bare venv: the job ran on this interpreter, the head being this machine.
     assert f"(python: {sys.executable})" in r.stderr
+    # Every line is the project's: on stderr what submit did (Ray's SDK logged each step of the
+    # upload there), on stdout the job's own (Ray's job preamble, its connect lines and every
+    # worker's forwarded log were most of a 10-step job's log).
+    assert [ln.split(" ", 3)[2] for ln in r.stderr.splitlines()] == ["uploading", "job"], r.stderr
+    summary = r.stdout.index("\n{\n")
+    foreign = [ln for ln in r.stdout[:summary].splitlines()
+               if not (ln.startswith("canine pretrain: ") or re.match(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  step ", ln))]
+    assert not foreign, r.stdout
+    json.loads(r.stdout[summary:])
     assert (run / "final" / "model_fp32.pt").is_file()
     _no_token(r, head.token)
 
@@ -167,14 +177,18 @@ def test_token_file_no_wait_status_logs_stop(head, tmp_path):
                "pretrain", "--help", env=env)
     assert r.returncode == 0 and r.stdout.strip() == "canine-test-nowait", r.stderr[-3000:]
     r = canine("submit", "--address", head.url, "logs", "canine-test-nowait", "--follow", env=env)
-    assert r.returncode == 0 and "usage: canine pretrain" in r.stdout, r.stderr[-3000:]
+    assert r.returncode == 0 and r.stdout.startswith("usage: canine pretrain"), r.stdout[:3000] + r.stderr[-3000:]
+    assert r.stderr == ""  # nor "WebSocket closed" from Ray's SDK as the job's log ends
+    r = canine("submit", "--address", head.url, "logs", "canine-test-nowait", env=env)
+    assert r.returncode == 0 and r.stdout.startswith("usage: canine pretrain"), r.stdout[:3000] + r.stderr[-3000:]
     r = canine("submit", "--address", head.url, "status", "canine-test-nowait", env=env)
     assert r.returncode == 0 and r.stdout.startswith("canine-test-nowait: SUCCEEDED")
     r = canine("submit", "--address", head.url, "stop", "canine-test-nowait", env=env)
     assert r.returncode == 0 and r.stdout.strip() == "canine-test-nowait: already SUCCEEDED"
     r = canine("submit", "--address", head.url, "--job-id", "canine-test-nowait", "--", "pretrain", "--help", env=env)
     assert r.returncode == submit.EXIT_DUPLICATE and r.stdout == ""  # ids are unique: nothing ran
-    (line,) = _ours(r.stderr)
+    # Refused before the checkout was packed and uploaded: no "uploading" line, nothing of Ray's.
+    (line,) = r.stderr.splitlines()
     assert line.startswith("canine submit: --job-id canine-test-nowait: job canine-test-nowait already exists on the "
                            f"cluster at {head.url} (SUCCEEDED, started ")
     assert f"canine submit --address {head.url} status canine-test-nowait" in line and "choose another --job-id" in line
@@ -193,7 +207,8 @@ def test_a_python_without_the_stack_is_named_before_anything_runs(head, tmp_path
                "--data", str(tmp_path / "shards"), "--output", str(run), env=env)
     assert r.returncode == submit.EXIT_MISSING, r.stdout[-3000:] + r.stderr[-3000:]
     assert "(python: python)" in r.stderr and not run.exists()
-    submitted, line = _ours(r.stderr)
+    uploading, submitted, line = r.stderr.splitlines()
+    assert uploading.startswith(f"canine submit: uploading {ROOT} as the job's working directory (without its .venv")
     assert "submitted to" in submitted and line.startswith("canine submit: job raysubmit_") and f"{head.bare_python} (Python " in line
     assert "cannot import pyarrow, apache_beam, torch, ray, deepspeed, so the job stopped before running" in line
     assert "--python PATH" in line and "--image IMAGE" in line and "--installed" not in line
@@ -204,13 +219,13 @@ def test_a_python_without_the_stack_is_named_before_anything_runs(head, tmp_path
     r = canine("submit", "--address", head.url, "--installed", "--python", head.bare_python, "--", "inspect", "x",
                env=env)
     assert r.returncode == submit.EXIT_MISSING, r.stdout[-3000:] + r.stderr[-3000:]
-    _, line = _ours(r.stderr)
+    _, line = r.stderr.splitlines()  # nothing uploaded: submitted, why
     assert "cannot import jobs, contract, pipeline, pyarrow, apache_beam, so" in line and "torch" not in line
     assert "leave out --installed so that this checkout is uploaded" in line
 
     r = canine("submit", "--address", head.url, "--python", "/no/such/python", "--", "inspect", "x", env=env)
     assert r.returncode == submit.EXIT_MISSING, r.stdout[-3000:] + r.stderr[-3000:]
-    _, line = _ours(r.stderr)
+    _, _, line = r.stderr.splitlines()  # uploading, submitted, why
     assert "no interpreter /no/such/python on the cluster's head (not found), so nothing ran; " in line
 
 
@@ -267,7 +282,7 @@ def test_a_stopped_job_exits_3(head, tmp_path):
             follower.kill()
             follower.wait()
     assert follower.returncode == submit.EXIT_STOPPED, err[-3000:]
-    _, line = _ours(err)
+    _, _, line = _ours(err)
     assert line.startswith("canine submit: job canine-test-stop STOPPED: stopped before it ended")
     r = canine("submit", "--address", head.url, "logs", "canine-test-stop", "--follow", env=env)
     assert r.returncode == submit.EXIT_STOPPED
@@ -304,6 +319,24 @@ def test_unreachable_cluster_is_named():
 
 
 # --- without a cluster -----------------------------------------------------------------------
+
+
+def test_a_jobs_log_is_its_commands_own_lines():
+    """Ray's supervisor preamble is taken out of a job's log, whole lines only, however the
+    stream cuts them; everything else passes, the token masked."""
+    token = submit.Token("s3cr3t-token-value", "RAY_AUTH_TOKEN")
+    ray = ("2026-11-29 00:19:16,102\tINFO job_manager.py:581 -- Runtime env is setting up.\n"
+           "Running entrypoint for job raysubmit_Pp: /v/bin/python -c 'import sys' && exec /v/bin/python -m jobs.cli x\n")
+    ours = ("canine pretrain: connecting to the Ray cluster at 127.0.0.1:6379 ...\n"
+            "Running entrypoint for job, said by the command itself s3cr3t-token-value\n"
+            "2026-11-29 00:20:01  step  1/10  loss 8.3207\n")
+    text = ray + ours + "no newline at the end"
+    expected = ours.replace(token.value, "***") + "no newline at the end"
+    assert submit.JobLog(token).feed(text, end=True) == expected
+    for size in (1, 7, 50):  # the stream's chunks end anywhere
+        log = submit.JobLog(token)
+        streamed = "".join(log.feed(text[i:i + size]) for i in range(0, len(text), size)) + log.feed("", end=True)
+        assert streamed == expected
 
 
 def test_token_lookup_follows_rays_order(tmp_path):

@@ -106,7 +106,11 @@ def _connect(cfg) -> bool:
         _check_reachable(address, redact(where))
         _say(f"connecting to the Ray cluster at {redact(address)} ...")
         try:
-            ray.init(address=address, log_to_driver=True)
+            # As on a local cluster, the workers' own logs stay on their nodes (Ray's session logs,
+            # and its dashboard): forwarded, they are Ray Train's start-up lines and library
+            # warnings from every worker (a 10-step job's log was mostly theirs), and a worker's
+            # failure reaches the driver anyway, as the error fit() raises.
+            ray.init(address=address, log_to_driver=False)
         except ConnectionError as e:  # something answers, not a Ray head: "Failed to connect to Ray cluster at ..."
             raise ClusterUnreachable(f"{redact(where)}: {e}; {_CHECK_ADDRESS}") from None
         return True
