@@ -186,8 +186,9 @@ MASKED_PIPELINE = "CanineFillMaskPipeline"
 # The Auto class config.json's auto_map names: it is the one people reach for to predict masked
 # input (transformers' "fill-mask"); AutoModelForPreTraining would promise BERT's MLM + NSP pair.
 MASKED_AUTO_CLASS = "AutoModelForMaskedLM"
-# The head's tensors in model.safetensors. `AutoModel` (a CanineModel) loads the encoder and lists
-# these as UNEXPECTED in transformers' load report; the name says what they are.
+# The head's tensors, named as in CanineForMaskedPrediction's state dict, go in a file of their own
+# (hf_masked.HEAD_FILE): model.safetensors stays exactly a CanineModel's, which `AutoModel` loads
+# without a load report (with them inside, transformers listed each as UNEXPECTED).
 HEAD_PREFIX = "pretraining_head."
 
 
@@ -220,17 +221,13 @@ def masked_head(model, subword_vocab: list[str] | None = None) -> tuple[dict, di
 
 def _write_head(directory: str, tensors: dict[str, torch.Tensor], subword_vocab: list[str] | None,
                 char_inventory: dict | None = None) -> None:
-    """Add the head's tensors to model.safetensors (the encoder's keep their CanineModel names),
-    and the remote-code module, CANINE-S vocabulary and character inventory beside."""
-    from safetensors import safe_open
-    from safetensors.torch import load_file, save_file
+    """Write the head's tensors beside model.safetensors (hf_masked.HEAD_FILE), with the
+    remote-code module, CANINE-S vocabulary and character inventory."""
+    from safetensors.torch import save_file
 
     from training import hf_masked
 
-    weights = os.path.join(directory, "model.safetensors")
-    with safe_open(weights, "pt") as f:
-        metadata = f.metadata()
-    save_file({**load_file(weights), **tensors}, weights, metadata=metadata)
+    save_file(tensors, os.path.join(directory, hf_masked.HEAD_FILE), metadata={"format": "pt"})
     shutil.copyfile(hf_masked.__file__, os.path.join(directory, f"{MASKED_MODULE}.py"))
     if subword_vocab is not None:
         with open(os.path.join(directory, hf_masked.SUBWORD_VOCAB_FILE), "w", encoding="utf-8") as f:

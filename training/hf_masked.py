@@ -19,9 +19,12 @@ Han character), or with the best of `alphabet=` where one is given.
 
 It imports only torch and transformers, so it runs where canine-pretrain is not installed. The
 encoder is transformers' own CanineModel (its weights keep the plain CanineModel names in
-model.safetensors, which `AutoModel` loads as before). The head is the run's objective, written
-out again with the module and tensor names of canine-pretrain's training/heads.py, so its
-weights are stored as they were trained, under the prefix `pretraining_head.`. config.json's
+model.safetensors, which `AutoModel` loads as a CanineModel, nothing missing or left over). The
+head is the run's objective, written out again with the module and tensor names of
+canine-pretrain's training/heads.py, so its weights are stored as they were trained, under the
+prefix `pretraining_head.`, in a file of their own, pretraining_head.safetensors, which
+`from_pretrained` below loads after the encoder (an export written before kept them in
+model.safetensors, and loads as it did). config.json's
 `pretraining_head` names it: {"objective": "char", "char_reveal": "shifted" | "two_stream"}
 (CANINE-C, logits over codepoint % num_hash_buckets) or {"objective": "subword", "vocab_size": V}
 (CANINE-S, logits over the subword vocabulary written beside as subword_vocab.json).
@@ -41,6 +44,7 @@ from transformers.modeling_outputs import MaskedLMOutput
 CLS, SEP, BOS, MASK = 0xE000, 0xE001, 0xE002, 0xE003
 # Hash k of codepoint x is ((x + 1) * PRIMES[k]) % num_hash_buckets (CANINE's hash embedding).
 PRIMES = (31, 43, 59, 61, 73, 97, 103, 113, 137, 149, 157, 173, 181, 193, 211, 223)
+HEAD_FILE = "pretraining_head.safetensors"  # the head's tensors, under their state-dict names
 SUBWORD_VOCAB_FILE = "subword_vocab.json"  # the CANINE-S vocabulary: a JSON list of tokens by id
 # The training data's characters: {"counts": [[codepoint, count], ...] most frequent first, ...}.
 INVENTORY_FILE = "char_inventory.json"
@@ -163,6 +167,10 @@ class CanineForMaskedPrediction(CanineModel):
     CANINE-S, one prediction per position (default: every position). `encode` is the plain
     CanineModel's forward; `fill(text)` is the fill-in query."""
 
+    # The head is loaded from HEAD_FILE by from_pretrained, after transformers has loaded
+    # model.safetensors, where it is not (so not "missing" there).
+    _keys_to_ignore_on_load_missing = [r"^pretraining_head\."]
+
     def __init__(self, config):
         super().__init__(config)
         head = getattr(config, "pretraining_head", None) or {}
@@ -178,6 +186,37 @@ class CanineForMaskedPrediction(CanineModel):
         self.char_inventory = None  # [[codepoint, count], ...], read from INVENTORY_FILE on first use
         self._bucket_answers = {}  # alphabet (or None) -> (num_hash_buckets,) codepoint answering each bucket
         self.post_init()
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
+        """transformers' from_pretrained, then the head's tensors from HEAD_FILE (exactly them:
+        a name missing or left over fails). Without that file the head must have been in
+        model.safetensors (an older export): an export without its head is refused rather than
+        answered by a randomly initialised one."""
+        loaded = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
+        model = loaded[0] if isinstance(loaded, tuple) else loaded  # output_loading_info=True
+        path = model._file(HEAD_FILE)
+        if path is not None:
+            from safetensors.torch import load_file
+
+            tensors = load_file(path)
+            model.pretraining_head.load_state_dict(
+                {k[len("pretraining_head."):]: v for k, v in tensors.items() if k.startswith("pretraining_head.")},
+                strict=True)
+        elif not model._head_in_weights():
+            raise ValueError(f"{pretrained_model_name_or_path} has no {HEAD_FILE} and its weights hold no "
+                             "pretraining_head.* tensors: the head's weights are missing from this export")
+        return loaded
+
+    def _head_in_weights(self) -> bool:
+        """Whether model.safetensors has the head's tensors (an export written before HEAD_FILE)."""
+        path = self._file("model.safetensors")
+        if path is None:
+            return False
+        from safetensors import safe_open
+
+        with safe_open(path, "pt") as f:
+            return any(k.startswith("pretraining_head.") for k in f.keys())
 
     def encode(self, input_ids, attention_mask=None, token_type_ids=None):
         """The encoder's final character encodings (B, L, d)."""

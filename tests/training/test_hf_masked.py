@@ -3,6 +3,7 @@ AutoModelForMaskedLM loads it with trust_remote_code, its logits are the pretrai
 `fill` answers a fill-in query in three lines; AutoModel still gives the plain CanineModel."""
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -232,19 +233,58 @@ def test_automodel_still_loads_the_plain_encoder(tmp_path):
     assert config["pretraining_head"] == {"objective": "char", "char_reveal": "shifted"}
     assert config["architectures"] == ["CanineModel"]
 
+    # model.safetensors is byte for byte the plain encoder's export: the head is a file of its own.
+    assert (tmp_path / "full" / "model.safetensors").read_bytes() == (tmp_path / "encoder" / "model.safetensors").read_bytes()
     plain = HFModel.from_pretrained(tmp_path / "encoder")
-    full, info = AutoModel.from_pretrained(tmp_path / "full", output_loading_info=True)
+    # AutoModel on the full export: a CanineModel, nothing missing or left over, so transformers
+    # prints no LOAD REPORT (it listed the head's 18 tensors as UNEXPECTED when they were inside).
+    logger = logging.getLogger("transformers.modeling_utils")
+    seen = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logger.addHandler(handler)
+    try:
+        full, info = AutoModel.from_pretrained(tmp_path / "full", output_loading_info=True)
+    finally:
+        logger.removeHandler(handler)
     assert type(full) is HFModel
-    assert not info["missing_keys"] and info["unexpected_keys"]
-    assert all(k.startswith(HEAD_PREFIX) for k in info["unexpected_keys"])  # the head, and nothing else
+    assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
+    assert not [m for m in seen if "LOAD REPORT" in m], seen
     assert full.state_dict().keys() == plain.state_dict().keys()
     for key, tensor in plain.state_dict().items():
         assert torch.equal(full.state_dict()[key], tensor), key
-    # The masked model's state dict is model.safetensors as it is: nothing missing, nothing left over.
+    # The masked model: the encoder from model.safetensors, the head from its file, exactly.
     masked, info = hf_masked.CanineForMaskedPrediction.from_pretrained(tmp_path / "full", output_loading_info=True)
     assert not info["missing_keys"] and not info["unexpected_keys"]
+    with safe_open(tmp_path / "full" / hf_masked.HEAD_FILE, "pt") as f:
+        head = {k: f.get_tensor(k) for k in f.keys()}
+    assert head and all(k.startswith(HEAD_PREFIX) for k in head)
     with safe_open(tmp_path / "full" / "model.safetensors", "pt") as f:
-        assert set(f.keys()) == set(masked.state_dict())
+        assert set(f.keys()) | set(head) == set(masked.state_dict())
+    for key, tensor in head.items():
+        assert torch.equal(masked.state_dict()[key], tensor), key
+    trained = {f"{HEAD_PREFIX}{k.removeprefix('head.')}": v for k, v in model.state_dict().items() if k.startswith("head.")}
+    assert set(trained) == set(head) and all(torch.equal(trained[k], head[k]) for k in head)
+    # An export that lost its head is refused, not answered by a randomly initialised one.
+    (tmp_path / "full" / hf_masked.HEAD_FILE).unlink()
+    with pytest.raises(ValueError, match=f"has no {hf_masked.HEAD_FILE} .*the head's weights are missing"):
+        hf_masked.CanineForMaskedPrediction.from_pretrained(tmp_path / "full")
+
+
+def test_an_export_with_the_head_in_model_safetensors_still_loads(tmp_path):
+    """Exports written before the head had a file of its own kept it in model.safetensors."""
+    from safetensors.torch import load_file, save_file
+
+    model = _model("char")
+    export_hf(model, tmp_path / "old")
+    weights = tmp_path / "old" / "model.safetensors"
+    head = tmp_path / "old" / hf_masked.HEAD_FILE
+    save_file({**load_file(weights), **load_file(head)}, weights, metadata={"format": "pt"})
+    head.unlink()
+    new = hf_masked.CanineForMaskedPrediction.from_pretrained(tmp_path / "old")
+    for key, tensor in model.state_dict().items():
+        if key.startswith("head."):
+            assert torch.equal(new.state_dict()[HEAD_PREFIX + key.removeprefix("head.")], tensor), key
 
 
 # 学 (U+5B66) and U+1B66 share bucket 7014 of CANINE-base's 16384 (and 870 of the tiny model's

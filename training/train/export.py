@@ -13,7 +13,7 @@ shard manifest the config names (its hash, languages, examples). What it
 writes (training/hf.py `export_hf`, published whole): config.json + model.safetensors
 (`AutoModel` gives a `CanineModel`), tokenizer_config.json (`AutoTokenizer` gives a
 `CanineTokenizer`: CANINE has no vocabulary, only its special codepoints and a length),
-the pretraining head (its tensors under `pretraining_head.` in model.safetensors,
+the pretraining head (its tensors, under `pretraining_head.`, in pretraining_head.safetensors,
 modeling_canine_masked.py and `auto_map`: `AutoModelForMaskedLM` with trust_remote_code=True
 fills in masked characters; CANINE-S adds subword_vocab.json from the data's tokenizer) and
 README.md, the model card. `canine pretrain` calls it when a run finishes; `canine export` redoes
@@ -96,8 +96,8 @@ def model_card(cfg, encoder_config, records: list[dict], dataset, manifest_missi
                 "weights.", ""] if weights is not None and weights.checkpoint else []),
              f"A `CanineModel` (Clark et al., TACL 2022) pretrained with the {objective[cfg.train.objective]} "
              "objective. It reads Unicode codepoints, so the tokenizer has no vocabulary. The pretraining "
-             "head is here too, for a fill-in query (below): `AutoModel` loads the encoder alone and lists the "
-             "head's `pretraining_head.*` tensors as unused.", "",
+             "head is here too, for a fill-in query (below), in a file of its own (pretraining_head.safetensors): "
+             "`AutoModel` loads the encoder alone from model.safetensors.", "",
              "```python",
              "from transformers import AutoModel, AutoTokenizer",
              "tokenizer = AutoTokenizer.from_pretrained(PATH)  # this directory",

@@ -7,7 +7,7 @@
 PATH (a local path or any fsspec URL; never a hub name: nothing is downloaded) is one of
 - a Hugging Face CANINE directory, as google/canine-c and google/canine-s ship: config.json and
   model.safetensors or pytorch_model.bin of a CanineModel (or a task model holding one as `canine.`);
-- a `canine export` directory: the same, plus its pretraining head (`pretraining_head.*`);
+- a `canine export` directory: the same, plus its pretraining head (pretraining_head.safetensors);
 - a canine run (its config.yaml): its final weights, or with init.step the checkpoint of that step.
 
 The encoder loads exactly (training/hf.py's conversion, a split / concatenation / reshape). A head
@@ -207,6 +207,15 @@ def source_tensors(source: Source) -> tuple[dict[str, torch.Tensor], str]:
         tensors = load(raw)
     else:  # pytorch_model.bin: tensors only (weights_only), as transformers itself loads it
         tensors = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+    if source.kind == "export":  # the head, beside (an older export kept it in model.safetensors)
+        from safetensors.torch import load
+
+        from training import hf_masked
+
+        head_url = _join(source.url, hf_masked.HEAD_FILE)
+        fs, path = _fs(head_url)
+        if fs.isfile(path):
+            tensors = {**tensors, **load(_read_bytes(head_url))}
     return tensors, hashlib.sha256(raw).hexdigest()
 
 
