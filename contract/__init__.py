@@ -10,6 +10,9 @@ install (preprocessing) carries it whole.
     files.py      atomic_write, file_sha256, join, is_local, redact: files at any fsspec URL
     lock.py       the expiring lock on an output a run writes (preprocessing and pretraining)
     options.py    config fields with their help, and the one parser of settings given as text
+    holdout.py    which pages of a language go to validation, and the fraction that holds some out
+    extras.py     the pip command that installs an optional extra, for hints on both sides
+    interrupted.py  Interrupted: Ctrl-C with what the run had done, raised by both drivers
 
 Importing the package imports none of its modules, so a command pays only for what it uses.
 """

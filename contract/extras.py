@@ -44,3 +44,11 @@ def project_hint(extra: str) -> str:
         version = "<version>"
     return (f"pip install -e '.[{extra}]' in a checkout, or a wheel built there: "
             f"pip install 'dist/canine_pretrain-{version}-py3-none-any.whl[{extra}]'")
+
+
+def version() -> str:
+    """The installed canine-pretrain's version (`canine --version`, a traceback file's header)."""
+    try:
+        return metadata.version(DIST)
+    except metadata.PackageNotFoundError:  # a checkout that was never installed
+        return "unknown (not installed)"

@@ -36,23 +36,12 @@ Exit status, for every command:
 import argparse
 import difflib
 import importlib
-import logging
 import sys
 
-from jobs import quiet
+from contract.extras import version
+from jobs import logs, quiet
+from jobs.commands import COMMANDS
 
-# name -> (module, one-line help)
-COMMANDS = {
-    "preprocess": ("jobs.preprocess", "Beam job: Wikipedia dumps / JSONL / Parquet -> codepoint shards"),
-    "inspect": ("jobs.inspect", "print a shard directory's manifest"),
-    "validate": ("jobs.validate", "check every shard against the contract and the manifest"),
-    "pretrain": ("jobs.pretrain", "Ray Train + DeepSpeed pretraining on shards"),
-    "submit": ("jobs.submit", "submit a canine job to a Ray cluster (Ray Jobs API)"),
-    "report": ("jobs.report", "plot and summarize a finished run"),
-    "evaluate": ("jobs.evaluate", "held-out masked accuracy and a language probe: pretrained vs initialization"),
-    "export": ("jobs.export", "write a run's weights as a Hugging Face CanineModel directory"),
-    "smoke": ("jobs.smoke", "preprocess the bundled sample, pretrain, evaluate, export"),
-}
 
 # The commands whose stdout is one JSON document (pretrain's summary always, the others with
 # --json) that import torch, DeepSpeed, Ray or MLflow, whose own lines would otherwise come first:
@@ -71,16 +60,6 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if "default" in text or none or not action.option_strings:
             return text
         return text + " (default: %(default)s)"
-
-
-def version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("canine-pretrain")
-    except PackageNotFoundError:  # a checkout that was never installed
-        return "unknown (not installed)"
 
 
 def _module(name):
@@ -152,8 +131,8 @@ def main(argv=None):
     if extra:
         return _unrecognized(command, f"unrecognized arguments: {' '.join(extra)}")
     args.passthrough = passthrough
-    _redact_logs()
-    _own_log_lines(command)
+    logs.redact_logs()
+    logs.own_log_lines(command)
     quiet.install()
     from jobs import errors, flags
 
@@ -173,77 +152,6 @@ def main(argv=None):
 def _unrecognized(command: str, message: str) -> int:
     print(f"canine {command}: {message} (usage: canine {command} --help)", file=sys.stderr)
     return 2  # argparse's status for a usage error
-
-
-# The project's own loggers: what they warn of is said to the user as the command's own line.
-OWN_LOGGERS = ("contract", "pipeline", "training", "jobs")
-
-
-class LogLines(logging.Formatter):
-    """A record of the project's own loggers as `canine COMMAND: MESSAGE`, the form of the
-    command's other lines (`canine preprocess: removing stale lock out/.canine.lock (host h pid
-    41)`); a library's with its level and logger, which say whose it is."""
-
-    def __init__(self, command: str):
-        super().__init__("%(levelname)s %(name)s: %(message)s")
-        self.command = command
-
-    def format(self, record: logging.LogRecord) -> str:
-        if record.name.split(".", 1)[0] not in OWN_LOGGERS:
-            return super().format(record)
-        line = f"canine {self.command}: {record.getMessage()}"
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        return line
-
-
-class _Stderr(logging.StreamHandler):
-    """Writes to sys.stderr as it is at each record (pytest's capture, a redirect), as
-    logging's own handler of last resort does."""
-
-    def __init__(self, level=logging.NOTSET):
-        logging.Handler.__init__(self, level)
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-
-def log_handler(command: str, level=logging.NOTSET) -> logging.Handler:
-    """A stderr handler whose lines are `LogLines(command)`'s (jobs/preprocess.py's basicConfig)."""
-    handler = _Stderr(level)
-    handler.setFormatter(LogLines(command))
-    return handler
-
-
-def _own_log_lines(command: str) -> None:
-    """A command that configures no logging (pretrain, export: no root handler) has its warnings
-    printed by logging's handler of last resort, the message alone: `removing stale lock ...`
-    under the command's other lines, whose is it not said. It gets ours, at the level of the one
-    it replaces (`logging.lastResort`, documented as replaceable)."""
-    logging.lastResort = log_handler(command, logging.WARNING)
-
-
-def _redact_logs() -> None:
-    """Every log record of this process, from any logger, gets the credentials of URLs in its
-    message masked (contract/files.py `redact`). At record creation: a filter on the root logger
-    would miss records that other loggers propagate to its handlers."""
-    from contract.files import redact
-
-    make = logging.getLogRecordFactory()
-    if getattr(make, "redacts", False):
-        return
-
-    def redacting(*args, **kwargs):
-        record = make(*args, **kwargs)
-        message = record.getMessage()
-        masked = redact(message)
-        if masked != message:
-            record.msg, record.args = masked, ()
-        return record
-
-    redacting.redacts = True
-    logging.setLogRecordFactory(redacting)
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ and returns the exit status (jobs/cli.py's docstring lists them):
 - a closed stdout or stderr pipe (`canine preprocess ... 2>&1 | head -1`): nothing printed, no
   traceback, 141 (128 + SIGPIPE, what a shell reports for `yes | head`): the reader has all it wanted;
 - Ctrl-C: "interrupted", 130 (128 + SIGINT, what a shell reports for a process it interrupted);
-  a driver that knows what was done raises `Interrupted("interrupted after ...; the same command
-  resumes")` from the KeyboardInterrupt, printed as it is, 130.
+  a driver that knows what was done raises contract/interrupted.py's `Interrupted("interrupted
+  after ...; the same command resumes")` from the KeyboardInterrupt, printed as it is, 130.
 Credentials in URLs are masked everywhere, the traceback file included (contract/files.py `redact`).
 """
 
@@ -36,6 +36,7 @@ import tempfile
 import traceback
 
 from contract.files import redact
+from contract.interrupted import Interrupted
 
 # Exceptions whose messages this project writes to be read: each names the object, what happened
 # and what to do. By qualified name, so that no command imports Ray or Beam to recognize them; a
@@ -62,14 +63,6 @@ EXIT_INTERRUPTED = 130
 EXIT_CLOSED_PIPE = 128 + signal.SIGPIPE
 
 
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C, caught by a command's driver, with what was done and how to go on: "interrupted
-    after 12 of 40 work items (kept); the same command resumes". Raised `from` the original
-    KeyboardInterrupt; printed as `canine COMMAND: MESSAGE`, exit 130, no traceback."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
 
 # errno -> (what it means, what to do), for OSErrors that say no more than a path.
 _MEANING = {
@@ -241,7 +234,7 @@ def write_traceback(command: str, error: BaseException) -> str:
     """Write `error`'s traceback (credentials masked) to a new file; returns its path. Readable by
     this user only: a traceback holds paths and values of the run. If the shared folder is not
     ours to write in, a file of our own in the temp folder; if that fails too, stderr."""
-    from jobs.cli import version
+    from contract.extras import version
 
     now = datetime.datetime.now(datetime.timezone.utc)
     text = redact(f"canine {command} failed at {now.isoformat(timespec='seconds')}, pid {os.getpid()}\n"

@@ -83,15 +83,12 @@ def config_from_args(args) -> PreprocessConfig:
 def preprocess(cfg: PreprocessConfig, **run_options):
     """pipeline/run.py's `preprocess` (its options: dumps, mirror, workers, runner, beam_args,
     progress) as a `canine` command runs it, this one and `canine smoke`: the Beam job's own error
-    records held while it runs (jobs/quiet.py), and a Ctrl-C as the line jobs/errors.py prints as
-    it is, exit 130. Returns what the driver returns: (the output, output.RunResult)."""
+    records held while it runs (jobs/quiet.py). Returns what the driver returns: (the output,
+    output.RunResult); a Ctrl-C leaves as the driver's Interrupted."""
     from jobs import errors, quiet
     from pipeline import run
 
-    try:
-        return run.preprocess(cfg, around_job=quiet.runner_errors_held, **run_options)
-    except run.Interrupted as e:
-        raise errors.Interrupted(e.message) from e
+    return run.preprocess(cfg, around_job=lambda: quiet.runner_errors_held(errors.is_known), **run_options)
 
 
 def objects(args, cfg: PreprocessConfig | None = None) -> dict[str, str]:
@@ -112,12 +109,12 @@ def objects(args, cfg: PreprocessConfig | None = None) -> dict[str, str]:
 
 
 def main(args) -> int:
-    from jobs import cli, errors
+    from jobs import errors, logs
     from jobs.inspect import print_manifest
     from pipeline.run import closing_notes
 
     # Our own records as `canine preprocess: ...` lines, a library's with its level and logger.
-    logging.basicConfig(level=logging.INFO, handlers=[cli.log_handler("preprocess")])
+    logging.basicConfig(level=logging.INFO, handlers=[logs.log_handler("preprocess")])
     logging.getLogger("apache_beam").setLevel(logging.WARNING)
     cfg = None
     try:

@@ -93,12 +93,10 @@ def main(args) -> int:
     from ray.train import TrainingFailedError
 
     from training.train import failures
-    from training.train.run import interrupted, pretrain
+    from training.train.run import pretrain
 
     try:
-        summary = pretrain(cfg)
-    except KeyboardInterrupt as e:  # the workers are stopped (run._Interrupt); what is kept is on disk
-        raise errors.Interrupted(interrupted(cfg)) from e
+        summary = pretrain(cfg)  # a Ctrl-C leaves as its Interrupted, which jobs/cli.py reports
     except TrainingFailedError as e:  # the workers' error, after --max-failures restarts
         limit = cfg.parallel.max_failures
         print(f"canine pretrain: training failed after {limit} restart(s) (--max-failures {limit}): "

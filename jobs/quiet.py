@@ -156,13 +156,12 @@ def _beam_threads_dropped(hook):
 
 
 @contextlib.contextmanager
-def runner_errors_held():
+def runner_errors_held(is_known):
     """While a Beam job runs: its runner's error records, and the exceptions that end a thread,
-    are held. A failure that becomes our one line (a known error, Ctrl-C) drops them; an
-    unexpected one carries them as notes, which its traceback file shows (jobs/errors.py
-    write_traceback); after a job that succeeded they are printed as they would have been."""
-    from jobs import errors
-
+    are held. A failure that becomes our one line (`is_known(error)`: jobs/errors.py's; Ctrl-C)
+    drops them; an unexpected one carries them as notes, which its traceback file shows
+    (jobs/errors.py write_traceback); after a job that succeeded they are printed as they would
+    have been. `is_known` is passed in: jobs/errors.py imports this module, not the other way."""
     hold, handlers = _Hold(), list(logging.getLogger().handlers)
     threads, hook = [], threading.excepthook
     for handler in handlers:
@@ -172,7 +171,7 @@ def runner_errors_held():
     try:
         yield
     except BaseException as e:
-        ended = errors.is_known(e) or isinstance(e, (KeyboardInterrupt, BrokenPipeError))
+        ended = is_known(e) or isinstance(e, (KeyboardInterrupt, BrokenPipeError))
         if not ended:
             formatter = logging.Formatter("%(levelname)s %(name)s: %(message)s")
             for record in hold.records:
@@ -215,7 +214,7 @@ def stdout_for_json(on: bool = True):
     """While the block runs, file descriptor 1 is stderr's, so that whatever a library writes to
     stdout (a logger's handler made on sys.stdout, a print, a child process, native code) lands on
     stderr; only `document()` writes to the real stdout, so `--json` output always parses. The
-    streams that libraries hold keep working: they write to descriptor 1, as before."""
+    streams that libraries hold keep working: they still write to descriptor 1."""
     global _document
     if not on or _document is not None or not _on_descriptor_1(sys.stdout):
         # A caller that replaced sys.stdout (contextlib.redirect_stdout, pytest's capsys, a

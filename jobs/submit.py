@@ -61,7 +61,7 @@ import urllib.parse
 from pathlib import Path
 
 from contract.extras import project_hint
-from jobs import cli
+from jobs.commands import COMMANDS
 
 EXIT_STOPPED = 3
 EXIT_CLUSTER = 4
@@ -283,6 +283,8 @@ def job_paths(words: tuple, here: bool, address: str = "URL") -> tuple:
     checkout's copy, or the image's). With the head on another machine a relative path names a
     place of this machine, which its nodes cannot read: refused, in one line. URLs, absolute
     paths, preset names and everything after the job's own `--` (Beam options) are left alone."""
+    from jobs import cli  # the command's own parser says which of its flags take a value
+
     parser = cli.build_parser(words[0]).commands[words[0]]
     takes_value = {o for a in parser._actions for o in a.option_strings if a.nargs != 0}
     out, expect, rest = [words[0]], None, list(words[1:])
@@ -543,7 +545,7 @@ def _connect(address: str, args):
 
 
 def _spec(args, words) -> SubmitSpec:
-    runnable = sorted(set(cli.COMMANDS) - {"submit"})
+    runnable = sorted(set(COMMANDS) - {"submit"})
     if not words or words[0] not in runnable:
         got = f"got {words[0]!r}" if words else "got nothing"
         raise ValueError(f"expected `-- COMMAND ...` with COMMAND one of {', '.join(runnable)}, "

@@ -15,7 +15,7 @@ Crash safety: a run killed at any moment (reading, tokenizer training, writing, 
 leaves either no manifest, and the next run of the same config recomputes everything from the
 cached work items, or a complete manifest; each step is idempotent from there
 (tests/pipeline/test_crash.py kills a 2-worker run at each point). Ctrl-C is the same, told:
-`run` raises RunInterrupted with the work items finished, which the same command reuses.
+`run` raises contract's Interrupted naming the work items finished, which the same command reuses.
 
 Inputs are identified by content: an output is up to date for a run whose config differs from
 its own only in how the inputs are named (the patterns as given, each file's URL: a relative
@@ -47,6 +47,7 @@ import fsspec
 
 from contract import schema
 from contract.files import file_sha256, is_local, redact
+from contract.interrupted import Interrupted
 from contract.manifest import FileRef, Language, Manifest, Shard, Split, write_manifest
 from contract.manifest import read_manifest as _read_manifest
 from pipeline import faults, runners, sources
@@ -69,13 +70,11 @@ class NothingKept(sources.InputError):
     published. An input error: the input, not the run, has to change."""
 
 
-class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C while the job ran or published: `done` of `total` work items were finished, and
-    are kept in staging for the same command to reuse."""
-
-    def __init__(self, done: int, total: int):
-        super().__init__(f"{done} of {total} work items done")
-        self.done, self.total = done, total
+def _stopped(work_plan, staging: str) -> Interrupted:
+    """Ctrl-C while the job ran or published: the finished work items are kept in staging for
+    the same command to reuse."""
+    done, total = _items_done(work_plan.items, staging)
+    return Interrupted(f"interrupted after {done} of {total} work items (kept); the same command resumes")
 
 
 def _fs(url):
@@ -286,7 +285,7 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
     the output's lock). `before_publish()` runs after the pipeline, before anything is moved
     into place: a lock holder's check that it still owns the output. `progress`: report on
     stderr while the job runs (pipeline/progress.py), and name the Dataflow job's page.
-    Ctrl-C while the job runs or publishes raises RunInterrupted."""
+    Ctrl-C while the job runs or publishes raises Interrupted."""
     import apache_beam as beam
 
     from pipeline import job
@@ -343,13 +342,13 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
             _stop_sdk_workers()
         _cancel(result)
         _closed(watch)
-        raise RunInterrupted(*_items_done(work_plan.items, staging)) from e
+        raise _stopped(work_plan, staging) from e
     except (RuntimeError, sources.InputError) as e:
         if _interrupted(e):  # in-process DirectRunner: Beam wraps a DoFn's KeyboardInterrupt
             if _worker_plugins(runner, workers):
                 _stop_sdk_workers()
             _closed(watch)
-            raise RunInterrupted(*_items_done(work_plan.items, staging)) from e
+            raise _stopped(work_plan, staging) from e
         raise _input_error_in(e) or e
     finally:
         if watch is not None:
@@ -361,7 +360,7 @@ def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", b
         records = _read_staged_json(fs, staging_path, "stats.json")
         manifest = finalize(cfg, staging, records)
     except KeyboardInterrupt as e:
-        raise RunInterrupted(*_items_done(work_plan.items, staging)) from e
+        raise _stopped(work_plan, staging) from e
     stats = RunStats(round(time.time() - started, 2), len(work_plan.items), counters.get("items_parsed", 0),
                      counters.get("items_reused", 0))
     return RunResult(manifest, run=stats,

@@ -278,7 +278,7 @@ class ItemProgress:
                 # Our stderr's reader went away (`canine preprocess ... 2>&1 | head -1`): the job
                 # stops as on Ctrl-C, a SIGINT to the main thread (which a blocking wait there
                 # notices, as it does a Ctrl-C), and pipeline/output.py `run` raises this error
-                # instead of RunInterrupted: the CLI ends quietly, finished work items kept.
+                # instead of Interrupted: the CLI ends quietly, finished work items kept.
                 self.closed = True
                 if not self._stop.is_set():
                     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)

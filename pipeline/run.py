@@ -31,18 +31,8 @@ import sys
 from contextlib import nullcontext
 
 from contract.files import redact
+from contract.interrupted import Interrupted
 from pipeline.preprocess_config import PreprocessConfig
-
-
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C, with what was done and how to go on: "interrupted after 12 of 40 work items (kept);
-    the same command resumes". Raised `from` the KeyboardInterrupt. The CLI prints the message as
-    it is, exit 130 (jobs/preprocess.py hands it on as jobs/errors.py's Interrupted, of a layer
-    this one does not import)."""
-
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
 
 
 def _say(text: str) -> None:
@@ -109,9 +99,8 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
                 staging = output.staging_url(work_plan.cfg)
                 raise disk.filled(staging, peak, disk.free_bytes(staging),
                                   *output._items_done(work_plan.items, staging)) from None
-    except output.RunInterrupted as e:
-        raise Interrupted(f"interrupted after {e.done} of {e.total} work items (kept); "
-                          "the same command resumes") from e
+    except Interrupted:  # output.run's: the finished work items stay in staging
+        raise
     except KeyboardInterrupt as e:
         if created:
             output.remove_empty(cfg.output, created)

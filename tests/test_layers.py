@@ -15,6 +15,7 @@ deferred), so a lazy import cannot slip past.
 """
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,7 +136,7 @@ def test_the_trainer_check_sees_a_violation(tmp_path):
     assert reaches_the_trainer(fine, ("training",)) == []
 
 
-@pytest.mark.parametrize("package", ["training", "training/train"])
+@pytest.mark.parametrize("package", ["contract", "jobs", "training", "training/train"])
 def test_the_package_index_lists_every_module(package):
     """Each package's docstring indexes its modules (and subpackages), one line each."""
     folder = ROOT / package
@@ -146,3 +147,43 @@ def test_the_package_index_lists_every_module(package):
     assert set(listed) == present and not twice, (
         f"{package}/__init__.py's index: missing {sorted(present - set(listed))}, no such module "
         f"{sorted(set(listed) - present)}, listed twice {twice}")
+
+
+def import_cycles(package: str) -> list[list[str]]:
+    """The circles of imports among `package`'s own modules (deferred imports included), each as
+    the modules around it, smallest first; [] when its imports run one way."""
+    folder = ROOT / package
+    prefix = package.replace("/", ".")
+    modules = {f"{prefix}.{p.stem}": p for p in folder.glob("*.py") if p.name != "__init__.py"}
+    edges = {m: {n for n in imported_modules(p) if n in modules and n != m} for m, p in modules.items()}
+    cycles, seen = [], set()
+    for start in sorted(edges):  # a depth-first walk from each module back to itself
+        stack = [(start, [start])]
+        while stack:
+            node, path = stack.pop()
+            for nxt in sorted(edges[node]):
+                if nxt == start:
+                    key = frozenset(path)
+                    if key not in seen:
+                        seen.add(key)
+                        cycles.append(path)
+                elif nxt not in path and nxt > start:
+                    stack.append((nxt, path + [nxt]))
+    return sorted(cycles, key=len)
+
+
+def test_the_commands_import_one_way():
+    """jobs/: the sub-commands import the helpers they share (errors, quiet, logs, flags), never
+    the other way; cli.py reaches the sub-commands through importlib, by the table in commands.py."""
+    cycles = import_cycles("jobs")
+    assert not cycles, f"jobs/ modules that import each other in a circle: {cycles}"
+
+
+def test_the_cycle_check_sees_a_circle(tmp_path, monkeypatch):
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("from pkg import b\n")
+    (tmp_path / "pkg" / "b.py").write_text("def f():\n    from pkg.c import x\n")
+    (tmp_path / "pkg" / "c.py").write_text("import pkg.a\n")
+    (tmp_path / "pkg" / "d.py").write_text("from pkg import a\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert import_cycles("pkg") == [["pkg.a", "pkg.b", "pkg.c"]]

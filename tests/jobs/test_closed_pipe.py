@@ -65,7 +65,7 @@ class ClosedAfterFirstLine(io.StringIO):
 def test_a_progress_line_on_a_closed_pipe_stops_the_job_as_a_broken_pipe(tmp_path, monkeypatch):
     """The progress thread's line meets the closed pipe: the main thread, waiting for the job, is
     stopped as by Ctrl-C, and the job's driver raises BrokenPipeError (the CLI's quiet 141), not
-    RunInterrupted ("interrupted after ..." on a stream nobody reads)."""
+    Interrupted ("interrupted after ..." on a stream nobody reads)."""
     monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.0)
     items = [WorkItem("pages.jsonl", "jsonl")]
     watch = progress.ItemProgress(items, {"pages.jsonl": 10}, str(tmp_path / ".staging-x"),

@@ -525,15 +525,16 @@ def test_a_bad_shard_is_refused_before_ray_starts(damage, phrase, shards, tmp_pa
 
 
 def test_ctrl_c_in_pretrain_says_what_was_kept_and_130(shards, tmp_path, capsys, monkeypatch):
-    """jobs/pretrain.py turns the KeyboardInterrupt that run.pretrain leaves with into one line:
-    the last checkpoint Ray Train recorded (its snapshot, rundir.last_checkpoint), or none yet."""
+    """run.pretrain turns the KeyboardInterrupt its run leaves with into contract's Interrupted,
+    whose line names the last checkpoint Ray Train recorded (its snapshot, rundir.last_checkpoint),
+    or none yet; jobs/cli.py prints it, 130."""
     import json as json_
 
     from training.train import rundir
     from training.train import run as run_mod
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(run_mod, "pretrain", _raise(KeyboardInterrupt()))
+    monkeypatch.setattr(run_mod, "_pretrain", _raise(KeyboardInterrupt()))
     argv = ["pretrain", "--data", shards, "--output", "runs/x"]
     code, _, line = run(capsys, argv)
     assert (code, line) == (130, f"interrupted, before {tmp_path}/runs/x had a checkpoint (every 50 steps, "

@@ -39,7 +39,7 @@ def test_a_stale_lock_removed_by_preprocess_is_said_as_its_line(tmp_path):
 def test_a_command_without_logging_of_its_own_prefixes_our_warnings():
     """pretrain configures no logging: its warnings went to logging's handler of last resort, the
     message alone. A process of its own: pytest's handlers on the root logger take every record."""
-    code = ("import logging; from jobs import cli; cli._own_log_lines('pretrain'); "
+    code = ("import logging; from jobs import logs; logs.own_log_lines('pretrain'); "
             "logging.getLogger('contract.lock').warning('removing stale lock %s (%s)', 'runs/x/.canine.lock', 'host h'); "
             "logging.getLogger('some.library').warning('its own words'); logging.getLogger('training').info('quiet')")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)

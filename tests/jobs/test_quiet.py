@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import quiet
+from jobs import errors, quiet
 
 
 def _source(module: str) -> str:
@@ -113,7 +113,7 @@ def test_a_beam_jobs_error_records_are_dropped_for_our_errors_kept_as_notes_othe
     beam = logging.getLogger("apache_beam.runners.common")
 
     def failing_job(error):
-        with quiet.runner_errors_held():
+        with quiet.runner_errors_held(errors.is_known):
             beam.error("x.xml: malformed XML at line 3 [while running 'ReadAndClean/ParseAndClean']")
             thread = threading.Thread(target=lambda: 1 / 0, name="run_worker")
             thread.start()
@@ -143,7 +143,7 @@ def test_a_beam_jobs_error_records_are_dropped_for_our_errors_kept_as_notes_othe
     assert [type(args.exc_value) for args in seen] == [ZeroDivisionError]
 
     keep.records.clear()
-    with quiet.runner_errors_held():  # a job that succeeded: what it logged is printed after it
+    with quiet.runner_errors_held(errors.is_known):  # a job that succeeded: what it logged is printed after it
         beam.error("a record of a job that succeeded")
     assert [r.getMessage() for r in keep.records] == ["a record of a job that succeeded"]
 

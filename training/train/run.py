@@ -16,8 +16,9 @@ with whatever config it is given (a smaller micro batch after an out-of-memory a
 Local paths are made absolute first (rundir.absolute_paths): the workers run in another working
 directory. What the driver can check it checks before Ray starts (the config, the manifest, every
 shard's Parquet footer, a finished run), so a bad input fails in seconds and leaves no run
-directory. A Ctrl-C stops the workers through Ray Train's controller (`_Interrupt`) and leaves as a
-KeyboardInterrupt; `interrupted` says how far the run got and that the same command resumes.
+directory. A Ctrl-C stops the workers through Ray Train's controller (`_Interrupt`) and leaves as
+contract's Interrupted, whose line (`interrupted`) says how far the run got and that the same
+command resumes.
 
 The data and the output may be local or on an object store (s3://, gs://, any fsspec URL): the
 checkpoints, metrics.jsonl, TensorBoard events, config.yaml, summary.json and the HF export all go
@@ -44,6 +45,7 @@ import sys
 import fsspec
 
 from contract.files import atomic_write, is_local, redact
+from contract.interrupted import Interrupted
 from training.train import autobatch, data, failures, init, metrics, reaper, resources, rundir, tracking
 from training.train import config
 from training.train.failures import FAULT_ENV, FAULT_KIND_ENV
@@ -392,7 +394,17 @@ HASH_AT_FIRST_START = True
 
 def pretrain(cfg) -> dict:
     """Run (or resume) the pretraining `cfg` describes; returns the summary also written to
-    OUTPUT/summary.json."""
+    OUTPUT/summary.json. A Ctrl-C leaves as contract's Interrupted, once the workers have stopped
+    and the run's lock is released: `interrupted` says how far the run got."""
+    try:
+        return _pretrain(cfg)
+    except Interrupted:
+        raise
+    except KeyboardInterrupt as e:
+        raise Interrupted(interrupted(cfg)) from e
+
+
+def _pretrain(cfg) -> dict:
     import ray
 
     from contract.lock import OutputLock
