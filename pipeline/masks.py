@@ -334,8 +334,8 @@ def _apart(order, group, rank, starts, ends):
     other's start: pieces of one bounded run), so no two chosen spans are adjacent and a run of
     masked positions is one chosen span, as the training side reads them (training/batch.py: its
     10% identity choice is per span). Whitespace spans never touch: their order is unchanged.
-    Each span keeps its chance of a visit ahead of its neighbours; the budget is met as before
-    (a long bounded run keeps about a third of its pieces, far above the 15% chosen)."""
+    Each span keeps its chance of a visit ahead of its neighbours, and the budget is still met: a
+    long bounded run keeps about a third of its pieces, far above the 15% chosen."""
     touch = ends[:-1] == starts[1:]  # span i touches span i + 1
     if not touch.any():
         return order, group, rank

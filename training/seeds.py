@@ -38,9 +38,8 @@ made-up probe rows         (none: fixed)            probe_rng       numpy, call 
 evaluation snippets        seed                     snippet_rng     numpy, call order  evaluate.snippets
 linear probe's init        seed                     seed_probe      torch global       evaluate.probe_predictions
 
-The last two are drawn in training/train/evaluate.py by its own calls for now (np.random.default_rng,
-torch.manual_seed), with the same values as these functions; tests/test_seeds.py lists it as the
-one module still to repoint. training/train/checkpoint.py saves and restores the global
+training/train/evaluate.py draws the last two through these functions (snippet_rng, seed_probe),
+like every other module. training/train/checkpoint.py saves and restores the global
 generators' states with a checkpoint (a resume continues them); it seeds nothing.
 
 The SeedSequence decisions each lead their entropy with a `Tag` of their own. A SeedSequence

@@ -19,8 +19,8 @@ class InputError(Exception):
     """Bad or missing input; the message names the file and the position (with any credentials
     in its URL masked: redact)."""
 
-    # The name the package exports it under, as before the split into modules: a worker's
-    # exception reaches the launcher as traceback text, which pipeline/output.py matches by
+    # The name the package exports it under, not this module's: a worker's exception
+    # reaches the launcher as traceback text, which pipeline/output.py matches by
     # "pipeline.sources.InputError: MSG" (_WORKER_INPUT_ERROR); pickle finds it there too.
     __module__ = "pipeline.sources"
 

@@ -24,7 +24,7 @@ items are cut (pages are hashed into groups); the rejects' `source` positions of
 (`path@start:line`) do, and a rerun with another worker count on a small input plans other items
 and reads them again rather than reusing the cached ones. A big input (ITEM_BYTES x
 ITEMS_PER_WORKER x workers of text and more, 256 MB a worker) is cut at ITEM_BYTES whatever the
-worker count, as before. A trial slice is planned as it always was.
+worker count. A trial slice is planned by its pages (above), never by the worker count.
 """
 
 import hashlib
@@ -91,7 +91,7 @@ def plan_work_items(patterns: list[str], lang: str | None = None, streams_per_it
         if size == 0:
             raise InputError(f"{path}: empty file (0 bytes)")
     min_items = 1
-    if workers is not None and max_pages is None:  # a trial slice is planned as it always was
+    if workers is not None and max_pages is None:  # a trial slice: by its pages, the same for any worker count
         min_items = ITEMS_PER_WORKER * workers
         if item_bytes is None and not seekable.item_bytes_set():
             item_bytes = item_size(sum(text_bytes(path, size or 0) for path, *_, size in files), workers)

@@ -53,9 +53,9 @@ never parsed; bold/italic runs are removed before parsing (sections.py), which s
 mwparserfromhell's tokenizer its costliest backtracking; the text is read off its token list
 rather than its node tree (pipeline/wikitext/render.py). On the real pages of tests/data/wiki
 (benchmarks/text_quality.py, MB of wikitext per CPU second): 7.4, against 0.76 for
-`parse(text).strip_code()` alone and 6.8 for wikiextractor; the previous cleaner
-did 4.1-4.2 where this one did 6.1-6.6 in the same runs, and 7.3-10.6 where this
-one did 8.6-11.0 on the bundled sample. The whole job: benchmarks/preprocess.py.
+`parse(text).strip_code()` alone and 6.8 for wikiextractor: reading the token list is what
+makes the difference (a cleaner that walked the node tree did 4.1-4.2 where this one did 6.1-6.6
+in the same runs). The whole job: benchmarks/preprocess.py.
 """
 
 import re

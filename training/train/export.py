@@ -63,7 +63,7 @@ def _dataset(data_path: str):
         return data.open_dataset(data_path), ""
     except FileNotFoundError:
         return None, f"{schema.MANIFEST} not found"
-    except (ValueError, ManifestError) as e:  # the file's own name, as before: the card is published
+    except (ValueError, ManifestError) as e:  # the file's own name, not this machine's path: the card is published
         return None, f"unreadable ({str(e).replace(manifest_url(data_path), schema.MANIFEST)})"
     except OSError as e:
         return None, f"unreadable here ({type(e).__name__})"

@@ -15,7 +15,7 @@ be mostly Ray's own chatter (its placement-group cleaner warns every second that
 the state API). Rank 0 sends the records of console steps to a `ProgressSink` actor the driver
 holds, rather than the driver following metrics.jsonl: on an object store that file is one object
 rewritten whole, so following it would mean re-uploading a growing file every few seconds (or
-seeing progress only at checkpoints, as before), and the driver polling the store every second.
+seeing progress only at checkpoints), and the driver polling the store every second.
 A fire-and-forget actor call costs rank 0 well under a millisecond per console line, makes no
 store request, and works alike for local and remote outputs.
 """
