@@ -46,7 +46,7 @@ from pipeline import sources  # noqa: E402
 from pipeline.examples import pack_pages  # noqa: E402
 from pipeline.masks import MaskPlanConfig, plan_examples  # noqa: E402
 from pipeline.preprocess_config import PreprocessConfig  # noqa: E402
-from pipeline.wikitext.clean import clean_page  # noqa: E402
+from pipeline.wikitext.clean import CleanOptions, clean_page  # noqa: E402
 
 REAL_INPUT = str(ROOT / "tests" / "data" / "wiki" / "*.xml.bz2")
 SYNTHETIC_INPUT = str(ROOT / "pipeline" / "sample" / "*.xml")
@@ -113,12 +113,13 @@ class Row:
 
 def collect(files: list[str], cfg: PreprocessConfig, show: bool) -> dict:
     rows = collections.defaultdict(Row)
+    options = CleanOptions.of(cfg)
     for item in sources.plan_work_items(files):
         origin = "synthetic" if Path(item.path).resolve().parent == (ROOT / "pipeline" / "sample") else "real"
         for page in sources.read_pages(item):
             row = rows[(page.lang, origin)]
             row.read += 1
-            r = clean_page(page, cfg)
+            r = clean_page(page, options)
             if r.outcome != "kept":
                 continue
             row.kept += 1

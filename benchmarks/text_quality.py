@@ -58,7 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipeline import sources  # noqa: E402
-from pipeline.wikitext.clean import clean_page  # noqa: E402
+from pipeline.wikitext.clean import CleanOptions, clean_page  # noqa: E402
 from pipeline.preprocess_config import PreprocessConfig  # noqa: E402
 from pipeline.wikitext.endmatter import is_end_matter  # noqa: E402
 from pipeline.wikitext.sections import strip_quotes  # noqa: E402
@@ -87,7 +87,8 @@ _WX_HEADING_MARK = re.compile(r"(?m)^## ")
 
 
 def ours(cfg):
-    return lambda page: clean_page(page, cfg).text or ""
+    options = CleanOptions.of(cfg)
+    return lambda page: clean_page(page, options).text or ""
 
 
 def wikiextractor_text(page) -> str:

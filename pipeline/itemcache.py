@@ -65,8 +65,8 @@ SCHEMA = pa.schema(
 _CACHE_VERSION = 4  # 3: <math> kept as TeX source; 4: the converted column
 
 
-def clean_raw(page: sources.RawPage, cfg: PreprocessConfig = PreprocessConfig()) -> Cleaned:
-    r = clean.clean_page(page, cfg)
+def clean_raw(page: sources.RawPage, options: clean.CleanOptions = clean.CleanOptions()) -> Cleaned:
+    r = clean.clean_page(page, options)
     # The source (path:line) goes into the cache and the rejects file: no credentials of its URL.
     headings = r.headings
     return Cleaned(page.lang, page.page_id, page.title, redact(page.source), r.outcome, r.reason, r.text,
@@ -94,11 +94,12 @@ def parse_and_store(item: sources.WorkItem, url: str, cfg: PreprocessConfig = Pr
     item leaves no cache file, nor a temp one. The compressed rows are held in memory until
     then (a few MB for 10 streams of ~100 pages); on an object store that makes one PUT
     instead of a streamed upload plus a server-side move."""
+    options = clean.CleanOptions.of(cfg)
     sink = pa.BufferOutputStream()
     rows = []
     with pq.ParquetWriter(sink, SCHEMA, compression="zstd") as writer:
         for page in sources.read_pages(item):
-            rows.append(clean_raw(page, cfg))
+            rows.append(clean_raw(page, options))
             yield rows[-1]
             if len(rows) >= _BATCH:
                 writer.write_batch(_batch(rows))

@@ -10,18 +10,18 @@ pretrained on (paper §4.1): WikiExtractor-style text without templates and tabl
   line first, as MediaWiki does (pipeline/wikitext/sections.py), so an unclosed construct ends at its
   line, its table or its section. Every heading is kept, or dropped on purpose and counted.
 - Tables (wiki and HTML), infoboxes, galleries and images with their captions are dropped and
-  counted; `PreprocessConfig.keep_tables` keeps the cells' text instead, a row a line, cells
+  counted; `CleanOptions.keep_tables` keeps the cells' text instead, a row a line, cells
   joined by " | ".
 - End matter (References, Notes, See also, External links, ...) is dropped with its subsections
-  and counted, unless `PreprocessConfig.keep_end_matter`: by its title, listed for ten languages
+  and counted, unless `CleanOptions.keep_end_matter`: by its title, listed for ten languages
   or of end-matter words for any, or by its raw body, a list of citations with nearly no prose
   (pipeline/wikitext/endmatter.py).
 - Templates are dropped, except those that put words into the sentence: conversions, language,
   transliteration and pronunciation, dates, formatting wrappers, quotations render as their words
   (pipeline/wikitext/templates.py); an unknown template inside a sentence keeps its one plain parameter.
 - Language-variant markup `-{...}-` (zh, sr, kk, ...) renders as the wiki's own no-conversion view
-  shows it, or as `PreprocessConfig.variants` picks (pipeline/wikitext/variants.py), before
-  parsing; the count is `CleanResult.variants`. `PreprocessConfig.convert` converts a language's
+  shows it, or as `CleanOptions.variants` picks (pipeline/wikitext/variants.py), before
+  parsing; the count is `CleanResult.variants`. `CleanOptions.convert` converts a language's
   whole text to one variant after cleaning, what each construct shows excepted
   (pipeline/wikitext/convert.py); the characters changed are `CleanResult.converted`.
 - Links keep their display text; File/Image/Category links and interlanguage links
@@ -63,7 +63,6 @@ import unicodedata
 from dataclasses import dataclass, field
 
 from contract.schema import ALIASED_RANGE, REPLACEMENT_CHARACTER
-from pipeline.preprocess_config import PreprocessConfig
 from pipeline.wikitext.endmatter import is_end_matter
 from pipeline.wikitext.render import CELL, DROP_TAGS, INLINE_CODE_TAGS, SOURCE_TAGS, TAG_REASONS, render
 from pipeline.wikitext.sections import split_sections, split_tables, strip_quotes
@@ -148,7 +147,31 @@ _ALIASED_RE = re.compile(
 )
 _REPLACEMENT = chr(REPLACEMENT_CHARACTER)
 _MARKUP_RE = re.compile(r"[\[\]{}<>&'_~:|]|https?:|//")  # what a heading title without markup cannot hold
-_DEFAULTS = PreprocessConfig()
+
+
+@dataclass(frozen=True)
+class CleanOptions:
+    """What the cleaner takes of a job's config, each choice resolved once (`of`), not per page:
+    keep tables' cells, keep end matter, the variant each language's `-{...}-` markup renders
+    in ({lang: variant}, from PreprocessConfig.variants) and the variant each language's pages
+    are converted to ({lang: variant}, PreprocessConfig.convert). The defaults: the job's own."""
+
+    keep_tables: bool = False
+    keep_end_matter: bool = False
+    variants: dict = field(default_factory=dict)
+    convert: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, cfg) -> "CleanOptions":
+        """From a PreprocessConfig (its keep_tables, keep_end_matter, variants and convert). An
+        unknown variant, or a conversion whose package is missing, raises its ValueError here,
+        once, when the job starts cleaning: not as a parse error on every page."""
+        chosen = convert.check_convert(tuple(cfg.convert)) if cfg.convert else {}
+        convert.require(chosen)
+        return cls(cfg.keep_tables, cfg.keep_end_matter, check_variants(cfg.variants) if cfg.variants else {}, chosen)
+
+
+_DEFAULTS = CleanOptions()
 _SECTION_BREAK = "\n\x04\n"  # between the sections' texts while they are finished together (XML 1.0 forbids U+0004)
 
 
@@ -161,7 +184,7 @@ class CleanResult:
     dropped: dict = field(default_factory=dict)  # {contract.schema.CONSTRUCT_DROPS reason: count} (kept pages only)
     headings: "Headings | None" = None  # what the end-matter rule saw on a kept page (its stats per language)
     variants: int = 0  # language-variant constructs `-{...}-` rendered on a kept page (pipeline/wikitext/variants.py)
-    converted: int = 0  # characters the whole-page conversion changed (PreprocessConfig.convert; convert.py)
+    converted: int = 0  # characters the whole-page conversion changed (CleanOptions.convert; convert.py)
 
 
 @dataclass
@@ -173,9 +196,9 @@ class Headings:
     last_kept: str = ""  # the title of the last top-level section kept ("" if the page has none)
 
 
-def clean_page(page: RawPage, cfg: PreprocessConfig = _DEFAULTS) -> CleanResult:
+def clean_page(page: RawPage, options: CleanOptions = _DEFAULTS) -> CleanResult:
     """The page's outcome; never raises on a bad page (it becomes parse_errors with a reason).
-    `cfg.keep_tables` and `cfg.keep_end_matter` choose what is kept."""
+    `options` choose what is kept and how variants render."""
     if page.error is not None:
         return CleanResult("parse_errors", None, 0, f"parse error: {page.error}")
     if page.ns != 0:
@@ -185,10 +208,8 @@ def clean_page(page: RawPage, cfg: PreprocessConfig = _DEFAULTS) -> CleanResult:
     if page.redirect or target is not None:
         return CleanResult("redirects", None, 0, f"redirect to {target if target else '(unknown)'}")
     dropped, headings, stats = {}, Headings(), {}
-    if wikitext:  # a conversion whose package is missing fails the job here, not each page as a parse error
-        convert.target(cfg.convert, page.lang)
     try:
-        text = clean_wikitext(page.text, page.lang, cfg, dropped, headings, stats, page.site) if wikitext else page.text
+        text = clean_wikitext(page.text, page.lang, options, dropped, headings, stats, page.site) if wikitext else page.text
     except Exception as err:  # mwparserfromhell's ParserError, RecursionError on absurd nesting
         return CleanResult("parse_errors", None, 0, f"parse error: {type(err).__name__}: {err}")
     # Only a character reference makes a surrogate here (XML refuses one), so the scan is skipped
@@ -213,28 +234,28 @@ def escape_aliased(text: str) -> tuple[str, int]:
     return _ALIASED_RE.subn(_REPLACEMENT, text)
 
 
-def wikitext_to_text(wikitext: str, lang: str = "en", cfg: PreprocessConfig = _DEFAULTS) -> str:
+def wikitext_to_text(wikitext: str, lang: str = "en", options: CleanOptions = _DEFAULTS) -> str:
     """Plain text of a page's wikitext by the rules in the module docstring (not NFC'd)."""
-    return clean_wikitext(wikitext, lang, cfg, {})
+    return clean_wikitext(wikitext, lang, options, {})
 
 
-def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dict, headings: "Headings | None" = None,
+def clean_wikitext(wikitext: str, lang: str, options: CleanOptions, dropped: dict, headings: "Headings | None" = None,
                    stats: dict | None = None, site: SiteInfo | None = None) -> str:
     """`wikitext_to_text`, adding what it drops to `dropped` ({reason: count}) and, when given,
     the end-matter headings it dropped and the last top-level heading it kept to `headings`, and
     the number of `-{...}-` constructs it rendered to `stats["variants"]` and the characters a
-    conversion (`cfg.convert`) changed to `stats["converted"]`. `site`: the page's dump's
+    conversion (`options.convert`) changed to `stats["converted"]`. `site`: the page's dump's
     <siteinfo> (RawPage.site), whose namespace names tell File and Category links."""
     headings = Headings() if headings is None else headings
     names = namespaces.of(site)
     kept = []  # the source of each formula and inline code, by its mark's number
     wikitext = _prestrip(wikitext, dropped, kept)
-    to = convert.target(cfg.convert, lang)  # "" when the page keeps its text as written
+    to = options.convert.get(lang, "")  # "" when the page keeps its text as written
     if to and convert.NO_CONVERT_RE.search(wikitext):  # __NOCONTENTCONVERT__: every reader sees it as written
         to = ""
     rules = {} if to else None  # the page's manual conversion rules, filled by render_variants
     if "-{" in wikitext:  # the only cost a page without variant markup pays
-        wikitext, n = render_variants(wikitext, lang, to or _variant(cfg, lang), rules)
+        wikitext, n = render_variants(wikitext, lang, to or options.variants.get(lang, ""), rules)
         if stats is not None:
             stats["variants"] = n
     sections = []  # (level, title, text); level 0 is the lead
@@ -250,14 +271,14 @@ def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dic
             title = _render_title(title, lang, dropped, names)  # formulas still marks, as in the text
             top = min(top, level)
             tail = bool(headings.dropped)
-            if not cfg.keep_end_matter and is_end_matter(_restore(title, kept), lang, body, tail=tail):
+            if not options.keep_end_matter and is_end_matter(_restore(title, kept), lang, body, tail=tail):
                 _count(dropped, "end_matter")
                 headings.dropped.append(title)
                 end_matter = level
                 continue
-        sections.append((level, title, _render_body(body, lang, cfg.keep_tables, dropped, names)))
+        sections.append((level, title, _render_body(body, lang, options.keep_tables, dropped, names)))
     # One _finish for the whole page: its regex passes cost as much per call as per character.
-    texts = _finish(_SECTION_BREAK.join(text for _, _, text in sections), cfg.keep_tables).split("\x04")
+    texts = _finish(_SECTION_BREAK.join(text for _, _, text in sections), options.keep_tables).split("\x04")
     shown = []  # (level, title) of the headings the text keeps: not those dropped as empty (a gallery's)
     text = _join([(level, title, text.strip()) for (level, title, _), text in zip(sections, texts)], dropped, shown)
     last_kept = next((title for level, title in reversed(shown) if level == top), "")
@@ -272,10 +293,6 @@ def clean_wikitext(wikitext: str, lang: str, cfg: PreprocessConfig, dropped: dic
     headings.last_kept = _restore(titles[-1], kept)
     return _restore(text, kept)
 
-
-def _variant(cfg: PreprocessConfig, lang: str) -> str:
-    """The variant `cfg.variants` picks for `lang` ("lang=variant" items), "" for the wiki's own view."""
-    return check_variants(cfg.variants).get(lang, "") if cfg.variants else ""
 
 
 def _prestrip(wikitext: str, dropped: dict, kept: list) -> str:

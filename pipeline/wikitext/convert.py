@@ -96,19 +96,6 @@ def require(chosen: dict) -> None:
                              f"{install_hint(EXTRA)}") from None
 
 
-def target(convert, lang: str) -> str:
-    """The variant `convert` (PreprocessConfig.convert) converts `lang`'s pages to, "" for none;
-    raises the ValueError of check_convert or require."""
-    return _target(tuple(convert), lang) if convert else ""
-
-
-@lru_cache(maxsize=None)  # called for every page
-def _target(convert: tuple, lang: str) -> str:
-    chosen = check_convert(convert)
-    require(chosen)
-    return chosen.get(lang, "")
-
-
 def convert_page(text: str, lang: str, variant: str, rules: dict | None = None) -> tuple[str, int]:
     """`text` in `variant`, protection marks removed, and the number of its characters the
     conversion changed. `rules`: the page's manual rules for `variant` ({from: to}, variants.render)."""

@@ -21,6 +21,7 @@ from pipeline.elements import MaskHistograms, PackedFile, PackGroup, ShardKey, S
 from pipeline.examples import PackedExample, codepoints_to_text, example_id, pack_pages
 from pipeline.hashing import stable_int
 from pipeline.preprocess_config import PreprocessConfig
+from pipeline.wikitext.clean import CleanOptions
 from pipeline.sources import RawPage, plan_work_items
 from pipeline.tokenizer import train_wordpiece
 
@@ -37,9 +38,9 @@ def raw(page_id, text, ns=0, redirect=False, error=None, lang="en"):
 
 
 def tally_of(pages, cfg=PreprocessConfig(), item="item"):
-    t = tally.Tally()
+    t, options = tally.Tally(), CleanOptions.of(cfg)
     for page in pages:
-        t.add(itemcache.clean_raw(page, cfg))
+        t.add(itemcache.clean_raw(page, options))
     return t.done(item, "en")
 
 

@@ -7,8 +7,7 @@ from collections import Counter
 import pytest
 
 from contract import schema
-from pipeline.wikitext.clean import clean_page, escape_aliased, redirect_target, wikitext_to_text
-from pipeline.preprocess_config import PreprocessConfig
+from pipeline.wikitext.clean import CleanOptions, clean_page, escape_aliased, redirect_target, wikitext_to_text
 from pipeline.sources import RawPage
 
 
@@ -126,12 +125,12 @@ def test_drops_are_counted_per_reason():
 
 
 def test_keep_tables_linearizes_cells_a_row_a_line():
-    result = clean_page(page(PAGE), PreprocessConfig(keep_tables=True))
+    result = clean_page(page(PAGE), CleanOptions(keep_tables=True))
     assert result.text == ("X is a town of 5 square kilometres.\nPlaces\nThe old town is small.\nName | Size\nOld town | 2\nhtml\n"
                            "Only a table\na\nHistory\nOld times.")
     assert "tables" not in result.dropped and result.dropped["end_matter"] == 1
     caption = wikitext_to_text('{| class="w"\n|+ Caption\n|-\n| style="x" | 1 || [[a|one]]\n| colspan="2" {{tpl}}\n|}',
-                               cfg=PreprocessConfig(keep_tables=True))
+                               options=CleanOptions(keep_tables=True))
     assert caption == "Caption\n1 | one"
 
 

@@ -18,7 +18,7 @@ from contract import schema
 from pipeline import stats, tally
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.sources import RawPage
-from pipeline.wikitext.clean import clean_page, clean_wikitext, wikitext_to_text
+from pipeline.wikitext.clean import CleanOptions, clean_page, clean_wikitext, wikitext_to_text
 from pipeline.wikitext.convert import check_convert, convert_page, require
 from pipeline.wikitext.variants import PROTECT_CLOSE, PROTECT_OPEN, render
 
@@ -32,7 +32,7 @@ def zh_wikitext() -> str:
 
 
 def to(variant: str, wikitext: str, lang: str = "zh") -> str:
-    return wikitext_to_text(wikitext, lang, PreprocessConfig(convert=(f"{lang}={variant}",)))
+    return wikitext_to_text(wikitext, lang, CleanOptions.of(PreprocessConfig(convert=(f"{lang}={variant}",))))
 
 
 def test_a_real_page_in_one_script_each_way():
@@ -40,7 +40,7 @@ def test_a_real_page_in_one_script_each_way():
     written = wikitext_to_text(wikitext, "zh")
     assert "数学" in written and "數學" in written and "一門学科" in written  # as its editors wrote it
     counts = {}
-    hans = clean_wikitext(wikitext, "zh", PreprocessConfig(convert=("zh=zh-hans",)), {}, None, counts)
+    hans = clean_wikitext(wikitext, "zh", CleanOptions.of(PreprocessConfig(convert=("zh=zh-hans",))), {}, None, counts)
     assert "數" not in hans and "門" not in hans and "一门学科" in hans
     # Everything outside the page's three `-{...}-` constructs converted, nothing else touched
     # (in the zh-hans view they show what the default view shows, zh-hans first).
@@ -106,7 +106,7 @@ def test_serbian_is_transliterated_as_srconverter_does():
     assert to("sr-el", "Čačak, Šabac i Niš: Ниш", "sr") == "Čačak, Šabac i Niš: Ниш"
     assert to("sh-cyrl", "Zagreb i Ljubljana", "sh") == "Загреб и Љубљана"
     counts = {}
-    clean_wikitext("Ниш", "sr", PreprocessConfig(convert=("sr=sr-el",)), {}, None, counts)
+    clean_wikitext("Ниш", "sr", CleanOptions.of(PreprocessConfig(convert=("sr=sr-el",))), {}, None, counts)
     assert counts["converted"] == 3
 
 
@@ -148,21 +148,21 @@ def test_the_recorded_headings_are_converted_with_the_text():
     body = "數學是研究數量、結構以及空間等概念的一門學科。" * 3
     text = f"{body}\n\n== 歷史 ==\n{body}\n\n== 參考來源 ==\n* 某書，2001年。\n\n== 外部連結 ==\n* 某站\n"
     page = RawPage(page_id=1, title="數學", ns=0, redirect=False, text=text, lang="zh", source="test")
-    hans = clean_page(page, PreprocessConfig(convert=("zh=zh-hans",)))
+    hans = clean_page(page, CleanOptions.of(PreprocessConfig(convert=("zh=zh-hans",))))
     assert "历史" in hans.text and "歷史" not in hans.text
     assert (hans.headings.dropped, hans.headings.last_kept) == (["参考来源", "外部连结"], "历史")  # zh-hans maps characters; 链接 is zh-cn's word
     written = clean_page(page)
     assert (written.headings.dropped, written.headings.last_kept) == (["參考來源", "外部連結"], "歷史")
     sr = "Ово је чланак о граду.\n\n== Историја ==\nГрад је стар.\n\n== Референце ==\n* Књига\n"
     page = RawPage(page_id=2, title="Град", ns=0, redirect=False, text=sr, lang="sr", source="test")
-    latin = clean_page(page, PreprocessConfig(convert=("sr=sr-el",)))
+    latin = clean_page(page, CleanOptions.of(PreprocessConfig(convert=("sr=sr-el",))))
     assert (latin.headings.dropped, latin.headings.last_kept) == (["Reference"], "Istorija")
 
 
 def test_a_page_counts_what_changed_and_the_option_is_in_the_fingerprint():
     page = RawPage(1, "T", 0, False, "頭髮-{R|頭髮}-", "zh", "test:1", None, "wikitext")
     assert (clean_page(page).text, clean_page(page).converted) == ("頭髮頭髮", 0)
-    hans = clean_page(page, PreprocessConfig(convert=("zh=zh-hans",)))
+    hans = clean_page(page, CleanOptions.of(PreprocessConfig(convert=("zh=zh-hans",))))
     assert (hans.text, hans.converted, hans.variants) == ("头发頭髮", 2, 1)
     assert "convert" not in PreprocessConfig().fingerprint()  # other runs keep their config_sha256
     assert PreprocessConfig(convert=("zh=zh-hans",)).fingerprint()["convert"] == ["zh=zh-hans"]

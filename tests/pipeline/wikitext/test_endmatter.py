@@ -3,8 +3,7 @@ titles and on any other by their titles' words or their bodies; prose and works 
 
 import pytest
 
-from pipeline.wikitext.clean import Headings, clean_wikitext
-from pipeline.preprocess_config import PreprocessConfig
+from pipeline.wikitext.clean import CleanOptions, Headings, clean_wikitext
 from pipeline.wikitext.endmatter import END_MATTER, NONE, STRONG, is_end_matter, normalize, title_form
 
 # References, Notes, Bibliography, Further reading, External links, See also, as each wiki titles them.
@@ -41,9 +40,9 @@ def test_end_matter_sections_are_dropped_and_counted(lang):
     heads = "".join(f"== {t} ==\n* [[Item {i}]]\n" for i, t in enumerate(TITLES[lang]))
     wikitext = f"Lead.\n== {BODY[lang]} ==\nBody text.\n{heads}"
     dropped = {}
-    assert clean_wikitext(wikitext, lang, PreprocessConfig(), dropped) == f"Lead.\n{BODY[lang]}\nBody text."
+    assert clean_wikitext(wikitext, lang, CleanOptions(), dropped) == f"Lead.\n{BODY[lang]}\nBody text."
     assert dropped == {"end_matter": 6}
-    kept = clean_wikitext(wikitext, lang, PreprocessConfig(keep_end_matter=True), {})
+    kept = clean_wikitext(wikitext, lang, CleanOptions(keep_end_matter=True), {})
     assert kept.split("\n")[3:] == [line for t in TITLES[lang] for line in (t, f"Item {TITLES[lang].index(t)}")]
 
 
@@ -51,7 +50,7 @@ def test_subsections_go_with_their_end_matter_and_the_next_section_comes_back():
     wikitext = ("Lead.\n== Annexes ==\n=== Bibliographie ===\n* Livre\n=== Autre ===\ntexte\n"
                 "== Histoire ==\nTexte.\n")
     dropped = {}
-    assert clean_wikitext(wikitext, "fr", PreprocessConfig(), dropped) == "Lead.\nHistoire\nTexte."
+    assert clean_wikitext(wikitext, "fr", CleanOptions(), dropped) == "Lead.\nHistoire\nTexte."
     assert dropped == {"end_matter": 3}
 
 
@@ -70,7 +69,7 @@ BOOKS = ("* Dupont, Jean. ''Histoire''. Paris : Gallimard, 1990. ISBN 2-07-01111
 def test_zh_bibliography_titles_nobody_listed_are_dropped(title):
     wikitext = f"导言。\n== 历史 ==\n正文。\n== {title} ==\n{BOOKS}"
     dropped, headings = {}, Headings()
-    assert clean_wikitext(wikitext, "zh", PreprocessConfig(), dropped, headings) == "导言。\n历史\n正文。"
+    assert clean_wikitext(wikitext, "zh", CleanOptions(), dropped, headings) == "导言。\n历史\n正文。"
     assert dropped == {"end_matter": 1} and headings.dropped == [title]
 
 
@@ -142,7 +141,7 @@ def test_after_end_matter_a_list_without_prose_is_end_matter_too():
     wikitext = ("Lead.\n== Istorija ==\nTekst.\n== Nuorodos ==\n* [[Kita]]\n"  # nobody knows this title
                 "== Šaltiniai ==\n" + BOOKS + "== Kitos ==\n* [[Kita]]\n* [[Trečia]]\n== Apie ==\n" + PROSE)
     dropped, headings = {}, Headings()
-    text = clean_wikitext(wikitext, "xx", PreprocessConfig(), dropped, headings)
+    text = clean_wikitext(wikitext, "xx", CleanOptions(), dropped, headings)
     assert text == f"Lead.\nIstorija\nTekst.\nNuorodos\nKita\nApie\n{PROSE.strip()}"
     assert headings.dropped == ["Šaltiniai", "Kitos"] and dropped == {"end_matter": 2}
 
@@ -154,7 +153,7 @@ def test_a_made_up_wiki_loses_its_end_matter_in_every_script():
                 ("参考书目", BOOKS, False), ("روابط خارجية", "* [http://example.org موقع]\n", False)]
     wikitext = "Lead.\n" + "".join(f"== {title} ==\n{body}\n" for title, body, _ in sections)
     dropped, headings = {}, Headings()
-    text = clean_wikitext(wikitext, "xx", PreprocessConfig(), dropped, headings)
+    text = clean_wikitext(wikitext, "xx", CleanOptions(), dropped, headings)
     assert headings.dropped == [title for title, _, kept in sections if not kept]
     assert [line for line in text.split("\n") if line in {t for t, _, _ in sections}] == ["History", "作品", "生涯"]
     assert headings.last_kept == "生涯" and dropped == {"end_matter": 5}

@@ -13,8 +13,7 @@ import pytest
 
 from contract import schema
 from contract.manifest import read_manifest
-from pipeline.preprocess_config import PreprocessConfig
-from pipeline.wikitext.clean import clean_page, wikitext_to_text
+from pipeline.wikitext.clean import CleanOptions, clean_page, wikitext_to_text
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -59,7 +58,7 @@ def test_formula_rule(name):
 
 def test_a_formula_is_not_read_as_variant_markup_or_a_table_cell():
     assert wikitext_to_text("x <math>e^{-{a}}-1</math> y", "zh") == "x e^{-{a} }-1 y"  # `-{` is not a conversion
-    kept = wikitext_to_text('{| class="wikitable"\n|-\n| <math>|x|</math> || b\n|}', cfg=PreprocessConfig(keep_tables=True))
+    kept = wikitext_to_text('{| class="wikitable"\n|-\n| <math>|x|</math> || b\n|}', options=CleanOptions(keep_tables=True))
     assert kept == "|x| | b"
 
 
@@ -69,7 +68,7 @@ def test_a_formula_is_no_drop_and_one_in_dropped_end_matter_goes_with_it():
     page = ("Intro.\n== A ==\n<math>x</math> is {{convert|5|km}}<ref>r <math>r</math></ref>.\n{|\n| <math>t</math>\n|}\n"
             "== References ==\n<math>z</math> {{reflist}}")
     dropped = {}
-    assert clean_wikitext(page, "en", PreprocessConfig(), dropped) == "Intro.\nA\nx is 5 kilometres."
+    assert clean_wikitext(page, "en", CleanOptions(), dropped) == "Intro.\nA\nx is 5 kilometres."
     assert dropped == {"references": 1, "tables": 1, "end_matter": 1}
 
 

@@ -6,11 +6,10 @@ import unicodedata
 
 import pytest
 
-from pipeline.preprocess_config import PreprocessConfig
 from pipeline.sources import plan_work_items, read_pages
 from pipeline.sources.common import RawPage, SiteInfo
 from pipeline.wikitext import namespaces
-from pipeline.wikitext.clean import clean_page
+from pipeline.wikitext.clean import CleanOptions, clean_page
 from pipeline.wikitext.render import hidden_link
 
 # cswiki's names: Soubor (File) is in no hand list; Kategorie is (dewiki's).
@@ -100,7 +99,7 @@ def test_the_real_knwiki_excerpt_drops_its_categories_by_its_siteinfo(real_pages
     were lines of text (they follow the external links: kept with the end matter here)."""
     (article,) = [p for p in real_pages["knwiki-201806-excerpt.xml.bz2"] if p.ns == 0 and not p.redirect]
     assert (14, "ವರ್ಗ") in article.site.namespaces and "[[ವರ್ಗ:" in article.text
-    cfg = PreprocessConfig(keep_end_matter=True)
+    cfg = CleanOptions(keep_end_matter=True)
     assert "ವರ್ಗ:" not in clean_page(article, cfg).text
     bare = RawPage(article.page_id, article.title, 0, False, article.text, article.lang, article.source)
     assert "ವರ್ಗ:" in clean_page(bare, cfg).text  # the hand list alone does not know it

@@ -4,8 +4,7 @@ import pytest
 
 from contract import schema
 from pipeline.wikitext import templates
-from pipeline.wikitext.clean import clean_wikitext, wikitext_to_text
-from pipeline.preprocess_config import PreprocessConfig
+from pipeline.wikitext.clean import CleanOptions, clean_wikitext, wikitext_to_text
 
 RENDERED = {
     # conversions and numbers
@@ -93,7 +92,7 @@ def test_dropped_templates_have_a_reason(name, lang, reason):
     assert templates.lookup(name, lang) == reason
     assert reason in schema.CONSTRUCT_DROPS
     dropped = {}
-    clean_wikitext("Text {{%s|a=b}} here." % name, lang, PreprocessConfig(), dropped)
+    clean_wikitext("Text {{%s|a=b}} here." % name, lang, CleanOptions(), dropped)
     assert dropped == {reason: 1}
 
 
@@ -115,7 +114,7 @@ def test_fallback_keeps_plain_text_only_inside_a_sentence(wikitext, text):
 
 def test_fallback_drops_are_counted():
     dropped = {}
-    clean_wikitext("a {{unknown|x|y}} b {{kept|z}} c", "en", PreprocessConfig(), dropped)
+    clean_wikitext("a {{unknown|x|y}} b {{kept|z}} c", "en", CleanOptions(), dropped)
     assert dropped == {"templates": 1}
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.sources import RawPage
-from pipeline.wikitext.clean import clean_page, wikitext_to_text
+from pipeline.wikitext.clean import CleanOptions, clean_page, wikitext_to_text
 from pipeline.wikitext.variants import CONVERTERS, check_variants, render
 
 # (wikitext, lang, variant ("" = the wiki's own view), expected text, constructs counted)
@@ -89,7 +89,7 @@ def test_clean_page_counts_and_chooses():
     wikitext = "生物和-{zh-hans:信息; zh-hant:資訊;}-領域，-{H|zh-cn:a;zh-tw:b}-[[-{R|甲}-|乙-{丙}-]]。"
     result = clean_page(RawPage(1, "T", 0, False, wikitext, "zh", "test:1", None, "wikitext"))
     assert (result.text, result.variants) == ("生物和信息領域，乙丙。", 4)
-    hant = wikitext_to_text(wikitext, "zh", PreprocessConfig(variants=("zh=zh-hant",)))
+    hant = wikitext_to_text(wikitext, "zh", CleanOptions.of(PreprocessConfig(variants=("zh=zh-hant",))))
     assert hant == "生物和資訊領域，乙丙。"
 
 
@@ -104,3 +104,22 @@ def test_variants_option():
         check_variants(("zh=zh-xx", "fr=fr"))
     with pytest.raises(ValueError, match="--variant: unknown language variant"):
         PreprocessConfig(inputs=("x",), output="o", variants=("zh=klingon",)).validate()
+
+
+def test_the_cleaner_takes_its_options_resolved_once_not_the_jobs_config():
+    """CleanOptions.of reads the four fields the cleaner needs and parses the lang=variant items
+    there, once (they were parsed again for every page); no module of the cleaner imports the
+    job's config."""
+    import ast
+    from pathlib import Path
+
+    options = CleanOptions.of(PreprocessConfig(variants=("zh=zh-hant", "sr=sr-el"), convert=("sr=sr-el",),
+                                               keep_tables=True))
+    assert options == CleanOptions(keep_tables=True, variants={"zh": "zh-hant", "sr": "sr-el"}, convert={"sr": "sr-el"})
+    with pytest.raises(ValueError, match="unknown language variant"):
+        CleanOptions.of(PreprocessConfig(variants=("zh=klingon",)))
+    folder = Path(__file__).resolve().parents[3] / "pipeline" / "wikitext"
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert node.module != "pipeline.preprocess_config", path.name
