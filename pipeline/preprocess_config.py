@@ -10,6 +10,7 @@ import dataclasses
 from contract import schema
 from contract.files import redact
 from contract.manifest import config_sha256
+from contract import options
 from contract.options import option
 from pipeline.masks import CHAR_SPAN_MAX, CHAR_SPAN_RULES
 from pipeline.wikitext.convert import check_convert, require
@@ -117,8 +118,7 @@ class PreprocessConfig:
             problems.append(f"--alpha {self.alpha} must be in (0, 1]")
         if self.tokenizer is None and self.vocab_size < 100:
             problems.append(f"--vocab-size {self.vocab_size} is too small (at least 100)")
-        if self.char_spans not in CHAR_SPAN_RULES:
-            problems.append(f"--char-spans {self.char_spans!r} must be one of {', '.join(CHAR_SPAN_RULES)}")
+        problems += options.check_choices(self)  # every field with choices (char_spans), from its option()
         for name in ("shard_codepoints", "pack_group_codepoints", "streams_per_item", "tokenizer_pages",
                      "char_span_max"):
             if getattr(self, name) < 1:

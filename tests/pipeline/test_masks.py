@@ -278,7 +278,7 @@ def test_the_span_rule_is_read_from_a_config_or_a_manifest():
     assert MaskPlanConfig.from_fingerprint({}) == MaskPlanConfig(char_spans="whitespace")  # made before the option
     with pytest.raises(ValueError, match="char_spans 'words' must be one of bounded, whitespace"):
         MaskPlanConfig(char_spans="words")
-    with pytest.raises(ValueError, match="--char-spans 'words' must be one of"):
+    with pytest.raises(ValueError, match="char_spans must be one of bounded, whitespace, got 'words'"):
         PreprocessConfig(inputs=("x",), output="y", char_spans="words").validate()
 
 

@@ -214,7 +214,7 @@ def test_realized_rate_and_kinds():
 
 
 def test_config_field_and_wiring(monkeypatch):
-    cfg = config.load_config("tiny", {"data.noise_rate": "0.1"})
+    cfg = config.load_config("tiny", {"data.noise_rate": "0.1", "data.seq_len": "256"})
     assert cfg.data.noise_rate == 0.1 and PretrainConfig().data.noise_rate == 0.0
     for bad in ("1.5", "-0.1"):
         with pytest.raises(ValueError, match=r"data\.noise_rate must be in \[0, 1\)"):
@@ -225,6 +225,7 @@ def test_config_field_and_wiring(monkeypatch):
     manifest = type("M", (), {"splits": {"train": [], "validation": [type("S", (), {"rows": 64})()]}})()
     monkeypatch.setattr(stream.data, "make_units", lambda shards, rows: [])
     monkeypatch.setattr(stream.data, "segments", lambda *a: [])
-    stream.eval_batches(manifest, cfg, 0, 1, 2048, 256)
+    stream.eval_batches(manifest, cfg, 0, 1, 2048)
     assert "noise_rate" not in captured[0]
-    assert stream.TrainStream(manifest, cfg, 0, 1, num_hash_buckets=2048, seq_len=256).build_kwargs["noise_rate"] == 0.1
+    built = stream.TrainStream(manifest, cfg, 0, 1, num_hash_buckets=2048).build_kwargs
+    assert built["noise_rate"] == 0.1 and built["seq_len"] == captured[0]["seq_len"] == 256  # the config's, once

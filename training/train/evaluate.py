@@ -94,10 +94,10 @@ def load_run(run: str, weights=None):
     return cfg, dataset, pretrained.eval(), initial
 
 
-def _batches(rows: pa.Table, cfg, model_cfg, seq_len: int, batch_size: int):
+def _batches(rows: pa.Table, cfg, model_cfg, batch_size: int):
     seed = build_seed(cfg.train.seed, None)  # the run's evaluation seed: its validation figures
     for start in range(0, rows.num_rows, batch_size):
-        yield build_batch(rows.slice(start, batch_size), seq_len, cfg.train.objective, seed,
+        yield build_batch(rows.slice(start, batch_size), cfg.data.seq_len, cfg.train.objective, seed,
                           num_hash_buckets=model_cfg.num_hash_buckets)
 
 
@@ -226,15 +226,14 @@ def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, sni
 
     weights = rundir.weights(run, step, checkpoint)
     cfg, dataset, pretrained, initial = load_run(run, weights)
-    model_cfg = pretrained.config
-    seq_len = cfg.data.seq_len or dataset.seq_len
+    model_cfg = pretrained.config  # cfg is the run's resolved config: data.seq_len is the one it trained with
     val_rows = read_rows(dataset.splits["validation"], examples, "validation", dataset.url, dataset.kept_pages)
     train_rows = read_rows(dataset.splits["train"], train_examples, "train", dataset.url)
     objective = cfg.train.objective
     classes = model_cfg.num_hash_buckets if objective == "char" else model_cfg.num_subword_vocab
 
     def batches(rows):
-        return list(_batches(rows, cfg, model_cfg, seq_len, batch_size))
+        return list(_batches(rows, cfg, model_cfg, batch_size))
 
     # Masked prediction per language; the overall figures are the sums (in sorted order: the same every time).
     unigram = _unigram_model(batches(train_rows), objective, classes)
@@ -252,7 +251,7 @@ def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, sni
         "masked": {name: _figures(sum((x[name] for x in sums.values()), np.zeros(3)))
                    for name in ("pretrained", "initial", "unigram")},
     }
-    snippet_chars = min(snippet_chars, seq_len - 2)
+    snippet_chars = min(snippet_chars, cfg.data.seq_len - 2)
     train_ids, train_langs = snippets(train_rows, snippet_chars, snippets_per_row, cfg.train.seed)
     test_ids, test_langs = snippets(val_rows, snippet_chars, snippets_per_row, cfg.train.seed + 1)
     probe_languages = sorted(set(train_langs))

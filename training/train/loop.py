@@ -192,7 +192,6 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
         torch.backends.cuda.matmul.allow_tf32 = True
     dataset = data.open_dataset(cfg.data.path)
     model_cfg = config.model_config(cfg)
-    seq_len = cfg.data.seq_len
 
     seeds.seed_all(cfg.train.seed)  # the same initial weights on every rank
     model = CaninePretrainingModel(model_cfg, cfg.train.objective)
@@ -202,7 +201,7 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
 
         init.load_into(model, cfg, subword_vocab_of(cfg.data.path) if cfg.train.objective == "subword" else None)
     shapes = checkpoint.model_shapes(model)
-    flops_per_example = model.num_flops_per_example(seq_len)
+    flops_per_example = model.num_flops_per_example(cfg.data.seq_len)
     faults = failures.Faults(cfg.output, rank)
     faults.install(model)
     if not cfg.train.micro_batch:  # --micro-batch auto: settled before DeepSpeed's config needs it
@@ -225,7 +224,7 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
         state["world"] = world  # the next checkpoint is this count's
     step_guard = guard.StepGuard(engine, cfg, rank, state["step"])
     train = stream.TrainStream(dataset, cfg, rank, world, {"epoch": state["epoch"], "rows": state["rows"]},
-                               num_hash_buckets=model_cfg.num_hash_buckets, seq_len=seq_len, device=str(device))
+                               num_hash_buckets=model_cfg.num_hash_buckets, device=str(device))
     tracker = tracking.Tracker.open(cfg, config.to_dict(cfg), state["step"]) if rank == 0 and cfg.log.mlflow else None
     log = metrics.MetricsLog(cfg.output, state["step"], cfg.log.tensorboard, tracker) if rank == 0 else None
     peak = metrics.peak_flops(torch.cuda.get_device_name(device), cfg.log.peak_tflops) if on_gpu else None
@@ -275,8 +274,7 @@ def _step(w: _Worker, at: dict) -> dict:
         record["mfu"] = w.flops_per_example * examples / seconds / (w.peak * w.world)
     if (t.eval_every and state["step"] % t.eval_every == 0) or state["step"] == t.max_steps:
         if w.eval_data is None:
-            w.eval_data = stream.eval_batches(w.dataset, cfg, w.rank, w.world, w.model_cfg.num_hash_buckets,
-                                              cfg.data.seq_len)
+            w.eval_data = stream.eval_batches(w.dataset, cfg, w.rank, w.world, w.model_cfg.num_hash_buckets)
         record.update(_evaluate(w.engine, w.eval_data, w.device, cfg))
     return record
 

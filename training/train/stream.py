@@ -111,7 +111,7 @@ class TrainStream:
     """
 
     def __init__(self, dataset: data.Dataset, cfg, rank: int, world: int, position: dict | None = None,
-                 num_hash_buckets: int = 0, seq_len: int = 0, device: str = "cpu"):
+                 num_hash_buckets: int = 0, device: str = "cpu"):
         self.shards = dataset.splits["train"]
         self.cfg, self.rank, self.world = cfg, rank, world
         # As config.resolve sets it (a config built in code may leave it 0): never the worker count.
@@ -119,7 +119,7 @@ class TrainStream:
             cfg.train.global_batch, len(data.make_units(self.shards, cfg.data.unit_rows)))
         self.rows_per_step = cfg.train.global_batch // world  # this worker's block of a global batch
         self.position = dict(position or {"epoch": 0, "rows": 0})
-        self.build_kwargs = {"seq_len": seq_len, "objective": cfg.train.objective, "num_hash_buckets": num_hash_buckets,
+        self.build_kwargs = {"seq_len": cfg.data.seq_len, "objective": cfg.train.objective, "num_hash_buckets": num_hash_buckets,
                              "noise_rate": cfg.data.noise_rate}  # training only: eval_batches stay clean
         self.device = device
         self.wait_s = 0.0  # time spent blocked on the input pipeline (data_wait_fraction)
@@ -168,7 +168,7 @@ class TrainStream:
             self._iter = None
 
 
-def eval_batches(dataset: data.Dataset, cfg, rank: int, world: int, num_hash_buckets: int, seq_len: int) -> list:
+def eval_batches(dataset: data.Dataset, cfg, rank: int, world: int, num_hash_buckets: int) -> list:
     """This worker's share of the first `data.eval_examples` validation rows, built once (the
     caller keeps them: validation is re-read never, evaluated every `eval_every` steps)."""
     shards = dataset.splits["validation"]
@@ -184,6 +184,6 @@ def eval_batches(dataset: data.Dataset, cfg, rank: int, world: int, num_hash_buc
                                                           cfg.train.seed, None),
                                "build_seed": build_seed(cfg.train.seed, None)})
                    for a in range(lo, hi, cfg.data.chunk_rows)]
-    kwargs = {"seq_len": seq_len, "objective": cfg.train.objective, "num_hash_buckets": num_hash_buckets}
+    kwargs = {"seq_len": cfg.data.seq_len, "objective": cfg.train.objective, "num_hash_buckets": num_hash_buckets}
     return list(batches(descriptors, micro_batch=cfg.train.micro_batch, prefetch=cfg.data.prefetch_batches,
                         cpus_per_task=cfg.data.cpus_per_task, build_kwargs=kwargs))

@@ -251,9 +251,9 @@ def test_the_stream_resumes_exactly_through_ray_tasks(contract_shards, ray_local
     stream yields from there, across an epoch boundary, and equal to building the rows directly."""
     data_dir = str(tmp_path / "shards")
     shutil.copytree(contract_shards, data_dir)
-    cfg = config.load_config("tiny", {"data.path": data_dir, "data.chunk_rows": 12})
+    cfg = config.load_config("tiny", {"data.path": data_dir, "data.chunk_rows": 12, "data.seq_len": 256})
     dataset = data.open_dataset(data_dir)
-    kwargs = dict(num_hash_buckets=2048, seq_len=256)
+    kwargs = dict(num_hash_buckets=2048)
     full = stream.TrainStream(dataset, cfg, rank=1, world=2, **kwargs)
     assert full.streams == 8  # data.streams 0: the canonical count of 8 units, not the 2 workers
     order = data.epoch_order(dataset.splits["train"], 64, 0, 0, 8, 16)
