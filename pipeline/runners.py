@@ -169,6 +169,7 @@ def check_runner(workers: int, runner: str, beam_args=()) -> None:
     Pipeline is made: made here once, so that a mistake is named before anything is written.
     Raises ValueError."""
     import logging
+    import shutil
 
     import apache_beam as beam
 
@@ -176,7 +177,10 @@ def check_runner(workers: int, runner: str, beam_args=()) -> None:
     level = root.level
     root.setLevel(logging.WARNING)  # its INFO lines ("Runner defaulting to ...") come again with the real one
     try:
-        beam.Pipeline(options=beam_options(workers, runner, list(beam_args)))
+        made = beam.Pipeline(options=beam_options(workers, runner, list(beam_args)))
+        # A Pipeline makes its local temp dir once its options pass, and removes it only when it
+        # runs: this one never does (each DaskRunner or Dataflow run left one in /tmp).
+        shutil.rmtree(made.local_tempdir, ignore_errors=True)
     except ValueError as e:
         text = " ".join(str(e).split())
         if "validation" in text:  # "Pipeline has validations errors: Missing required option: project. ..."

@@ -22,6 +22,7 @@ from apache_beam.runners.runner import PipelineState
 from apache_beam.testing.util import BeamAssertException, assert_that, equal_to
 
 from pipeline import dask_runner, output, runners, sources
+from pipeline.run import run_job
 from test_job_e2e import SAMPLE, shard_hashes, small_config
 
 pytestmark = pytest.mark.slow
@@ -45,6 +46,17 @@ def test_dask_runner_is_named_by_its_short_name():
     from apache_beam.runners.runner import create_runner
 
     assert create_runner("pipeline.dask_runner.DaskRunner").__class__.__name__ == "DaskRunner"
+
+
+def test_checking_a_runner_leaves_nothing_in_the_temp_dir(tmp_path, monkeypatch):
+    """runners.check_runner makes a Pipeline to have Beam check the runner and its options; Beam
+    makes a beam-pipeline-temp* folder for it, removed only by a run, which this one never has."""
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    runners.check_runner(2, "DaskRunner")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="--runner NoSuchRunner"):
+        runners.check_runner(1, "NoSuchRunner")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_filled_gaps_are_those_of_the_pinned_beam():
@@ -125,9 +137,9 @@ def test_without_an_address_a_run_starts_its_own_cluster_and_closes_it():
 
 
 def test_the_job_writes_the_direct_runners_shards_byte_for_byte(cluster, tmp_path):
-    direct_run = output.run(small_config(tmp_path / "direct"), workers=1)
-    dask_run = output.run(small_config(tmp_path / "dask"), workers=2, runner="DaskRunner",
-                          beam_args=[f"--dask_client_address={cluster.scheduler_address}"])
+    direct_run = run_job(small_config(tmp_path / "direct"), workers=1)
+    dask_run = run_job(small_config(tmp_path / "dask"), workers=2, runner="DaskRunner",
+                       beam_args=[f"--dask_client_address={cluster.scheduler_address}"])
     direct, dask = direct_run.manifest, dask_run.manifest
     assert shard_hashes(dask) == shard_hashes(direct) and len(shard_hashes(dask)) >= 3
     assert dask.languages == direct.languages
@@ -135,7 +147,7 @@ def test_the_job_writes_the_direct_runners_shards_byte_for_byte(cluster, tmp_pat
     assert dask.rejects == direct.rejects
     for rel in dask.rejects:
         assert (tmp_path / "dask" / rel).read_bytes() == (tmp_path / "direct" / rel).read_bytes()
-    # The job's Metrics counters, read back from result.metrics() by output.run.
+    # The job's Metrics counters, read back from result.metrics() by run_job.
     assert dask_run.run.items_parsed == direct_run.run.items_parsed == dask_run.run.work_items
     assert not any(name.startswith(".staging") for name in os.listdir(tmp_path / "dask"))
 
@@ -145,8 +157,8 @@ def test_an_input_error_in_a_worker_reaches_the_user_naming_the_file(cluster, tm
     bad = tmp_path / "enwiki-20261101-pages-articles.xml.gz"
     bad.write_bytes(gzip.compress((SAMPLE / "enwiki-20261101-pages-articles.xml").read_bytes())[:-30])
     with pytest.raises(sources.InputError, match=rf"^{re.escape(str(bad))}: truncated gzip data: input ends at byte \d+ inside the stream starting at byte 0$"):
-        output.run(small_config(tmp_path / "out", inputs=(str(bad),)), workers=2, runner="DaskRunner",
-                   beam_args=[f"--dask_client_address={cluster.scheduler_address}"])
+        run_job(small_config(tmp_path / "out", inputs=(str(bad),)), workers=2, runner="DaskRunner",
+                beam_args=[f"--dask_client_address={cluster.scheduler_address}"])
     assert not (tmp_path / "out" / "_manifest.json").exists()
 
 
