@@ -31,7 +31,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from jobs import quiet
-    from pipeline import output
+    from pipeline.run import preprocess
     from pipeline.preprocess_config import PreprocessConfig
     from training.train.config import load_config
     from training.train.run import pretrain
@@ -39,8 +39,8 @@ def main() -> int:
     quiet.install()  # the console `canine` gives: no third-party noise lines
     work = Path(args.work or tempfile.mkdtemp(prefix="char_reveal_"))
     shards = work / "shards"
-    output.run(PreprocessConfig(inputs=(str(ROOT / "pipeline" / "sample" / "*.xml"),), output=str(shards), seq_len=512,
-                                vocab_size=4000, validation_fraction=0.05), workers=2)
+    preprocess(PreprocessConfig(inputs=(str(ROOT / "pipeline" / "sample" / "*.xml"),), output=str(shards), seq_len=512,
+                                vocab_size=4000, validation_fraction=0.05), workers=2, progress=False)
     results = {r: [] for r in REVEALS}
     for seed in [int(s) for s in args.seeds.split(",")]:
         for reveal in REVEALS:

@@ -32,14 +32,15 @@ import fsspec  # noqa: E402
 
 from loopback import stores  # noqa: E402
 from preprocess import make_input  # noqa: E402
-from pipeline import job, output  # noqa: E402,F401  (Beam imported before any timing)
+from pipeline import job  # noqa: E402,F401  (Beam imported before any timing)
+from pipeline.run import preprocess  # noqa: E402
 from pipeline.preprocess_config import PreprocessConfig  # noqa: E402
 
 
 def preprocess_s(inputs, out: str, workers: int) -> float:
     cfg = PreprocessConfig(inputs=tuple(map(str, inputs)), output=out, seq_len=2048, vocab_size=8000)
     t = time.perf_counter()
-    output.run(cfg, workers=workers)
+    preprocess(cfg, workers=workers, progress=False)  # the command's driver: lock, plan, job, publish
     return time.perf_counter() - t
 
 

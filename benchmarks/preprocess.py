@@ -51,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 # a process's one-off imports (~1.2 s for Beam) are not throughput.
 from contract import schema  # noqa: E402,F401
 from pipeline import examples, job, masks, output, sources  # noqa: E402,F401
+from pipeline.run import preprocess  # noqa: E402
 from pipeline.wikitext import clean  # noqa: E402,F401
 from pipeline.preprocess_config import PreprocessConfig  # noqa: E402
 from pipeline.tokenizer import WordPieceTokenizer  # noqa: E402
@@ -113,7 +114,7 @@ def time_job(folder: Path, args, tokenizer=None, out="out", inputs=None, workers
     cfg = PreprocessConfig(inputs=(inputs or f"{folder}/*.xml",), output=f"{folder}/{out}", seq_len=args.seq_len,
                            vocab_size=args.vocab_size, tokenizer=tokenizer)
     t = time.perf_counter()
-    output.run(cfg, workers=workers or args.workers)
+    preprocess(cfg, workers=workers or args.workers, progress=False)  # the command's driver: lock, plan, job, publish
     return time.perf_counter() - t
 
 

@@ -177,7 +177,7 @@ def _quality_lines(languages) -> list[str]:
 
 
 def print_manifest(m, as_json: bool = False) -> None:
-    """`m`: a Manifest, or what pipeline.output.run returns (a RunResult: the manifest and how the run went)."""
+    """`m`: a Manifest, or what pipeline.run.run_job returns (a RunResult: the manifest and how the run went)."""
     if as_json:
         print(json.dumps(m.to_dict(), indent=1, sort_keys=True, ensure_ascii=False))
     else:

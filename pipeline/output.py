@@ -1,4 +1,4 @@
-"""Running the job and publishing its output exactly once.
+"""A preprocessing output: its format, its staging, and publishing it exactly once.
 
 The Beam job writes only below `OUTPUT/.staging-<config sha>/` (a name Parquet readers skip).
 After the pipeline succeeds, `finalize` checks the accounting, publishes exactly the files the
@@ -15,7 +15,8 @@ Crash safety: a run killed at any moment (reading, tokenizer training, writing, 
 leaves either no manifest, and the next run of the same config recomputes everything from the
 cached work items, or a complete manifest; each step is idempotent from there
 (tests/pipeline/test_crash.py kills a 2-worker run at each point). Ctrl-C is the same, told:
-`run` raises contract's Interrupted naming the work items finished, which the same command reuses.
+pipeline/run.py, which runs the job, raises contract's Interrupted naming the work items finished
+(`items_done`), which the same command reuses.
 
 Inputs are identified by content: an output is up to date for a run whose config differs from
 its own only in how the inputs are named (the patterns as given, each file's URL: a relative
@@ -31,26 +32,20 @@ fails instead of publishing an empty output as a success.
 """
 
 import collections
-import contextlib
 import dataclasses
-import errno
-import glob
 import hashlib
 import json
 import logging
 import os
 import re
-import signal
-import time
 
 import fsspec
 
 from contract import schema
 from contract.files import file_sha256, is_local, redact
-from contract.interrupted import Interrupted
 from contract.manifest import FileRef, Language, Manifest, Shard, Split, write_manifest
 from contract.manifest import read_manifest as _read_manifest
-from pipeline import faults, runners, sources
+from pipeline import faults, sources
 from pipeline.preprocess_config import PreprocessConfig
 
 log = logging.getLogger(__name__)
@@ -68,13 +63,6 @@ class PublishError(RuntimeError):
 class NothingKept(sources.InputError):
     """The job made no training example (every page rejected, or none read): nothing was
     published. An input error: the input, not the run, has to change."""
-
-
-def _stopped(work_plan, staging: str) -> Interrupted:
-    """Ctrl-C while the job ran or published: the finished work items are kept in staging for
-    the same command to reuse."""
-    done, total = _items_done(work_plan.items, staging)
-    return Interrupted(f"interrupted after {done} of {total} work items (kept); the same command resumes")
 
 
 def _fs(url):
@@ -107,7 +95,7 @@ class RunStats:
 
 @dataclasses.dataclass(frozen=True)
 class RunResult:
-    """What `run` returns: the output's manifest, and whether and how this run made it."""
+    """What pipeline/run.py `run_job` returns: the output's manifest, and whether and how this run made it."""
 
     manifest: Manifest
     up_to_date: bool = False  # the output was already complete for this config's data (existing_output): nothing ran
@@ -278,196 +266,7 @@ def existing_output(cfg: PreprocessConfig, tokenizer_json: str | None = None) ->
     return existing
 
 
-def run(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", beam_args=(), before_publish=None,
-        work_plan: WorkPlan | None = None, progress: bool = False) -> RunResult:
-    """Run the whole job and return its manifest (the existing one if the output is up to date:
-    the caller says so). `work_plan` is `prepare(cfg)` if the caller made it already (before taking
-    the output's lock). `before_publish()` runs after the pipeline, before anything is moved
-    into place: a lock holder's check that it still owns the output. `progress`: report on
-    stderr while the job runs (pipeline/progress.py), and name the Dataflow job's page.
-    Ctrl-C while the job runs or publishes raises Interrupted."""
-    import apache_beam as beam
-
-    from pipeline import job
-    from pipeline.progress import ItemProgress
-
-    started = time.time()
-    work_plan = work_plan or prepare(cfg, workers)
-    cfg = work_plan.cfg
-    existing = existing_output(cfg, work_plan.tokenizer_json)
-    if existing is not None:
-        remove_staging(cfg.output)  # a run killed between its manifest and its clean-up left it
-        log.debug("%s is up to date (config %s): nothing to do", cfg.output, existing.config_sha256[:12])
-        return RunResult(existing, up_to_date=True)
-    staging = staging_url(cfg)
-    fs, staging_path = _fs(staging)
-    for other in _stagings(cfg.output):
-        if other != staging_path:
-            log.warning("%s: staging of another config's unfinished run; it is removed when this run publishes", other)
-    # A killed run of this same config left staging behind: keep its finished work items
-    # (items/), drop everything else, which is recomputed from them.
-    for name in fs.ls(staging_path, detail=False) if fs.exists(staging_path) else []:
-        if name.rstrip("/").rsplit("/", 1)[-1] != "items":
-            fs.rm(name, recursive=True)
-    fs.makedirs(staging_path, exist_ok=True)
-    options = runners.beam_options(workers, runner, [*beam_args, *_worker_plugins(runner, workers)])
-    p = beam.Pipeline(options=options)
-    items = work_plan.items
-    if progress:  # the workers say how far each item got, in staging (pipeline/progress.py)
-        items = [dataclasses.replace(item, progress=f"{staging}/progress") for item in items]
-    job.build(p, cfg, items, staging, work_plan.tokenizer_json)
-    watch = None
-    if progress:
-        sizes = {url: size for url, size, _ in cfg.input_fingerprints}
-        sizes = {item.path: sizes.get(recorded_url(item.path), 0) for item in work_plan.items}
-        # A trial slice's item read from a file's start to its Nth page: how far that is is not known,
-        # and the whole file's size would show a 20 GB dump read in seconds. Its bytes count as none.
-        sizes |= {item.path: 0 for item in work_plan.items if item.max_pages is not None and item.end is None}
-        watch = ItemProgress(work_plan.items, sizes, staging).start(len(cfg.input_fingerprints))
-    else:
-        log.info("%d work items from %d input files", len(work_plan.items), len(cfg.input_fingerprints))
-    finished, result = False, None
-    try:
-        with _launcher_pid_for_workers():
-            result = p.run()  # the DirectRunner runs the job here; remote runners return once it is submitted
-            link = runners.job_link(result, options)
-            if link and watch is not None:
-                watch.note(f"Dataflow job {link}")
-            elif link:
-                log.info("Dataflow job %s", link)
-            result.wait_until_finish()
-        finished = True
-    except KeyboardInterrupt as e:
-        if _worker_plugins(runner, workers):  # the DirectRunner's worker processes
-            _stop_sdk_workers()
-        _cancel(result)
-        _closed(watch)
-        raise _stopped(work_plan, staging) from e
-    except (RuntimeError, sources.InputError) as e:
-        if _interrupted(e):  # in-process DirectRunner: Beam wraps a DoFn's KeyboardInterrupt
-            if _worker_plugins(runner, workers):
-                _stop_sdk_workers()
-            _closed(watch)
-            raise _stopped(work_plan, staging) from e
-        raise _input_error_in(e) or e
-    finally:
-        if watch is not None:
-            watch.stop(ok=finished)
-    counters = _counters(result)
-    try:
-        if before_publish is not None:
-            before_publish()
-        records = _read_staged_json(fs, staging_path, "stats.json")
-        manifest = finalize(cfg, staging, records)
-    except KeyboardInterrupt as e:
-        raise _stopped(work_plan, staging) from e
-    stats = RunStats(round(time.time() - started, 2), len(work_plan.items), counters.get("items_parsed", 0),
-                     counters.get("items_reused", 0))
-    return RunResult(manifest, run=stats,
-                     without_validation=without_validation(records, manifest.languages, cfg.validation_fraction))
-
-
-# Ctrl-C in a terminal reaches every process of the foreground group: the DirectRunner's worker
-# processes too, each of which would print its own KeyboardInterrupt traceback while the launcher
-# stops the job. They ignore it instead (pipeline/job.py `set_up_worker_process`, run when a
-# worker imports that module as a Beam plugin, before its harness starts), and the launcher, whose
-# KeyboardInterrupt ends the job, closes them.
-def _worker_plugins(runner: str, workers: int) -> list[str]:
-    """Beam options that make the DirectRunner's worker processes import pipeline.job first."""
-    return ["--beam_plugins=pipeline.job"] if runner == "DirectRunner" and workers > 1 else []
-
-
-@contextlib.contextmanager
-def _launcher_pid_for_workers():
-    """pipeline.job.LAUNCHER_PID in the environment while the job runs: worker processes
-    started meanwhile inherit it, and know they are not the launcher."""
-    from pipeline.job import LAUNCHER_PID
-
-    previous = os.environ.get(LAUNCHER_PID)
-    os.environ[LAUNCHER_PID] = str(os.getpid())
-    try:
-        yield
-    finally:
-        if previous is None:
-            os.environ.pop(LAUNCHER_PID, None)
-        else:
-            os.environ[LAUNCHER_PID] = previous
-
-
-def _closed(watch) -> None:
-    """The KeyboardInterrupt that stopped the job was the progress thread's, whose stream's reader
-    went away (pipeline/progress.py `_run`), not a Ctrl-C: raise that instead, which the CLI ends
-    quietly on (exit 141). The finished work items stay for the same command to reuse."""
-    if watch is not None and watch.closed:
-        raise BrokenPipeError(errno.EPIPE, "the reader of the progress lines went away") from None
-
-
-def _interrupted(e: BaseException) -> bool:
-    """Whether a runner's failure is a KeyboardInterrupt it wrapped ("KeyboardInterrupt [while
-    running 'STEP']", raised while handling it)."""
-    seen = set()
-    while e is not None and id(e) not in seen:
-        if isinstance(e, KeyboardInterrupt):
-            return True
-        seen.add(id(e))
-        e = e.__cause__ or e.__context__
-    return False
-
-
-def _cancel(result) -> None:
-    """Stop a remote job (Dataflow) that Ctrl-C stopped waiting for; the local runners stopped
-    with the launcher."""
-    if result is None:
-        return
-    try:
-        result.cancel()
-    except Exception as e:  # a finished or local job has nothing to cancel
-        log.debug("cancel after Ctrl-C: %s", e)
-
-
-SDK_WORKER = b"apache_beam.runners.worker.sdk_worker_main"
-
-
-def _stop_sdk_workers() -> None:
-    """SIGTERM this process's DirectRunner worker processes and what they started. They ignore
-    SIGINT (set_up_worker_process, above) and stop when the launcher's runner tells them; a Ctrl-C
-    while the runner was still starting them left one waiting for its orders, and the launcher
-    waiting for it at interpreter exit (a thread of Beam's that is not a daemon joins its
-    process): the right line printed, then a hang. Linux's /proc names the children; elsewhere
-    nothing is done."""
-    def children(pid: int) -> list[int]:
-        found = []
-        for task in glob.glob(f"/proc/{pid}/task/*/children"):
-            try:
-                found += [int(c) for c in open(task).read().split()]
-            except (OSError, ValueError):
-                pass
-        return found
-
-    def cmdline(pid: int) -> bytes:
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                return f.read()
-        except OSError:
-            return b""
-
-    tree, todo = [], [c for c in children(os.getpid()) if SDK_WORKER in cmdline(c)]
-    while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo += children(pid)
-    # What Beam's threads in this process log when the workers they talk to go ("Failed to read
-    # inputs in the data plane"): the run is over, and its one line says so. (The exceptions
-    # those threads raise: jobs/quiet.py runner_errors_held.)
-    logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
-    for pid in tree:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except OSError:  # gone already
-            pass
-
-
-def _items_done(items, staging: str) -> tuple[int, int]:
+def items_done(items, staging: str) -> tuple[int, int]:
     """(work items whose cache file is in staging, all work items): what a rerun reuses."""
     from pipeline import itemcache
 
@@ -517,7 +316,7 @@ def remove_empty(output: str, up_to: str) -> None:
         path = path.rsplit("/", 1)[0]
 
 
-def _stagings(output: str) -> list[str]:
+def stagings(output: str) -> list[str]:
     """Paths of every staging folder in `output`, of any config."""
     fs, root = _fs(output)
     # A listing of the root cached before the job knows no staging the workers created since.
@@ -531,42 +330,17 @@ def _stagings(output: str) -> list[str]:
 def remove_staging(output: str, only: str | None = None) -> list[str]:
     """Remove the staging folders of `output` (all configs', or just `only`); returns them."""
     fs, _ = _fs(output)
-    gone = [s for s in _stagings(output) if only is None or s == _fs(only)[1]]
+    gone = [s for s in stagings(output) if only is None or s == _fs(only)[1]]
     for path in gone:
         fs.rm(path, recursive=True)
     return gone
-
-
-# How an InputError raised in a worker reaches the launcher: in-process (in_memory mode) as
-# itself with " [while running 'STEP']" appended; from the DirectRunner's multi_processing mode
-# (and remote runners) as a RuntimeError holding the worker's traceback, whose last line is
-# "pipeline.sources.InputError: MSG [while running 'STEP']".
-_STEP_SUFFIX = r"(?: \[while running '[^']*'\])?$"
-_WORKER_INPUT_ERROR = re.compile(r"^pipeline\.sources\.InputError: (.*?)" + _STEP_SUFFIX, re.M)
-
-
-def _input_error_in(e: BaseException) -> "sources.InputError | None":
-    """The InputError behind a runner's failure, with the message it was raised with (file and
-    position), not a worker traceback; None if it is another failure."""
-    if isinstance(e, sources.InputError):
-        return sources.InputError(re.sub(_STEP_SUFFIX, "", str(e)))
-    found = _WORKER_INPUT_ERROR.findall(str(e))
-    return sources.InputError(found[-1]) if found else None
-
-
-def _counters(result) -> dict:
-    out = {}
-    for c in result.metrics().query().get("counters", []):
-        value = c.committed if c.committed is not None else c.attempted
-        out[c.key.metric.name] = out.get(c.key.metric.name, 0) + (value or 0)
-    return out
 
 
 def staging_url(cfg: PreprocessConfig) -> str:
     return f"{cfg.output.rstrip('/')}/{schema.STAGING_PREFIX}{cfg.sha256()[:16]}"
 
 
-def _read_staged_json(fs, stage: str, name: str):
+def read_staged_json(fs, stage: str, name: str):
     """A JSON file the job wrote to staging, read by its exact name (one GET: no listing)."""
     path = f"{stage}/{name}"
     try:
@@ -697,17 +471,17 @@ def finalize(cfg: PreprocessConfig, staging: str, records=None) -> Manifest:
     fs, root = _fs(cfg.output)
     _, stage = _fs(staging)
     # Everything in staging was written by the job's workers: other processes, other machines.
-    # This process's listing cache (fsspec's dircache, filled when `run` and the lock looked at
+    # This process's listing cache (fsspec's dircache, filled when run_job and the lock looked at
     # the output before the job) knows none of it, and gcsfs's info() trusts a cached listing of
     # an ancestor over the store: FileNotFoundError for every staged file, with 2 workers or
     # more (gcsfs/_dircache.py: "concurrent external mutations are reconciled only by
     # invalidate_cache"). From here on this process is the only writer, and its own writes keep
     # the cache right.
     fs.invalidate_cache()
-    languages = languages_from_stats(_read_staged_json(fs, stage, "stats.json") if records is None else records)
+    languages = languages_from_stats(read_staged_json(fs, stage, "stats.json") if records is None else records)
     check_accounting(languages)
-    shard_records = _read_staged_json(fs, stage, "shards.json")
-    rejects = _read_staged_json(fs, stage, "rejects.json")
+    shard_records = read_staged_json(fs, stage, "shards.json")
+    rejects = read_staged_json(fs, stage, "rejects.json")
     if not any(r["split"] == "train" and r["rows"] for r in shard_records):
         raise NothingKept(nothing_kept(cfg, languages, _reasons(fs, stage, rejects)))
     # Exactly the files the job recorded writing, by name: no listing of staging.

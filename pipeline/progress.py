@@ -277,7 +277,7 @@ class ItemProgress:
             except BrokenPipeError:
                 # Our stderr's reader went away (`canine preprocess ... 2>&1 | head -1`): the job
                 # stops as on Ctrl-C, a SIGINT to the main thread (which a blocking wait there
-                # notices, as it does a Ctrl-C), and pipeline/output.py `run` raises this error
+                # notices, as it does a Ctrl-C), and pipeline/run.py `run_job` raises this error
                 # instead of Interrupted: the CLI ends quietly, finished work items kept.
                 self.closed = True
                 if not self._stop.is_set():

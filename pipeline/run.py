@@ -9,7 +9,8 @@ the lines after it) and `canine smoke` run it; the scheduled script runs the CLI
 In order: `--dump` specs resolved on the mirror (sources/dumps.py) and added to the inputs, the
 output becoming OUTPUT/<langs>/<date>; a runner other than the DirectRunner checked
 (runners.py); the work plan (output.prepare); then, under the output's lock (contract/lock.py), the
-Beam job (output.run). Every check that needs no writing comes before the lock, which is what
+Beam job (`run_job`: build it, run it on the runner, its Ctrl-C and its workers, then
+output.finalize publishes what it wrote). Every check that needs no writing comes before the lock, which is what
 creates the output folder: a run that fails before the job leaves no output folder it created.
 Bad input met while reading removes this config's staging too (sources.InputError).
 
@@ -25,14 +26,25 @@ manifest, the CLI prints `closing_notes`. A Ctrl-C leaves as `Interrupted`, whos
 what was kept and that the same command resumes.
 """
 
+import contextlib
 import dataclasses
+import errno
+import glob
+import logging
+import os
+import re
 import shlex
+import signal
 import sys
+import time
 from contextlib import nullcontext
 
 from contract.files import redact
 from contract.interrupted import Interrupted
+from pipeline import output, runners, sources
 from pipeline.preprocess_config import PreprocessConfig
+
+log = logging.getLogger(__name__)
 
 
 def _say(text: str) -> None:
@@ -49,7 +61,7 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
     (the output, output.RunResult: its manifest and how the run went).
     Errors raise; a run that fails before writing leaves no output folder it created."""
     from contract.lock import OutputLock
-    from pipeline import disk, output, runners, sources
+    from pipeline import disk
     from pipeline import progress as shown
     from pipeline.sources import dumps as dump_specs
 
@@ -84,8 +96,8 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
                 print(f"{shown.timestamp()} preprocess: {disk_line}", file=sys.stderr)
             try:
                 with around_job():
-                    result = output.run(cfg, workers=workers, runner=runner, beam_args=list(beam_args),
-                                        before_publish=lock.check, work_plan=work_plan, progress=progress)
+                    result = run_job(cfg, workers=workers, runner=runner, beam_args=list(beam_args),
+                                     before_publish=lock.check, work_plan=work_plan, progress=progress)
                 return cfg.output, result
             except sources.InputError:
                 # Bad input found while reading: the staging of this config (and its cache of
@@ -98,8 +110,8 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
                 # A full disk: the finished work items stay in staging for the same command.
                 staging = output.staging_url(work_plan.cfg)
                 raise disk.filled(staging, peak, disk.free_bytes(staging),
-                                  *output._items_done(work_plan.items, staging)) from None
-    except Interrupted:  # output.run's: the finished work items stay in staging
+                                  *output.items_done(work_plan.items, staging)) from None
+    except Interrupted:  # run_job's: the finished work items stay in staging
         raise
     except KeyboardInterrupt as e:
         if created:
@@ -109,6 +121,230 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
         if created:
             output.remove_empty(cfg.output, created)
         raise
+
+
+# --- the Beam job: run under the lock, its Ctrl-C and its workers ---------------------------------
+
+
+def _stopped(work_plan, staging: str) -> Interrupted:
+    """Ctrl-C while the job ran or published: the finished work items are kept in staging for
+    the same command to reuse."""
+    done, total = output.items_done(work_plan.items, staging)
+    return Interrupted(f"interrupted after {done} of {total} work items (kept); the same command resumes")
+
+
+def run_job(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner", beam_args=(), before_publish=None,
+        work_plan=None, progress: bool = False):
+    """Run the whole job and return its manifest (the existing one if the output is up to date:
+    the caller says so). `work_plan` is `output.prepare(cfg)` if the caller made it already (before taking
+    the output's lock). `before_publish()` runs after the pipeline, before anything is moved
+    into place: a lock holder's check that it still owns the output. `progress`: report on
+    stderr while the job runs (pipeline/progress.py), and name the Dataflow job's page.
+    Ctrl-C while the job runs or publishes raises Interrupted."""
+    import apache_beam as beam
+
+    from pipeline import job
+    from pipeline.progress import ItemProgress
+
+    started = time.time()
+    work_plan = work_plan or output.prepare(cfg, workers)
+    cfg = work_plan.cfg
+    existing = output.existing_output(cfg, work_plan.tokenizer_json)
+    if existing is not None:
+        output.remove_staging(cfg.output)  # a run killed between its manifest and its clean-up left it
+        log.debug("%s is up to date (config %s): nothing to do", cfg.output, existing.config_sha256[:12])
+        return output.RunResult(existing, up_to_date=True)
+    staging = output.staging_url(cfg)
+    fs, staging_path = output._fs(staging)
+    for other in output.stagings(cfg.output):
+        if other != staging_path:
+            log.warning("%s: staging of another config's unfinished run; it is removed when this run publishes", other)
+    # A killed run of this same config left staging behind: keep its finished work items
+    # (items/), drop everything else, which is recomputed from them.
+    for name in fs.ls(staging_path, detail=False) if fs.exists(staging_path) else []:
+        if name.rstrip("/").rsplit("/", 1)[-1] != "items":
+            fs.rm(name, recursive=True)
+    fs.makedirs(staging_path, exist_ok=True)
+    options = runners.beam_options(workers, runner, [*beam_args, *_worker_plugins(runner, workers)])
+    p = beam.Pipeline(options=options)
+    items = work_plan.items
+    if progress:  # the workers say how far each item got, in staging (pipeline/progress.py)
+        items = [dataclasses.replace(item, progress=f"{staging}/progress") for item in items]
+    job.build(p, cfg, items, staging, work_plan.tokenizer_json)
+    watch = None
+    if progress:
+        sizes = {url: size for url, size, _ in cfg.input_fingerprints}
+        sizes = {item.path: sizes.get(output.recorded_url(item.path), 0) for item in work_plan.items}
+        # A trial slice's item read from a file's start to its Nth page: how far that is is not known,
+        # and the whole file's size would show a 20 GB dump read in seconds. Its bytes count as none.
+        sizes |= {item.path: 0 for item in work_plan.items if item.max_pages is not None and item.end is None}
+        watch = ItemProgress(work_plan.items, sizes, staging).start(len(cfg.input_fingerprints))
+    else:
+        log.info("%d work items from %d input files", len(work_plan.items), len(cfg.input_fingerprints))
+    finished, result = False, None
+    try:
+        with _launcher_pid_for_workers():
+            result = p.run()  # the DirectRunner runs the job here; remote runners return once it is submitted
+            link = runners.job_link(result, options)
+            if link and watch is not None:
+                watch.note(f"Dataflow job {link}")
+            elif link:
+                log.info("Dataflow job %s", link)
+            result.wait_until_finish()
+        finished = True
+    except KeyboardInterrupt as e:
+        if _worker_plugins(runner, workers):  # the DirectRunner's worker processes
+            _stop_sdk_workers()
+        _cancel(result)
+        _closed(watch)
+        raise _stopped(work_plan, staging) from e
+    except (RuntimeError, sources.InputError) as e:
+        if _interrupted(e):  # in-process DirectRunner: Beam wraps a DoFn's KeyboardInterrupt
+            if _worker_plugins(runner, workers):
+                _stop_sdk_workers()
+            _closed(watch)
+            raise _stopped(work_plan, staging) from e
+        raise _input_error_in(e) or e
+    finally:
+        if watch is not None:
+            watch.stop(ok=finished)
+    counters = _counters(result)
+    try:
+        if before_publish is not None:
+            before_publish()
+        records = output.read_staged_json(fs, staging_path, "stats.json")
+        manifest = output.finalize(cfg, staging, records)
+    except KeyboardInterrupt as e:
+        raise _stopped(work_plan, staging) from e
+    stats = output.RunStats(round(time.time() - started, 2), len(work_plan.items), counters.get("items_parsed", 0),
+                     counters.get("items_reused", 0))
+    return output.RunResult(manifest, run=stats,
+                     without_validation=output.without_validation(records, manifest.languages, cfg.validation_fraction))
+
+
+# Ctrl-C in a terminal reaches every process of the foreground group: the DirectRunner's worker
+# processes too, each of which would print its own KeyboardInterrupt traceback while the launcher
+# stops the job. They ignore it instead (pipeline/job.py `set_up_worker_process`, run when a
+# worker imports that module as a Beam plugin, before its harness starts), and the launcher, whose
+# KeyboardInterrupt ends the job, closes them.
+def _worker_plugins(runner: str, workers: int) -> list[str]:
+    """Beam options that make the DirectRunner's worker processes import pipeline.job first."""
+    return ["--beam_plugins=pipeline.job"] if runner == "DirectRunner" and workers > 1 else []
+
+
+@contextlib.contextmanager
+def _launcher_pid_for_workers():
+    """pipeline.job.LAUNCHER_PID in the environment while the job runs: worker processes
+    started meanwhile inherit it, and know they are not the launcher."""
+    from pipeline.job import LAUNCHER_PID
+
+    previous = os.environ.get(LAUNCHER_PID)
+    os.environ[LAUNCHER_PID] = str(os.getpid())
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(LAUNCHER_PID, None)
+        else:
+            os.environ[LAUNCHER_PID] = previous
+
+
+def _closed(watch) -> None:
+    """The KeyboardInterrupt that stopped the job was the progress thread's, whose stream's reader
+    went away (pipeline/progress.py `_run`), not a Ctrl-C: raise that instead, which the CLI ends
+    quietly on (exit 141). The finished work items stay for the same command to reuse."""
+    if watch is not None and watch.closed:
+        raise BrokenPipeError(errno.EPIPE, "the reader of the progress lines went away") from None
+
+
+def _interrupted(e: BaseException) -> bool:
+    """Whether a runner's failure is a KeyboardInterrupt it wrapped ("KeyboardInterrupt [while
+    running 'STEP']", raised while handling it)."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return True
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _cancel(result) -> None:
+    """Stop a remote job (Dataflow) that Ctrl-C stopped waiting for; the local runners stopped
+    with the launcher."""
+    if result is None:
+        return
+    try:
+        result.cancel()
+    except Exception as e:  # a finished or local job has nothing to cancel
+        log.debug("cancel after Ctrl-C: %s", e)
+
+
+SDK_WORKER = b"apache_beam.runners.worker.sdk_worker_main"
+
+
+def _stop_sdk_workers() -> None:
+    """SIGTERM this process's DirectRunner worker processes and what they started. They ignore
+    SIGINT (set_up_worker_process, above) and stop when the launcher's runner tells them; a Ctrl-C
+    while the runner was still starting them left one waiting for its orders, and the launcher
+    waiting for it at interpreter exit (a thread of Beam's that is not a daemon joins its
+    process): the right line printed, then a hang. Linux's /proc names the children; elsewhere
+    nothing is done."""
+    def children(pid: int) -> list[int]:
+        found = []
+        for task in glob.glob(f"/proc/{pid}/task/*/children"):
+            try:
+                found += [int(c) for c in open(task).read().split()]
+            except (OSError, ValueError):
+                pass
+        return found
+
+    def cmdline(pid: int) -> bytes:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return f.read()
+        except OSError:
+            return b""
+
+    tree, todo = [], [c for c in children(os.getpid()) if SDK_WORKER in cmdline(c)]
+    while todo:
+        pid = todo.pop()
+        tree.append(pid)
+        todo += children(pid)
+    # What Beam's threads in this process log when the workers they talk to go ("Failed to read
+    # inputs in the data plane"): the run is over, and its one line says so. (The exceptions
+    # those threads raise: jobs/quiet.py runner_errors_held.)
+    logging.getLogger("apache_beam").setLevel(logging.CRITICAL)
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:  # gone already
+            pass
+
+
+# How an InputError raised in a worker reaches the launcher: in-process (in_memory mode) as
+# itself with " [while running 'STEP']" appended; from the DirectRunner's multi_processing mode
+# (and remote runners) as a RuntimeError holding the worker's traceback, whose last line is
+# "pipeline.sources.InputError: MSG [while running 'STEP']".
+_STEP_SUFFIX = r"(?: \[while running '[^']*'\])?$"
+_WORKER_INPUT_ERROR = re.compile(r"^pipeline\.sources\.InputError: (.*?)" + _STEP_SUFFIX, re.M)
+
+
+def _input_error_in(e: BaseException) -> "sources.InputError | None":
+    """The InputError behind a runner's failure, with the message it was raised with (file and
+    position), not a worker traceback; None if it is another failure."""
+    if isinstance(e, sources.InputError):
+        return sources.InputError(re.sub(_STEP_SUFFIX, "", str(e)))
+    found = _WORKER_INPUT_ERROR.findall(str(e))
+    return sources.InputError(found[-1]) if found else None
+
+
+def _counters(result) -> dict:
+    out = {}
+    for c in result.metrics().query().get("counters", []):
+        value = c.committed if c.committed is not None else c.attempted
+        out[c.key.metric.name] = out.get(c.key.metric.name, 0) + (value or 0)
+    return out
 
 
 # A trial slice reads from each file's start up to its Nth page, how far that is being unknown:
@@ -121,7 +357,7 @@ def _fits_on_disk(work_plan) -> tuple[int | None, str | None]:
     """(the staging's estimated peak, the line that says it with the free space there)
     (disk.py); disk.NoSpace before anything is written if it does not fit. (None, None) when
     the output is complete for this config already: nothing will be staged."""
-    from pipeline import disk, output
+    from pipeline import disk
     from pipeline.sources import plan
 
     cfg = work_plan.cfg

@@ -15,7 +15,7 @@ import pytest
 
 from contract import schema
 from jobs import errors
-from pipeline import output, progress
+from pipeline import progress, run
 from pipeline.sources import WorkItem
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ def test_a_progress_line_on_a_closed_pipe_stops_the_job_as_a_broken_pipe(tmp_pat
     watch.stop(ok=False)
     assert watch.closed
     with pytest.raises(BrokenPipeError):
-        output._closed(watch)
+        run._closed(watch)
 
 
 def test_the_report_of_a_closed_pipe_is_silent_and_141(tmp_path, monkeypatch, capsys):

@@ -14,8 +14,9 @@ import sys
 import pytest
 
 from contract import schema
-from pipeline import faults, output
+from pipeline import faults
 from pipeline.preprocess_config import PreprocessConfig
+from pipeline.run import run_job
 
 pytestmark = pytest.mark.slow
 
@@ -33,7 +34,7 @@ def dumps(tmp_path_factory, make_synthetic_dump, make_multistream):
     multistream, _ = make_multistream(plain, root / "multistream", pages_per_stream=100)
     cfg = PreprocessConfig(inputs=(str(plain),), output=str(root / "baseline"), seq_len=512, vocab_size=800,
                            validation_fraction=0.05, shard_codepoints=400_000, seed=5, streams_per_item=2)
-    return plain, multistream, output.run(cfg, workers=1).to_dict()  # as `canine preprocess --json` prints it
+    return plain, multistream, run_job(cfg, workers=1).to_dict()  # as `canine preprocess --json` prints it
 
 
 def shards_of(manifest):

@@ -13,6 +13,7 @@ import pytest
 from contract import schema
 from pipeline import output, sources, split
 from pipeline.preprocess_config import PreprocessConfig
+from pipeline.run import _input_error_in, run_job
 from pipeline.shards import read_table
 from pipeline.validate import check_row, validate
 
@@ -33,7 +34,7 @@ def small_config(out, **kw):
 @pytest.fixture(scope="module")
 def sample_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("shards") / "out"
-    return out, output.run(small_config(out), workers=1).manifest
+    return out, run_job(small_config(out), workers=1).manifest
 
 
 def shard_hashes(manifest):
@@ -148,7 +149,7 @@ def test_text_round_trips_through_codepoints(sample_run):
 
 def test_two_workers_give_byte_identical_shards(sample_run, tmp_path):
     out, manifest = sample_run
-    other = output.run(small_config(tmp_path / "two"), workers=2).manifest
+    other = run_job(small_config(tmp_path / "two"), workers=2).manifest
     assert shard_hashes(other) == shard_hashes(manifest)
     assert other.languages == manifest.languages
     assert other.tokenizer.sha256 == manifest.tokenizer.sha256
@@ -158,17 +159,17 @@ def test_two_workers_give_byte_identical_shards(sample_run, tmp_path):
 def test_rerun_is_a_no_op_and_another_config_is_refused(sample_run):
     out, manifest = sample_run
     before = (out / schema.MANIFEST).stat().st_mtime_ns
-    again = output.run(small_config(out), workers=1)
+    again = run_job(small_config(out), workers=1)
     assert again.up_to_date and again.manifest == manifest and (out / schema.MANIFEST).stat().st_mtime_ns == before
     with pytest.raises(output.OutputExistsError, match="different config"):
-        output.run(small_config(out, seed=4), workers=1)
+        run_job(small_config(out, seed=4), workers=1)
     assert (out / schema.MANIFEST).stat().st_mtime_ns == before
 
 
 def test_missing_input_fails_before_any_work(tmp_path):
     out = tmp_path / "out"
     with pytest.raises(sources.InputError, match="nothing-here"):
-        output.run(small_config(out, inputs=(str(tmp_path / "nothing-here*.xml"),)))
+        run_job(small_config(out, inputs=(str(tmp_path / "nothing-here*.xml"),)))
     assert not out.exists()
 
 
@@ -178,7 +179,7 @@ def test_truncated_bz2_fails_naming_the_file_and_leaves_no_manifest(tmp_path):
     bad.write_bytes(data[: len(data) // 2])
     out = tmp_path / "out"
     with pytest.raises(Exception, match="enwiki-20261101-pages-articles.xml.bz2"):
-        output.run(small_config(out, inputs=(str(bad),)))
+        run_job(small_config(out, inputs=(str(bad),)))
     assert not (out / schema.MANIFEST).exists()
 
 
@@ -186,7 +187,7 @@ def test_memory_filesystem_urls(tmp_path):
     src = SAMPLE / "enwiki-20261101-pages-articles.xml"
     with fsspec.open("memory://in/enwiki-20261101-pages-articles.xml", "wb") as f:
         f.write(src.read_bytes())
-    manifest = output.run(small_config("memory://out", inputs=("memory://in/*.xml",)), workers=1).manifest
+    manifest = run_job(small_config("memory://out", inputs=("memory://in/*.xml",)), workers=1).manifest
     assert manifest.splits["train"].rows > 0
     assert validate("memory://out")[1] == 0
 
@@ -237,8 +238,8 @@ def test_multistream_dump_is_split_and_reads_the_same_pages(tmp_path, make_multi
     dump, index = make_multistream(xml, tmp_path / "in", pages_per_stream=4)
     items = sources.plan_work_items([str(dump)], streams_per_item=2)
     assert len(items) > 3  # one work item per range of streams, not one per file
-    whole = output.run(small_config(tmp_path / "whole", inputs=(str(xml),)), workers=1)
-    split = output.run(small_config(tmp_path / "split", inputs=(str(dump),), streams_per_item=2), workers=2)
+    whole = run_job(small_config(tmp_path / "whole", inputs=(str(xml),)), workers=1)
+    split = run_job(small_config(tmp_path / "split", inputs=(str(dump),), streams_per_item=2), workers=2)
     assert split.run.work_items == len(items)
     assert split.manifest.languages == whole.manifest.languages
     assert validate(str(tmp_path / "split"))[1] == 0
@@ -256,10 +257,10 @@ def test_languages_are_mixed_inside_a_shard(sample_run):
 
 def test_a_worker_input_error_reaches_the_user_as_input_error():
     """Multi-process DirectRunner wraps a worker's exception in a RuntimeError holding its
-    traceback; output.run unwraps it to the InputError's own message (file and position)."""
+    traceback; run_job unwraps it to the InputError's own message (file and position)."""
     wrapped = RuntimeError("Traceback (most recent call last):\n  File \"x.py\", line 5, in boom\n"
                            "pipeline.sources.InputError: /d/x.xml.bz2: truncated at byte 99 [while running 'ParseAndClean']\n")
-    assert str(output._input_error_in(wrapped)) == "/d/x.xml.bz2: truncated at byte 99"
-    assert output._input_error_in(RuntimeError("MemoryError")) is None
+    assert str(_input_error_in(wrapped)) == "/d/x.xml.bz2: truncated at byte 99"
+    assert _input_error_in(RuntimeError("MemoryError")) is None
     in_process = sources.InputError("/d/x.gz: truncated gzip data [while running 'ReadAndClean/ParseAndClean']")
-    assert str(output._input_error_in(in_process)) == "/d/x.gz: truncated gzip data"
+    assert str(_input_error_in(in_process)) == "/d/x.gz: truncated gzip data"

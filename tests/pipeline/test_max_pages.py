@@ -269,8 +269,8 @@ def test_a_killed_trial_resumes_to_the_same_bytes(inputs, tmp_path):
     (["--max-pages", "0"], "--max-pages 0: must be at least 1 (pages read from the start of each input)"),
     (["--max-pages=-3"], "--max-pages -3: must be at least 1 (pages read from the start of each input)"),
     (["--set", "max_pages=0"], "--max-pages 0: must be at least 1 (pages read from the start of each input)"),
-    (["--set", "max_pages=2.5"], "preprocess.max_pages: expected int, got '2.5'"),
-    (["--set", "max_pages=lots"], "preprocess.max_pages: expected int, got 'lots'"),
+    (["--set", "max_pages=2.5"], "--set max_pages: expected int, got '2.5'"),
+    (["--set", "max_pages=lots"], "--set max_pages: expected int, got 'lots'"),
 ])
 def test_a_bad_value_is_one_line_before_any_work(given, line, tmp_path):
     # A --dump on a mirror that cannot be reached: refused before the dump is looked for.

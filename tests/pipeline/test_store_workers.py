@@ -81,10 +81,10 @@ def test_the_launcher_sees_staging_that_other_processes_write(store, request):
     fs = fsspec.filesystem(store.protocol)  # the launcher's instance, as output.py's `_fs` gets it
     worker = fsspec.filesystem(store.protocol, skip_instance_cache=True)  # another process's
     fs.pipe_file(f"{root}/{schema.LOCK}", b"{}")  # the lock creates the root
-    assert output._stagings(out) == []  # ... and `run` lists it, before the job
+    assert output.stagings(out) == []  # ... and run_job lists it, before the job
     staging = f"{root}/{schema.STAGING_PREFIX}0123456789abcdef"
     worker.pipe_file(f"{staging}/stats.json", b"[]")
-    assert output._stagings(out) == [staging]
+    assert output.stagings(out) == [staging]
     # The progress watcher lists staging/items while the workers add to it.
     items = [WorkItem("a.xml", "xml"), WorkItem("b.xml", "xml")]
     worker.pipe_file(itemcache.cache_url(staging, items[0]), b"")
