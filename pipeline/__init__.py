@@ -1,7 +1,7 @@
 """Preprocessing: Wikipedia dumps (or cleaned JSONL / Parquet) -> the shard contract (contract/).
 
 One idea per module:
-    run.py                `preprocess(cfg)`: the driver (`--dump` resolution, runner checks, the output lock, the job)
+    run.py                `preprocess(cfg)`: the driver (`--dump` resolution, runner checks, the output lock, the job run)
     preprocess_config.py  the configuration: everything that decides the bytes of the output
     sources/              inputs: work items planned from globs, pages streamed out of each; Wikimedia's dump naming
     wikitext/             wikitext -> plain text, every drop counted with its reason
@@ -17,7 +17,7 @@ One idea per module:
     stats.py              the job's accounting, per language
     itemcache.py          per-work-item results, so a killed run resumes without parsing again
     shards.py             rows <-> Arrow tables <-> Parquet files on any fsspec filesystem
-    output.py             running the job and publishing its output exactly once
+    output.py             an output's format and staging, and publishing it exactly once
     runners.py            which Beam runner runs the job, with which options; dask_runner.py Beam's DaskRunner, mended
     progress.py           what a run shows while it works
     disk.py               the staging's disk: its peak estimated before the job, a full disk in one line
