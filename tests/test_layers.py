@@ -187,3 +187,13 @@ def test_the_cycle_check_sees_a_circle(tmp_path, monkeypatch):
     (tmp_path / "pkg" / "d.py").write_text("from pkg import a\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert import_cycles("pkg") == [["pkg.a", "pkg.b", "pkg.c"]]
+
+
+def test_the_readers_do_not_import_the_cleaner():
+    """pipeline/sources/ (pages out of files) sits under pipeline/wikitext/ (their text cleaned),
+    which imports it: the dump's namespace names are the readers' (sources/namespaces.py), and no
+    module of sources/ reaches back into the cleaner, deferred imports included."""
+    wrong = {str(p.relative_to(ROOT)): sorted(n for n in imported_modules(p) if n.startswith("pipeline.wikitext"))
+             for p in sources("pipeline/sources")}
+    wrong = {k: v for k, v in wrong.items() if v}
+    assert len(sources("pipeline/sources")) > 5 and not wrong, f"pipeline/sources/ imports the cleaner: {wrong}"

@@ -14,6 +14,7 @@ One idea per module:
     compressed.py   a file's bytes, read in blocks and bz2 / gzip-decompressed in bounded pieces
     network.py      a network failure told from a missing file and named (host, what failed)
     common.py       WorkItem, RawPage, SiteInfo, InputError and the id / language / surrogate checks
+    namespaces.py   which link prefixes name File, Media and Category: the dump's <siteinfo> names and a hand list
 
 Inputs:
 - MediaWiki XML exports: `.xml`, `.xml.bz2`, `.xml.gz` (and Wikimedia's split names such as

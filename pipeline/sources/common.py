@@ -28,7 +28,7 @@ class InputError(Exception):
         super().__init__(redact(message))
 
 
-# The <siteinfo> namespaces SiteInfo.namespaces keeps: those pipeline/wikitext/namespaces.py reads
+# The <siteinfo> namespaces SiteInfo.namespaces keeps: those pipeline/sources/namespaces.py reads
 # (Media, File, Category), so that its table is keyed by these names only.
 NAMESPACE_KEYS = frozenset({-2, 6, 14})
 

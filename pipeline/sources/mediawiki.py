@@ -7,13 +7,13 @@ The header (<mediawiki> and <siteinfo>) is read once per dump, when planning, an
 carries it (WorkItem.site), so every page of a dump gets the same names whichever worker reads
 which range: a multistream range past byte 0 does not hold the header stream. A page carries the
 SiteInfo as RawPage.site, None where the dump has no <siteinfo> (the cleaner's fallback names,
-pipeline/wikitext/namespaces.py).
+pipeline/sources/namespaces.py).
 
 Older and other exports: a page's namespace is its <ns>, which schema 0.6 (MediaWiki 1.17, 2011)
 added; without one (schemas 0.3-0.5, and exporters of other wikis) it follows from the title's
 prefix, as MediaWiki splits a title: the <siteinfo> names of every namespace, MediaWiki's canonical
 English names (valid on every wiki) and, without a <siteinfo>, the cleaner's hand list of File and
-Category names (pipeline/wikitext/namespaces.py); a title whose prefix is none of these is an
+Category names (pipeline/sources/namespaces.py); a title whose prefix is none of these is an
 article. A page-level `<redirect/>` (schemas 0.4-0.5) or `<redirect title="..."/>` (0.6 on) marks
 a redirect; schema 0.3 has neither, and the cleaner finds its redirects by their #REDIRECT text.
 Of several revisions (a full-history export) the last is the page's text.
@@ -382,7 +382,7 @@ class _PageParser:
         prefix, colon, _ = title.partition(":")
         if not colon:
             return 0
-        from pipeline.wikitext import namespaces  # the cleaner's name comparison and hand list (imports this package)
+        from pipeline.sources import namespaces  # the name comparison and hand list the cleaner uses too
 
         if self._title_ns is None:
             table = {namespaces.key(name): k for k, name in CANONICAL}

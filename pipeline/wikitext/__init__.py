@@ -4,10 +4,10 @@
 - sections.py   the line structure found before parsing: quotes, headings, tables
 - variants.py   language-variant markup -{...}- as MediaWiki's LanguageConverter shows it (zh, sr, kk, ...)
 - render.py     mwparserfromhell's tokens -> text; File / Category / interlanguage links
-- namespaces.py File and Category names: the dump's own <siteinfo> names and a fallback list
 - templates.py  templates that put words into the sentence, and how each renders
 - endmatter.py  which sections end an article (references, bibliography, links) on any wiki
 
 Nothing here reads files or runs Beam: pipeline/itemcache.py calls `clean.clean_page` for each
-page a reader (pipeline/sources) yields, and the job counts what it returns.
+page a reader (pipeline/sources) yields, and the job counts what it returns. The imports run one
+way: this package reads pipeline/sources' pages and namespace names; sources imports nothing here.
 """

@@ -30,7 +30,7 @@ pretrained on (paper §4.1): WikiExtractor-style text without templates and tabl
   are told by the wiki's own namespace names from its dump's <siteinfo> (`[[Soubor:x.jpg]]`,
   `[[Kategorie:Y]]` on cswiki) added to a hand list of names and aliases (Bild, 图像, ...), which
   is all an input without <siteinfo> gets; the prefix is compared as MediaWiki does: in any
-  case, `_` = space, NFC (pipeline/wikitext/namespaces.py).
+  case, `_` = space, NFC (pipeline/sources/namespaces.py).
 - External links keep their label; bare or unlabeled URLs are dropped.
 - `<ref>`, `<references/>`, `<gallery>`, code blocks, music scores and the like are dropped;
   other tags (`<b>`, `<span>`, `<blockquote>`, `<code>`, ...) keep their text. What stands in a
@@ -68,7 +68,8 @@ from pipeline.wikitext.render import CELL, DROP_TAGS, INLINE_CODE_TAGS, SOURCE_T
 from pipeline.wikitext.sections import split_sections, split_tables, strip_quotes
 from pipeline.sources import RawPage, lone_surrogate
 from pipeline.sources.common import SiteInfo
-from pipeline.wikitext import convert, namespaces
+from pipeline.sources import namespaces
+from pipeline.wikitext import convert
 from pipeline.wikitext.templates import FALLBACK_OPEN
 from pipeline.wikitext.variants import check_variants, render as render_variants
 

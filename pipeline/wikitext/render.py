@@ -22,7 +22,7 @@ from mwparserfromhell.nodes import ExternalLink, Heading, HTMLEntity, Tag, Templ
 from mwparserfromhell.parser import Parser, tokens as tk
 
 from pipeline.wikitext import templates
-from pipeline.wikitext.namespaces import FALLBACK as _NAMES, Namespaces, key as _ns_key
+from pipeline.sources.namespaces import FALLBACK as _NAMES, Namespaces, key as _ns_key
 from pipeline.wikitext.templates import FALLBACK, FALLBACK_CHARS, FALLBACK_CLOSE, FALLBACK_OPEN
 
 # Tags whose content is not prose: citations, media, formulas, code, machine-readable data.
@@ -45,7 +45,7 @@ BREAK_TAGS = frozenset("br p div li dt dd tr blockquote hr ul ol dl center poem 
 CELL = "\x03"  # before each kept table cell's text (XML 1.0 forbids U+0003: no page holds it); see clean.py
 _CELL_TAGS = frozenset({"td", "th"})
 
-# File, Media and Category links are told by their prefix (pipeline/wikitext/namespaces.py: the dump's
+# File, Media and Category links are told by their prefix (pipeline/sources/namespaces.py: the dump's
 # own names and a hand list); a link to a media file under any other prefix is a file link too.
 _MEDIA_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".svg", ".tif", ".tiff", ".webp", ".ogg", ".oga", ".ogv", ".webm", ".mp3", ".wav", ".pdf", ".djvu")
 # Interlanguage prefixes are lowercase language codes (`de`, `zh-yue`, `be-tarask`); these
@@ -66,7 +66,7 @@ def hidden_link(title: str, names: Namespaces = _NAMES) -> str | None:
     """None for a link shown in the text (Media links too: a link to the file); File links (with
     their captions) render outside the text: "images", a counted drop; Category and interlanguage
     links are page metadata: "". `names`: the File, Media and Category prefixes of the page's wiki
-    (pipeline/wikitext/namespaces.py)."""
+    (pipeline/sources/namespaces.py)."""
     if ":" not in title:
         return None
     title = title.strip()

@@ -1,4 +1,4 @@
-"""pipeline/wikitext/namespaces.py: File, Media and Category links are told by the dump's own namespace
+"""pipeline/sources/namespaces.py: File, Media and Category links are told by the dump's own namespace
 names (its <siteinfo>) added to the hand list, which is all an input without <siteinfo> gets; a
 link's prefix is compared as MediaWiki compares it."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.sources import plan_work_items, read_pages
 from pipeline.sources.common import RawPage, SiteInfo
-from pipeline.wikitext import namespaces
+from pipeline.sources import namespaces
 from pipeline.wikitext.clean import CleanOptions, clean_page
 from pipeline.wikitext.render import hidden_link
 
