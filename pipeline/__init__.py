@@ -21,6 +21,7 @@ One idea per module:
     runners.py            which Beam runner runs the job, with which options; dask_runner.py Beam's DaskRunner, mended
     progress.py           what a run shows while it works
     disk.py               the staging's disk: its peak estimated before the job, a full disk in one line
+    memory.py             a finished step's memory given back: a worker holds its largest step, not their sum
     validate.py           `canine validate DIR`: an output against the contract and its own manifest
     synthetic.py          synthetic rows and shard directories for tests, benchmarks and smoke runs
     faults.py             kill points for the crash tests

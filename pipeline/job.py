@@ -48,7 +48,7 @@ from apache_beam.metrics import Metrics
 
 from contract import schema
 from contract.files import save_json, save_text
-from pipeline import examples, faults, itemcache, masks, seeds, shards, spill, tally, tokenizer_sample
+from pipeline import examples, faults, itemcache, masks, memory, seeds, shards, spill, tally, tokenizer_sample
 from pipeline.split import cuts_of, split_of, validation_cut
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.elements import SplitLang, PackGroup, PackedFile, Size, Sizing, ShardKey, ShardFile, MaskHistograms
@@ -135,6 +135,7 @@ class _ItemFn(beam.DoFn):
                 tallies[c.lang] = tally.Tally()
             tallies[c.lang].add(c)
         counter.inc()
+        memory.release()  # the item's pages and parser state: each step of a worker gets its memory back
         for lang in sorted(tallies):
             t = tallies[lang].done(url, lang)
             for outcome, n in zip(schema.PAGE_OUTCOMES, t.outcomes):
@@ -268,10 +269,16 @@ class _ScatterPagesFn(beam.DoFn):
             if split == "train" and (chunk := plan.chunk_of(seeds.tokenizer_rank(lang, page_id), page_id)) is not None:
                 sample.setdefault(chunk, []).append((seeds.tokenizer_rank(lang, page_id), page_id, text))
         tables = {g: spill.pages_table(*cols) for g, cols in by_group.items()}
-        for group, ref in spill.write_buckets(f"{self.staging}/pages/{name}", tables):
-            yield group, ref
+        del by_group
+        pages = spill.write_buckets(f"{self.staging}/pages/{name}", tables)
         tables = {c: tokenizer_sample.table(rows) for c, rows in sample.items()}
-        for chunk, ref in spill.write_buckets(f"{self.staging}/tokenizer/{name}", tables):
+        del sample
+        chunks = spill.write_buckets(f"{self.staging}/tokenizer/{name}", tables)
+        del tables
+        memory.release()
+        for group, ref in pages:
+            yield group, ref
+        for chunk, ref in chunks:
             yield pvalue.TaggedOutput("sample", (chunk, ref))
 
 
@@ -279,7 +286,9 @@ class _ScatterPagesFn(beam.DoFn):
 def _train_tokenizer(refs, plan, vocab_size):
     faults.point("tokenizer")
     texts = tokenizer_sample.Texts(refs, plan)  # read chunk by chunk, in rank order, twice
-    return train_wordpiece(texts, vocab_size=vocab_size).to_str()
+    vocabulary = train_wordpiece(texts, vocab_size=vocab_size).to_str()
+    memory.release()
+    return vocabulary
 
 
 class TrainTokenizer(beam.PTransform):
@@ -323,10 +332,12 @@ class _PackFn(beam.DoFn):
         del by_id
         url = f"{self.staging}/packed/{group.split}-{group.lang}-{group.group:05d}.parquet"
         spill.write_whole(url, spill.examples_table([(group.lang, 0, ex) for ex in exs]))
+        size = Size(len(exs), sum(len(ex.codepoints) for ex in exs))
+        del exs
+        memory.release()
         faults.point("pack")
         yield PackedFile(group.split, group.lang, url)
-        key = SplitLang(group.split, group.lang)
-        yield pvalue.TaggedOutput("sizes", (key, Size(len(exs), sum(len(ex.codepoints) for ex in exs))))
+        yield pvalue.TaggedOutput("sizes", (SplitLang(group.split, group.lang), size))
 
 
 class PackExamples(beam.PTransform):
@@ -437,7 +448,10 @@ class _ScatterExamplesFn(beam.DoFn):
         tables = {key: pa.concat_tables(parts) for key, parts in by_shard.items()}
         del by_shard
         url = packed.url.replace("/packed/", "/sampled/")
-        for key, ref in spill.write_buckets(url, tables):
+        refs = spill.write_buckets(url, tables)
+        del tables
+        memory.release()
+        for key, ref in refs:
             yield key, ref
         if copies:
             yield pvalue.TaggedOutput("examples", (packed.lang, copies))
@@ -464,6 +478,38 @@ class SampleLanguages(beam.PTransform):
 
 
 # --- WriteShards -----------------------------------------------------------------------------------
+# Codepoints of a shard's examples read per pass (at most, in whole row groups): ~40 MB of
+# codepoints and segment ids, and ~4 passes over a full shard's input (32M codepoints), each
+# decoding its row groups again (zstd level 1: seconds against the planning's half minute).
+_PASS_CODEPOINTS = 8_000_000
+
+
+def _examples_of(sources: list, wanted: list) -> list:
+    """[(lang, copy, PackedExample)] of the rows `wanted` names ((_, _, source index, row) each,
+    in that order), read from the row groups `sources` names ((url, row group) each): each
+    row group is decoded once, only its wanted rows kept."""
+    import pyarrow.parquet as pq
+
+    by_source = {}
+    for pos, (_, _, j, row) in enumerate(wanted):
+        by_source.setdefault(j, ([], []))
+        by_source[j][0].append(pos)
+        by_source[j][1].append(row)
+    out = [None] * len(wanted)
+    by_url = {}
+    for j in sorted(by_source):
+        by_url.setdefault(sources[j][0], []).append(j)
+    for url, js in sorted(by_url.items()):
+        with fsspec.open(url, "rb") as f:
+            pf = pq.ParquetFile(f)
+            for j in js:
+                positions, rows = by_source[j]
+                taken = pf.read_row_group(sources[j][1]).take(pa.array(rows, pa.int64()))
+                for pos, example in zip(positions, spill.table_examples(taken)):
+                    out[pos] = example
+    return out
+
+
 class _PlanAndWriteFn(beam.DoFn):
     """One shard's examples -> mask plans (pipeline/masks.py) -> one Parquet file. Planning here,
     after the shuffle, keeps rows out of Beam's coders and files. Rows are sorted by a hash of
@@ -473,41 +519,59 @@ class _PlanAndWriteFn(beam.DoFn):
     (MaskHistograms, tagged "masks") for the manifest's per-language mask statistics."""
 
     def __init__(self, cfg: PreprocessConfig, staging):
-        self.seed, self.staging = cfg.seed, staging
+        self.seed, self.staging, self.seq_len = cfg.seed, staging, cfg.seq_len
         self.mask_config = masks.MaskPlanConfig.of(cfg)
         self._json = self._tokenizer = None
 
     def process(self, kv, tokenizer_json):
+        import pyarrow.compute as pc
+
         if tokenizer_json is not self._json:
             self._tokenizer, self._json = WordPieceTokenizer.from_str(tokenizer_json), tokenizer_json
         shard, refs = kv
+        # The rows' order from the narrow columns alone; the examples themselves are read a pass of
+        # row groups at a time (_examples_of), so a shard is never whole in memory: held whole, its
+        # codepoints and segment ids (5 bytes a codepoint, 160 MB for a full shard) were the
+        # largest thing a worker held, and grew with the input until the shards were full.
+        sources = sorted((ref.url, ref.row_group) for ref in refs)  # read_buckets' order: the same ties
         order = []
-        for table in spill.read_buckets(refs):
-            for lang, copy, ex in spill.table_examples(table):
-                eid = examples.example_id(lang, ex, copy)
-                order.append((seeds.row_order_key(eid), eid, lang, copy, ex))
+        for j, table in enumerate(spill.read_buckets([spill.Ref(url, rg, 0) for url, rg in sources],
+                                                     columns=["lang", "copy", "page_ids", "part"])):
+            firsts = pc.list_element(table.column("page_ids"), 0).to_pylist()
+            langs, copies, parts = (table.column(c).to_pylist() for c in ("lang", "copy", "part"))
+            for row, (lang, copy, first, part) in enumerate(zip(langs, copies, firsts, parts)):
+                eid = examples.example_id(lang, _Head((first,), part), copy)
+                order.append((seeds.row_order_key(eid), eid, j, row))
         order.sort(key=lambda o: o[:2])
         histograms = {}  # lang -> (share, spans), merged over the row groups
+        per_pass = max(shards.ROW_GROUP_ROWS,
+                       _PASS_CODEPOINTS // self.seq_len // shards.ROW_GROUP_ROWS * shards.ROW_GROUP_ROWS)
 
-        def row_groups():  # one row group's rows planned at a time: the shard is never one table
-            for start in range(0, len(order), shards.ROW_GROUP_ROWS):
-                part = order[start : start + shards.ROW_GROUP_ROWS]
-                by_key = {}
-                for i, (_, _, lang, copy, ex) in enumerate(part):
-                    by_key.setdefault((lang, copy), []).append((i, ex))
-                rows = [None] * len(part)
-                for (lang, copy), batch in sorted(by_key.items()):  # any batching gives the same rows (plan_examples)
-                    planned = masks.plan_examples([ex for _, ex in batch], lang, copy, self.seed, self._tokenizer,
-                                                  self.mask_config)
-                    for (i, _), row in zip(batch, planned):
-                        rows[i] = row
-                    share, spans = masks.mask_histograms(planned, self.mask_config)
-                    old = histograms.get(lang, ({}, {}))
-                    histograms[lang] = (merge_histograms([old[0], share]), merge_histograms([old[1], spans]))
-                yield shards.rows_to_table(rows)
+        def plan(part):  # one row group's rows -> its table (copies: nothing of `part` outlives it)
+            by_key = {}
+            for i, (lang, copy, ex) in enumerate(part):
+                by_key.setdefault((lang, copy), []).append((i, ex))
+            rows = [None] * len(part)
+            for (lang, copy), batch in sorted(by_key.items()):  # any batching gives the same rows (plan_examples)
+                planned = masks.plan_examples([ex for _, ex in batch], lang, copy, self.seed, self._tokenizer,
+                                              self.mask_config)
+                for (i, _), row in zip(batch, planned):
+                    rows[i] = row
+                share, spans = masks.mask_histograms(planned, self.mask_config)
+                old = histograms.get(lang, ({}, {}))
+                histograms[lang] = (merge_histograms([old[0], share]), merge_histograms([old[1], spans]))
+            return shards.rows_to_table(rows)
+
+        def row_groups():  # a pass of examples read, then planned a row group at a time
+            for first in range(0, len(order), per_pass):
+                taken = _examples_of(sources, order[first : first + per_pass])
+                for start in range(0, len(taken), shards.ROW_GROUP_ROWS):
+                    yield plan(taken[start : start + shards.ROW_GROUP_ROWS])
+                del taken  # before the next pass is read
 
         name = shard_name(shard.split, shard.index, shard.total)
         record = ShardFile(split=shard.split, path=name, **shards.write_tables(row_groups(), f"{self.staging}/{name}"))
+        memory.release()
         faults.point("shard")
         yield record
         for lang in sorted(histograms):

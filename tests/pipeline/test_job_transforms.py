@@ -460,3 +460,27 @@ def test_collect_stats_writes_every_count_as_one_sorted_json_file(tmp_path):
         ["validation_pages", "en", 1], ["validation_pages", "sw", 2],
         ["weight", "en", 0.5], ["weight", "sw", 2.0],
     ]
+
+
+def test_a_shard_read_in_passes_is_the_shard_read_whole(tmp_path, monkeypatch):
+    # WriteShards reads a shard's examples a pass of row groups at a time (job._PASS_CODEPOINTS);
+    # the file must not depend on how many passes it took, nor on a row group read twice.
+    texts = [f"page {i} says alpha beta gamma delta" for i in range(1300)]
+    exs = pack_pages([(i, t) for i, t in enumerate(texts)], 24)
+    rows = [("en" if i % 3 else "sw", i % 2, ex) for i, ex in enumerate(exs)]
+    refs = []
+    for i in range(3):  # three producers (pack groups) of one shard
+        refs += [ref for _, ref in spill.write_buckets(str(tmp_path / f"sampled{i}.parquet"),
+                                                       {"k": spill.examples_table(rows[i::3])})]
+    refs.append(refs[0])  # a duplicated reference is read as often as it is named
+    tokenizer_json = train_wordpiece(texts[:50], vocab_size=100).to_str()
+    key = ShardKey("train", 0, 1)
+    written = {}
+    for name, pass_codepoints in (("whole", 10**12), ("passes", 1)):
+        monkeypatch.setattr(job, "_PASS_CODEPOINTS", pass_codepoints)
+        staging = tmp_path / name
+        record, *masks = job._PlanAndWriteFn(PreprocessConfig(), str(staging)).process((key, refs), tokenizer_json)
+        written[name] = ((staging / record.path).read_bytes(), record, [m.value for m in masks])
+    assert len(exs) + len(rows[0::3]) > 2 * 1024 and pq.ParquetFile(tmp_path / "sampled0.parquet").num_row_groups == 1
+    assert written["whole"] == written["passes"]
+    assert written["whole"][1].rows == len(exs) + len(rows[0::3])
