@@ -23,6 +23,8 @@ Object stores, real protocol servers started as separate processes on 127.0.0.1 
     s3_store        moto's S3 server; sets AWS_* in os.environ for the session; .url(name) gives
                     a fresh s3://bucket/name URL
     gcs_store       gcp-storage-emulator; sets STORAGE_EMULATOR_HOST; .url(name) -> gs://...
+MLflow:
+    mlflow_server   a real `mlflow server` on 127.0.0.1 for the session: its http:// URL
 Compiled kernels: TORCHINDUCTOR_CACHE_DIR, unless set, is a folder per CPU setting (inductor_cache_dir
 below; docs/compile.md "The kernel cache and CPU settings").
 """
@@ -33,8 +35,12 @@ import gzip
 import json
 import os
 import re
+import socket
+import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 import uuid
 from pathlib import Path
 from xml.sax.saxutils import unescape
@@ -288,10 +294,47 @@ def gcs_store(tmp_path_factory):
     yield from _store(tmp_path_factory, "gs")
 
 
+# --- MLflow -------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory):
+    """A real `mlflow server` (SQLite backend, local artifact root) bound to 127.0.0.1: its URL.
+    One for the session: its start (the server's imports and its database's migrations) took
+    ~60 s on the shared 2-core machine, and the tests that use it find their runs by id. Without
+    MLflow's job execution (GenAI jobs and periodic tasks, nothing tracking uses), which starts a
+    job runner and 7 huey consumers that stay alive, ~10% of a core between them while idle."""
+    root = tmp_path_factory.mktemp("mlflow-server")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mlflow_cli = os.path.join(os.path.dirname(sys.executable), "mlflow")
+    proc = subprocess.Popen([mlflow_cli, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+                             "--backend-store-uri", f"sqlite:///{root}/db.sqlite",
+                             "--default-artifact-root", str(root / "artifacts")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=root,
+                            env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
+    url, deadline = f"http://127.0.0.1:{port}", time.time() + 120
+    try:
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/health", timeout=2).read() == b"OK":
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.time() < deadline, "mlflow server did not start"
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 # --- the fast lane (make test-fast: -m "not slow") ----------------------------------------------
 # A test that starts a Ray cluster or runs the Beam job end to end through one of these fixtures is
 # `slow` whatever its file says, so the fast lane cannot pick one up by accident.
-SLOW_FIXTURES = {"ray_local", "pipeline_shards", "reference_run", "head"}  # head: tests/jobs/test_submit.py's Ray head
+SLOW_FIXTURES = {"ray_local", "pipeline_shards", "reference_run", "head",  # head: tests/jobs/test_submit.py's Ray head
+                 "tracked_run"}  # tests/jobs/conftest.py's canine pretrain
 
 
 def pytest_collection_modifyitems(config, items):

@@ -5,9 +5,10 @@ for tensor to what training gathers (`gather_fp32`, final/model_fp32.pt at the l
 
 A real tiny run (`canine pretrain`, a local Ray cluster, 2 workers under DeepSpeed ZeRO-2, so each
 checkpoint holds two optimizer partitions): 6 steps, a checkpoint every 2, the last 2 kept, so
-steps 4 and 6 are saved and step 2's was deleted. ZeRO stages 0, 2 and 3 are also checked in one
-process of their own (`_write_checkpoints`, this file run as a script: DeepSpeed keeps the
-process group it is given, which a test session's other DeepSpeed tests set up themselves)."""
+steps 4 and 6 are saved and step 2's was deleted (tests/jobs/conftest.py `tracked_run`, shared with
+test_json_stdout.py). ZeRO stages 0, 2 and 3 are also checked in one process of their own
+(`_write_checkpoints`, this file run as a script: DeepSpeed keeps the process group it is given,
+which a test session's other DeepSpeed tests set up themselves)."""
 
 import json
 import os
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS, EVERY, KEEP = 6, 2, 2  # saved: 4 and 6 (Ray Train deleted step 2's)
+STEPS, EVERY, KEEP = 6, 2, 2  # tracked_run's: saved 4 and 6 (Ray Train deleted step 2's)
 EARLIER = 4
 STAGES = (0, 2, 3)
 
@@ -27,22 +28,17 @@ def _env() -> dict:
     return {**os.environ, "PYTHONPATH": str(ROOT), "DS_ACCELERATOR": "cpu", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
-def _canine(*args, cwd, timeout=600):
-    """`canine ARGS` as a user runs it, from the working directory `cwd`."""
-    return subprocess.run([sys.executable, "-m", "jobs.cli", *map(str, args)], cwd=cwd, env=_env(),
-                          capture_output=True, text=True, timeout=timeout)
-
-
 def _checkpoint(run: Path, step: int) -> Path:
     return run / "ray_train" / f"checkpoint_step{step:08d}"
 
 
 @pytest.fixture(scope="module")
-def run(contract_shards, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("any_checkpoint") / "run"
-    done = _canine("pretrain", "--data", contract_shards, "--output", out, "--config", "tiny", "--workers", 2,
-                   "--max-steps", STEPS, "--checkpoint-every", EVERY, "--keep-checkpoints", KEEP, cwd=out.parent)
+def run(tracked_run) -> Path:
+    """tests/jobs/conftest.py's run (shared with test_json_stdout.py, which reads it in a clean
+    environment): STEPS steps, a checkpoint every EVERY, the last KEEP kept."""
+    out, done = tracked_run
     assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout)["steps"] == STEPS
     assert sorted(p.name for p in (out / "ray_train").glob("checkpoint_step*")) == [
         _checkpoint(out, s).name for s in (4, 6)]
     return out
@@ -95,7 +91,7 @@ def test_an_earlier_step_evaluates_and_exports_with_relative_paths_from_another_
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    rel = os.path.relpath(run, elsewhere)  # ../../any_checkpoint0/run
+    rel = os.path.relpath(run, elsewhere)  # ../../tracked0/run
     final_export = {p.name: p.read_bytes() for p in (run / "hf").iterdir()}
 
     capfd.readouterr()

@@ -4,17 +4,15 @@ user's shell), and its stdout is json-loaded. DeepSpeed's logger writes to stdou
 ("Setting accelerator to CPU" came before evaluate's JSON) and MLflow prints "View run ... at:"
 to stdout when a run ends (before pretrain's summary): jobs/quiet.py keeps stdout for the JSON.
 
-One real tiny run (a local Ray cluster on 127.0.0.1, 2 steps, tracked on a real `mlflow server`
-on 127.0.0.1) serves pretrain, evaluate --step, report and export --step.
+One real tiny run (a local Ray cluster on 127.0.0.1, 6 steps, tracked on a real `mlflow server`
+on 127.0.0.1; tests/jobs/conftest.py, shared with test_any_checkpoint.py) serves pretrain,
+evaluate --step, report and export --step.
 """
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -41,46 +39,17 @@ def _json(result):
         raise AssertionError(f"stdout is not JSON: {result.stdout[:500]!r}") from None
 
 
-@pytest.fixture(scope="module")
-def mlflow_url(tmp_path_factory):
-    """A real tracking server (SQLite backend), bound to 127.0.0.1, as tests/training/train/test_train_tracking.py."""
-    root = tmp_path_factory.mktemp("mlflow-json")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "mlflow"), "server", "--host", "127.0.0.1",
-                             "--port", str(port), "--workers", "1", "--backend-store-uri", f"sqlite:///{root}/db.sqlite",
-                             "--default-artifact-root", str(root / "artifacts")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=root)
-    url, deadline = f"http://127.0.0.1:{port}", time.time() + 120
-    while True:
-        try:
-            if urllib.request.urlopen(f"{url}/health", timeout=2).read() == b"OK":
-                break
-        except OSError:
-            pass
-        assert proc.poll() is None and time.time() < deadline, "mlflow server did not start"
-        time.sleep(0.5)
-    yield url
-    proc.terminate()
-    proc.wait(30)
-
-
-@pytest.fixture(scope="module")
-def tracked_run(contract_shards, mlflow_url, tmp_path_factory):
-    """`canine pretrain` as the README shows it, tracked in MLflow: (the run, pretrain's result)."""
-    out = tmp_path_factory.mktemp("json_stdout") / "run"
-    result = _canine("pretrain", "--data", contract_shards, "--output", out, "--config", "tiny", "--workers", 1,
-                     "--max-steps", 2, "--checkpoint-every", 1, "--keep-checkpoints", 2, "--set",
-                     f"log.mlflow={mlflow_url}", cwd=out.parent)
-    return out, result
+# tracked_run (tests/jobs/conftest.py): (the run, pretrain's CompletedProcess) of `canine pretrain`
+# as README shows it, in this clean environment, tracked on the session's mlflow server: 6 steps,
+# checkpoints at 4 and 6.
+STEPS, EARLIER = 6, 4
 
 
 @pytest.mark.slow
 def test_pretrain_with_mlflow_prints_only_its_summary(tracked_run):
     run, result = tracked_run
     summary = _json(result)
-    assert summary["steps"] == 2
+    assert summary["steps"] == STEPS
     assert "View run" not in result.stdout + result.stderr and "View experiment" not in result.stderr
     assert (run / "mlflow.json").is_file()
 
@@ -88,25 +57,27 @@ def test_pretrain_with_mlflow_prints_only_its_summary(tracked_run):
 @pytest.mark.slow
 def test_evaluate_at_a_step_prints_json(tracked_run):
     run, _ = tracked_run
-    result = _canine("evaluate", run, "--step", 1, "--json", cwd=run.parent)
-    assert _json(result)["step"] == 1
+    result = _canine("evaluate", run, "--step", EARLIER, "--json", cwd=run.parent)
+    assert _json(result)["step"] == EARLIER
     assert "Setting accelerator" not in result.stderr  # silenced, not moved: DeepSpeed's CPU fallback is intended
 
 
 @pytest.mark.slow
 def test_report_prints_json(tracked_run):
     run, _ = tracked_run
-    assert _json(_canine("report", run, "--json", cwd=run.parent))["steps"] == 2
+    assert _json(_canine("report", run, "--json", cwd=run.parent))["steps"] == STEPS
 
 
 @pytest.mark.slow
 def test_export_at_a_step_prints_only_its_own_line(tracked_run):
     run, _ = tracked_run
-    result = _canine("export", run, "--step", 1, "--to", run.parent / "hf1", cwd=run.parent)
+    to = run.parent / f"hf{EARLIER}"
+    result = _canine("export", run, "--step", EARLIER, "--to", to, cwd=run.parent)
     assert result.returncode == 0, result.stderr[-3000:]
     (line,) = result.stdout.splitlines()  # DeepSpeed's "Setting accelerator to CPU" came first
-    assert line.startswith(f"canine export: Hugging Face CanineModel of {run} at step 1 of 2 (checkpoint ")
-    assert line.endswith(f" written to {run.parent / 'hf1'}")
+    assert line.startswith(f"canine export: Hugging Face CanineModel of {run} at step {EARLIER} of {STEPS} "
+                           "(checkpoint ")
+    assert line.endswith(f" written to {to}")
 
 
 @pytest.mark.parametrize("command", ["evaluate", "report"])

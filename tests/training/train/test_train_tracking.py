@@ -5,10 +5,6 @@ the run's end, no credentials written."""
 import json
 import os
 import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import mlflow
 import pytest
@@ -23,29 +19,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def mlflow_server(tmp_path_factory):
-    """A real tracking server (SQLite backend, local artifact root), bound to 127.0.0.1."""
-    root = tmp_path_factory.mktemp("mlflow-server")
-    port = _free_port()
-    mlflow_cli = os.path.join(os.path.dirname(sys.executable), "mlflow")
-    proc = subprocess.Popen([mlflow_cli, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-                             "--backend-store-uri", f"sqlite:///{root}/db.sqlite",
-                             "--default-artifact-root", str(root / "artifacts")],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, cwd=root)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while True:
-        try:
-            if urllib.request.urlopen(f"{url}/health", timeout=2).read() == b"OK":
-                break
-        except OSError:
-            pass
-        assert proc.poll() is None and time.time() < deadline, "mlflow server did not start"
-        time.sleep(0.5)
-    yield url
-    proc.terminate()
-    proc.wait(30)
+# mlflow_server: the session's real server (tests/conftest.py).
 
 
 def _cfg(output, setting, **overrides):
