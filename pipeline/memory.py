@@ -5,11 +5,11 @@ A DirectRunner or Dask worker runs one step after another (an item, then a pack 
 shard) in threads of a pool, and glibc's malloc keeps what a step freed in that thread's arena:
 the numpy arrays and Python objects of a unit are mostly below glibc's mmap threshold (which
 rises up to 32 MB as large blocks are freed), so they come from the heap and stay resident. An
-SDK worker at 320 MB of XML rose from 226 MB before its first item to ~500 MB before its first
-shard, with no Arrow buffer and no Python object of the earlier steps alive (benchmarks/scale.py,
-per-step sampling), and the shard's own peak came on top. malloc_trim(0) returns the free pages
+SDK worker at 317 MB of XML (benchmarks/scale.py's input, resident size read before and after
+each step) rose from 226 MB before its first item to ~500 MB before its first shard, with no
+Arrow buffer alive and the earlier steps' data dropped, and the shard's own peak came on top. malloc_trim(0) returns the free pages
 of every arena (glibc >= 2.8); elsewhere (musl, macOS) there is nothing to call and release does
-nothing. Arrow already allocates from the system allocator (pipeline/job.py), so this covers it.
+nothing. Arrow's buffers come from jemalloc, which returns freed pages itself (pipeline/job.py).
 """
 
 import ctypes
