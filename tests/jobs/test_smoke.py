@@ -37,7 +37,15 @@ PRETRAIN = [r"canine pretrain: starting a local Ray cluster on 127\.0\.0\.1 "
     r"canine pretrain: Hugging Face CanineModel exported to .*/train/hf"]
 
 
-def test_smoke_writes_shards_run_curve_and_export_and_prints_only_its_own_lines(tmp_path, capfd):
+def test_smoke_writes_shards_run_curve_and_export_and_prints_only_its_own_lines(tmp_path, capfd, monkeypatch):
+    import functools
+
+    from training.train import evaluate
+
+    # The language probe on 256 train examples (1024 snippets a model) instead of the default 2048
+    # (the whole split, ~6600 snippets: minutes of a 2-core machine for the same lines, as
+    # tests/jobs/test_readme_paths.py's SHORT_EVAL); every held-out example is still scored.
+    monkeypatch.setattr(evaluate, "evaluate_run", functools.partial(evaluate.evaluate_run, train_examples=256))
     assert cli.main(["smoke", "--output", str(tmp_path), "--steps", "8", "--seq-len", "256"]) == 0
     out, err = capfd.readouterr()
     lines = [line for line in out.splitlines() if line.strip()]
