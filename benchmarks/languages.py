@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT))
 
 from contract import schema  # noqa: E402
 from pipeline import sources  # noqa: E402
-from pipeline.examples import pack_pages  # noqa: E402
-from pipeline.masks import MaskPlanConfig, plan_examples  # noqa: E402
+from pipeline.rows.examples import pack_pages  # noqa: E402
+from pipeline.rows.masks import MaskPlanConfig, plan_examples  # noqa: E402
 from pipeline.preprocess_config import PreprocessConfig  # noqa: E402
 from pipeline.wikitext.clean import CleanOptions, clean_page  # noqa: E402
 

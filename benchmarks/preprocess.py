@@ -50,11 +50,12 @@ sys.path.insert(0, str(ROOT))
 # `job` (and Beam with it) is imported here, before any timing, as mwparserfromhell is for (a):
 # a process's one-off imports (~1.2 s for Beam) are not throughput.
 from contract import schema  # noqa: E402,F401
-from pipeline import examples, job, masks, output, sources  # noqa: E402,F401
+from pipeline import job, output, sources  # noqa: E402,F401
+from pipeline.rows import examples, masks  # noqa: E402,F401
 from pipeline.run import preprocess  # noqa: E402
 from pipeline.wikitext import clean  # noqa: E402,F401
 from pipeline.preprocess_config import PreprocessConfig  # noqa: E402
-from pipeline.tokenizer import WordPieceTokenizer  # noqa: E402
+from pipeline.rows.tokenizer import WordPieceTokenizer  # noqa: E402
 
 PAGE = re.compile(rb"<page>.*?</page>", re.S)
 PAGE_ID = re.compile(rb"(<page>.*?<id>)(\d+)(</id>)", re.S)

@@ -8,7 +8,7 @@ of an output with them (pipeline/validate.py), the batch builder every batch it 
 (`Rows`), whatever holds them: a pyarrow Table or RecordBatch, a dict of lists or numpy arrays;
 so each rule is a few array operations over a whole batch, not a loop over its rows. Two rules
 need the pipeline's own definitions and only validate checks them: char_mask_positions cover
-whole whitespace spans (pipeline/masks.py), and subword spans are the tokenizer's.
+whole whitespace spans (pipeline/rows/masks.py), and subword spans are the tokenizer's.
 
 Imports only the rest of the contract, numpy and pyarrow.
 """

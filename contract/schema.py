@@ -36,7 +36,7 @@ ACTION_MASK = 0
 ACTION_RANDOM = 1  # replaced by a random vocabulary subword of the same length in characters
 ACTION_KEEP = 2
 # BERT's split of the chosen subwords over those actions: the pipeline's default plan
-# (pipeline/masks.py) draws it, and the synthetic shards (pipeline/synthetic.py) through that plan.
+# (pipeline/rows/masks.py) draws it, and the synthetic shards (pipeline/synthetic.py) through that plan.
 SUBWORD_ACTION_SHARES = {ACTION_MASK: 0.8, ACTION_RANDOM: 0.1, ACTION_KEEP: 0.1}
 # `sop_label`
 SOP_IN_ORDER = 0

@@ -9,7 +9,7 @@ also says how its integers are combined into a state:
     (batch_uniform: one sum of the build seed, example key, index and stream).
 The two recipes differ; one recipe for both would change every mask plan or every batch, so they
 stay. The sides' other decisions hash names instead (blake2b, crc32, numpy's SeedSequence: the
-tables of the two seeds modules). pipeline/wordspans.py takes GOLDEN for Fibonacci hashing in a
+tables of the two seeds modules). pipeline/rows/wordspans.py takes GOLDEN for Fibonacci hashing in a
 hash table, which draws nothing. Imports numpy only.
 """
 

@@ -10,13 +10,10 @@ One idea per module:
     tally.py              a work item's counts per language: what travels instead of its pages
     spill.py              shuffles through files in staging: row groups per key, references through Beam
     tokenizer_sample.py   the vocabulary's bottom-k sample, in chunks, in bounded memory
-    examples.py           pages -> packed examples of codepoints
-    masks.py              the mask plans of CANINE-C and CANINE-S, stored with each example
-    tokenizer.py          the WordPiece vocabulary of CANINE-S; wordspans.py its subword spans, fast
+    rows/                 what makes a row: packed examples, mask plans, the vocabulary, Parquet shards
     seeds.py              every random decision of the pipeline; hashing.py the stable hashes they mix
     stats.py              the job's accounting, per language
     itemcache.py          per-work-item results, so a killed run resumes without parsing again
-    shards.py             rows <-> Arrow tables <-> Parquet files on any fsspec filesystem
     output.py             an output's format and staging, and publishing it exactly once
     runners.py            which Beam runner runs the job, with which options; dask_runner.py Beam's DaskRunner, mended
     progress.py           what a run shows while it works

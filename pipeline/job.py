@@ -48,12 +48,13 @@ from apache_beam.metrics import Metrics
 
 from contract import schema
 from contract.files import save_json, save_text
-from pipeline import examples, faults, itemcache, masks, memory, seeds, shards, spill, tally, tokenizer_sample
+from pipeline import faults, itemcache, memory, seeds, spill, tally, tokenizer_sample
+from pipeline.rows import examples, masks, shards
 from pipeline.split import cuts_of, split_of, validation_cut
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.elements import SplitLang, PackGroup, PackedFile, Size, Sizing, ShardKey, ShardFile, MaskHistograms
 from pipeline.stats import CollectStats, StatsInputs, merge_histograms
-from pipeline.tokenizer import WordPieceTokenizer, train_wordpiece
+from pipeline.rows.tokenizer import WordPieceTokenizer, train_wordpiece
 
 _NS = "canine.preprocess"
 
@@ -518,7 +519,7 @@ def _examples_of(sources: list, wanted: list) -> list:
 
 
 class _PlanAndWriteFn(beam.DoFn):
-    """One shard's examples -> mask plans (pipeline/masks.py) -> one Parquet file. Planning here,
+    """One shard's examples -> mask plans (pipeline/rows/masks.py) -> one Parquet file. Planning here,
     after the shuffle, keeps rows out of Beam's coders and files. Rows are sorted by a hash of
     their id, not the id itself: ids start with the language, and readers take contiguous row
     ranges, so id order would give one-language batches. The tokenizer is built once per worker.

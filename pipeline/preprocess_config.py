@@ -12,7 +12,7 @@ from contract.files import redact
 from contract.manifest import config_sha256
 from contract import options
 from contract.options import option
-from pipeline.masks import CHAR_SPAN_MAX, CHAR_SPAN_RULES
+from pipeline.rows.masks import CHAR_SPAN_MAX, CHAR_SPAN_RULES
 from pipeline.wikitext.convert import check_convert, require
 from pipeline.wikitext.variants import check_variants
 
@@ -69,7 +69,7 @@ class PreprocessConfig:
     convert: tuple = option((), "convert the whole text of a language's pages to one variant, as lang=variant items, "
                             "e.g. zh=zh-hans (simplified), zh=zh-hant, sr=sr-el; its `-{...}-` markup renders in "
                             "that variant (default: each page's text as written; docs/text.md)")
-    # CANINE-C spans (pipeline/masks.py, MaskPlanConfig.of(config)): the paper's whitespace runs are a
+    # CANINE-C spans (pipeline/rows/masks.py, MaskPlanConfig.of(config)): the paper's whitespace runs are a
     # clause or a paragraph in Chinese, Japanese or Thai; docs/canine.md, "Spans in scripts written
     # without spaces", has the measured masked shares.
     char_spans: str = option(CHAR_SPAN_RULES[0], "CANINE-C spans: 'bounded' cuts text of scripts written without "

@@ -33,7 +33,7 @@ one example's plans         mask_key                      mask_rng,          num
                                                           GeneratorUniforms                     subword_plan (tests)
 made-up text, SOP labels    seed                          synthetic_rng      numpy, call order  synthetic.py
 
-A subword index is its rank among its example's subwords; the replacement (pipeline/tokenizer.py
+A subword index is its rank among its example's subwords; the replacement (pipeline/rows/tokenizer.py
 random_same_length) is drawn for those whose action is RANDOM.
 
 Unseeded on purpose: the validation pages, the tokenizer's sample and the pack groups stay the
@@ -42,7 +42,7 @@ examples. The shard and the row order hash the example id, which holds the copy:
 example spread over shards.
 
 Not decisions, so not here: pipeline/itemcache.py names a cache file by a hash of its work item
-(pipeline/hashing.py), and pipeline/wordspans.py's hash table places words by Fibonacci hashing
+(pipeline/hashing.py), and pipeline/rows/wordspans.py's hash table places words by Fibonacci hashing
 (contract/splitmix.py's GOLDEN); pipeline/sample/generate.py made the bundled sample's text
 (random.Random per language), offline, once. tests/test_seeds.py checks that no other module of
 pipeline/ seeds a generator, calls a mix, or hashes names for a decision.

@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from contract.files import atomic_write
-from pipeline.examples import PackedExample
+from pipeline.rows.examples import PackedExample
 
 # zstd level 1: these files are read once, a few seconds later; they only have to be small
 # enough not to double the staging disk (benchmarks/scale.py measures the peak). No dictionary

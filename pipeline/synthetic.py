@@ -6,7 +6,7 @@ smoke runs without real data:
 
 Only the text is made up. It stands in for the pipeline's output, so the rest is the pipeline's
 own steps: examples are `[CLS] A [SEP] [B SEP]`, a WordPiece vocabulary is trained on the same
-text (pipeline/tokenizer.py), and every mask plan comes from pipeline/masks.py: 15% of whitespace
+text (pipeline/rows/tokenizer.py), and every mask plan comes from pipeline/rows/masks.py: 15% of whitespace
 spans (at most 320 characters), 15% of subwords (at most 80) with 80/10/10 actions and
 same-length replacements, drawn from each example's counter-based random numbers (pipeline/seeds.py).
 So every code path of training/batch.py runs on rows that `canine validate` accepts. It makes
@@ -23,9 +23,10 @@ import pyarrow.parquet as pq
 from contract import schema
 from contract.files import file_sha256
 from contract.manifest import FileRef, Language, Manifest, Shard, Split, config_sha256, write_manifest
-from pipeline import masks, seeds, shards
-from pipeline.examples import PackedExample, text_to_codepoints
-from pipeline.tokenizer import train_wordpiece
+from pipeline import seeds
+from pipeline.rows import masks, shards
+from pipeline.rows.examples import PackedExample, text_to_codepoints
+from pipeline.rows.tokenizer import train_wordpiece
 
 
 def _example(page: int, texts: list[str], sop_label: int) -> PackedExample:
@@ -38,7 +39,7 @@ def _example(page: int, texts: list[str], sop_label: int) -> PackedExample:
 
 
 def _rows(examples: list[tuple[str, PackedExample]], seed: int, tokenizer) -> list[dict]:
-    """Contract rows of (language, example) pairs, in their order, planned by pipeline/masks.py."""
+    """Contract rows of (language, example) pairs, in their order, planned by pipeline/rows/masks.py."""
     rows = [None] * len(examples)
     for lang in sorted({lang for lang, _ in examples}):
         group = [i for i, (other, _) in enumerate(examples) if other == lang]

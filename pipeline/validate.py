@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 from contract import schema
 from contract.manifest import Manifest, config_sha256
 from contract.rows import RowError, Rows, Violation, violations
-from pipeline.masks import MaskPlanConfig
+from pipeline.rows.masks import MaskPlanConfig
 from pipeline.output import OutputExistsError, _fs, published_manifest
-from pipeline.tokenizer import WordPieceTokenizer
+from pipeline.rows.tokenizer import WordPieceTokenizer
 
 MAX_PROBLEMS = 50  # enough to see a pattern; the count says how many more there were
 
@@ -76,7 +76,7 @@ def check_row(row: dict, seq_len: int, tokenizer: WordPieceTokenizer | None, whe
 
 def _whole_spans(plans: MaskPlanConfig):
     def rule(k):
-        """CANINE-C: char_mask_positions are whole spans of the plans' rule (pipeline/masks.py)."""
+        """CANINE-C: char_mask_positions are whole spans of the plans' rule (pipeline/rows/masks.py)."""
         name = "char_mask_positions"
         pos, offsets, row, _ = k.positions(name)  # inside the text: the shared rules passed
         starts, ends = plans.spans(k.cps)  # specials end spans: none crosses two rows

@@ -79,7 +79,7 @@ def test_the_check_sees_a_violation(tmp_path):
     """The walk finds a deferred import inside a function, the kind these layers use, and the
     rule names the training side reaching into the pipeline."""
     bad = tmp_path / "m.py"
-    bad.write_text("from contract import schema\n\n\ndef f():\n    from pipeline.masks import plan_examples\n"
+    bad.write_text("from contract import schema\n\n\ndef f():\n    from pipeline.rows.masks import plan_examples\n"
                    "    import training.model\n")
     assert imported(bad) == {"contract", "pipeline", "training"}
     assert above("training", bad) == {"pipeline"}

@@ -44,7 +44,7 @@ ALLOWED = {
     # a work item's progress file's name: a content address of the item, not a decision
     "pipeline/sources/plan.py": {"hashlib.blake2b"},
     # GOLDEN for Fibonacci hashing in a hash table of words: draws nothing
-    "pipeline/wordspans.py": {"from contract.splitmix"},
+    "pipeline/rows/wordspans.py": {"from contract.splitmix"},
     # made the bundled sample's text once, offline (random.Random per language); not run by the job
     "pipeline/sample/generate.py": {"import random", "random.Random"},
     # saves and restores the global generators' states with a checkpoint; seeds nothing

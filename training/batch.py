@@ -102,7 +102,7 @@ def _char_plan(r, keys, codepoints, offsets, masked, seed, num_buckets, limit):
     same_row = np.diff(rows) == 0
     flat = offsets[rows] + positions  # index into the flat codepoints
     gold = codepoints[flat]
-    # Spans = runs of consecutive positions: chosen spans never touch (pipeline/masks.py _apart,
+    # Spans = runs of consecutive positions: chosen spans never touch (pipeline/rows/masks.py _apart,
     # checked by canine validate), also the bounded pieces of one unspaced run.
     starts_span = np.concatenate([[True], ~same_row | (np.diff(positions) != 1)]) if len(positions) else np.zeros(0, bool)
     span_global = np.cumsum(starts_span) - 1

@@ -1,4 +1,4 @@
-"""Codepoints and packing (pipeline/examples.py); also the synthetic corpus the other pipeline tests use."""
+"""Codepoints and packing (pipeline/rows/examples.py); also the synthetic corpus the other pipeline tests use."""
 
 import functools
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from contract import schema
-from pipeline.examples import (
+from pipeline.rows.examples import (
     DOC_SEPARATOR,
     _sop_splits,
     PackedExample,

@@ -14,7 +14,7 @@ from contract import schema
 from pipeline import output, sources, split
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.run import _input_error_in, run_job
-from pipeline.shards import read_table
+from pipeline.rows.shards import read_table
 from pipeline.validate import check_row, validate
 
 SAMPLE = Path(__file__).resolve().parents[2] / "pipeline" / "sample"
@@ -208,7 +208,7 @@ def test_validator_rejects_partial_span_masks_and_bad_replacements(sample_run):
     assert row["char_mask_positions"]
     cps = np.array(row["codepoints"])
     # a mask that covers only the first character of a multi-character span
-    from pipeline.masks import whitespace_spans
+    from pipeline.rows.masks import whitespace_spans
 
     starts, ends = whitespace_spans(cps)
     longest = int(np.argmax(ends - starts))

@@ -18,12 +18,12 @@ from apache_beam.testing.util import assert_that, equal_to
 from contract import schema
 from pipeline import itemcache, job, spill, split, stats, tally, tokenizer_sample
 from pipeline.elements import MaskHistograms, PackedFile, PackGroup, ShardKey, SplitLang, Size, Sizing
-from pipeline.examples import PackedExample, codepoints_to_text, example_id, pack_pages
+from pipeline.rows.examples import PackedExample, codepoints_to_text, example_id, pack_pages
 from pipeline.hashing import stable_int
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.wikitext.clean import CleanOptions
 from pipeline.sources import RawPage, plan_work_items
-from pipeline.tokenizer import train_wordpiece
+from pipeline.rows.tokenizer import train_wordpiece
 
 
 def _opts():

@@ -1,4 +1,4 @@
-"""CANINE-C and CANINE-S mask plans (pipeline/masks.py): the properties the validator and trainer rely on."""
+"""CANINE-C and CANINE-S mask plans (pipeline/rows/masks.py): the properties the validator and trainer rely on."""
 
 import functools
 import glob
@@ -13,9 +13,9 @@ from test_examples import synthetic_pages
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from contract import schema
-from pipeline import masks
-from pipeline.examples import codepoints_to_text, pack_pages, text_to_codepoints
-from pipeline.masks import (
+from pipeline.rows import masks
+from pipeline.rows.examples import codepoints_to_text, pack_pages, text_to_codepoints
+from pipeline.rows.masks import (
     UNSPACED_RANGES,
     MaskPlanConfig,
     _greedy_within_budget,
@@ -31,7 +31,7 @@ from pipeline.masks import (
     whitespace_spans,
 )
 from pipeline.seeds import mask_rng
-from pipeline.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer, train_wordpiece
+from pipeline.rows.tokenizer import SPECIAL_TOKENS, WordPieceTokenizer, train_wordpiece
 
 
 @functools.lru_cache(maxsize=None)

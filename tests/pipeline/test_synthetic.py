@@ -1,12 +1,12 @@
 """The synthetic rows and shard directories (pipeline/synthetic.py): mask plans by the pipeline's own
-rule (pipeline/masks.py), rows and outputs that `canine validate` accepts."""
+rule (pipeline/rows/masks.py), rows and outputs that `canine validate` accepts."""
 
 import numpy as np
 
 from contract import schema
 from contract.manifest import read_manifest
-from pipeline import masks
-from pipeline.examples import PackedExample
+from pipeline.rows import masks
+from pipeline.rows.examples import PackedExample
 from pipeline.synthetic import synthetic_rows
 from pipeline.validate import Problems, check_rows, validate
 

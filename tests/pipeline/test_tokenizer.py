@@ -12,9 +12,9 @@ from test_examples import synthetic_pages
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from contract import schema
-from pipeline import tokenizer as tk, wordspans
-from pipeline.examples import codepoints_to_text, pack_pages, text_to_codepoints
-from pipeline.tokenizer import WordPieceTokenizer, train_wordpiece
+from pipeline.rows import tokenizer as tk, wordspans
+from pipeline.rows.examples import codepoints_to_text, pack_pages, text_to_codepoints
+from pipeline.rows.tokenizer import WordPieceTokenizer, train_wordpiece
 
 HARD_TEXT = (
     "École Ünïcode naïve e\u0301te\u0301 (1984), «quotes» — don't re-enter 3.14 x² "
@@ -43,7 +43,7 @@ def test_training_is_deterministic_across_processes(tmp_path):
     texts = tmp_path / "texts.json"
     texts.write_text(json.dumps(list(corpus(60))))
     code = (
-        "import json, sys; from pipeline.tokenizer import train_wordpiece; "
+        "import json, sys; from pipeline.rows.tokenizer import train_wordpiece; "
         "print(train_wordpiece(json.load(open(sys.argv[1])), vocab_size=800).to_str())"
     )
     outs = [

@@ -6,8 +6,8 @@ per-language validation split against the job's rule."""
 import pytest
 
 from contract import schema
-from pipeline.masks import MaskPlanConfig
-from pipeline.tokenizer import train_wordpiece
+from pipeline.rows.masks import MaskPlanConfig
+from pipeline.rows.tokenizer import train_wordpiece
 from pipeline.validate import Problems, check_row, check_split
 
 from contract_rows import contract_row

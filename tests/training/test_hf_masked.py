@@ -15,7 +15,7 @@ from transformers import AutoModel
 from transformers import CanineModel as HFModel
 
 from contract import schema
-from pipeline.tokenizer import train_wordpiece
+from pipeline.rows.tokenizer import train_wordpiece
 from training import hf_masked
 from training.canine_config import of_size
 from training.heads import CaninePretrainingModel

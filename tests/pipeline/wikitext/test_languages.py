@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from contract import schema
-from pipeline.examples import pack_pages
-from pipeline.masks import MaskPlanConfig, is_unspaced_letter, plan_examples
+from pipeline.rows.examples import pack_pages
+from pipeline.rows.masks import MaskPlanConfig, is_unspaced_letter, plan_examples
 from pipeline.wikitext.clean import clean_page
 
 # Kept pages per language, counted by reading the files: every ns-0 page that is not a redirect

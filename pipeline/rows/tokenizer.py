@@ -2,7 +2,7 @@
 
 A thin wrapper over a Hugging Face `tokenizers.Tokenizer`, which stays the reference: the
 validator re-tokenizes segment text with `spans()`. The job uses `spans_of_codepoints()`,
-which gives the same spans several times faster (pipeline/wordspans.py; the tests check
+which gives the same spans several times faster (pipeline/rows/wordspans.py; the tests check
 equality with `spans()` on many scripts).
 
 Like mBERT's, the vocabulary is WordPiece over BERT pre-tokens (whitespace + punctuation,
@@ -19,8 +19,8 @@ import fsspec
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from pipeline.examples import codepoints_to_text, is_special, ranges_to_positions, text_to_codepoints
-from pipeline.wordspans import WORD, FastSpans, char_classes
+from pipeline.rows.examples import codepoints_to_text, is_special, ranges_to_positions, text_to_codepoints
+from pipeline.rows.wordspans import WORD, FastSpans, char_classes
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 UNK = "[UNK]"

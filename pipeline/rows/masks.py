@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from contract import schema
-from pipeline.examples import PackedExample, example_id, is_delimiter, ranges_to_positions
+from pipeline.rows.examples import PackedExample, example_id, is_delimiter, ranges_to_positions
 from pipeline.seeds import GeneratorUniforms, Stream, mask_uniforms
 
 

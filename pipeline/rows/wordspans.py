@@ -1,4 +1,4 @@
-"""Subword spans of a WordPiece tokenizer, fast: `pipeline.tokenizer.WordPieceTokenizer.spans_of_codepoints`.
+"""Subword spans of a WordPiece tokenizer, fast: `pipeline.rows.tokenizer.WordPieceTokenizer.spans_of_codepoints`.
 
 Hugging Face's encode() runs at ~5 MB/s on one core here (measured: 2 KB examples, 32k
 vocabulary), a quarter of the 20 MB/s per core budget for the whole stage (benchmarks/preprocess.py). But BERT
@@ -17,7 +17,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from contract.splitmix import GOLDEN
-from pipeline.examples import codepoints_to_text, is_special, ranges_to_positions
+from pipeline.rows.examples import codepoints_to_text, is_special, ranges_to_positions
 
 WORD, _SPLIT, _ISOLATED = 0, 1, 2
 _PROBE_LIMIT = 0x40000  # above: no assigned punctuation, whitespace or CJK ideograph -> WORD
@@ -179,7 +179,7 @@ class FastSpans:
     tokenize); probing the character classes ~3 ms per block of 1024 codepoints seen, once per process.
     """
 
-    def __init__(self, tok: "WordPieceTokenizer"):  # noqa: F821 (pipeline/tokenizer.py)
+    def __init__(self, tok: "WordPieceTokenizer"):  # noqa: F821 (pipeline/rows/tokenizer.py)
         self.tok = tok
         spec = tok.spec
         norm = spec.get("normalizer") or {"type": None}
