@@ -32,7 +32,7 @@ import fsspec  # noqa: E402
 
 from loopback import stores  # noqa: E402
 from preprocess import make_input  # noqa: E402
-from pipeline import job  # noqa: E402,F401  (Beam imported before any timing)
+from pipeline.beam import job  # noqa: E402,F401  (Beam imported before any timing)
 from pipeline.run import preprocess  # noqa: E402
 from pipeline.preprocess_config import PreprocessConfig  # noqa: E402
 

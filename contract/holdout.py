@@ -1,6 +1,6 @@
 """How many of a language's kept pages the validation split holds out, and the
 --validation-fraction that a hint suggests. Both sides read it: preprocessing splits by it
-(pipeline/split.py, the job and `canine validate`) and says what to change when a language got
+(pipeline/beam/split.py, the job and `canine validate`) and says what to change when a language got
 no validation page; the trainer and `canine evaluate` say it when there is nothing to evaluate
 on. A hint is computed from the manifest's own page counts, so the value it names leads to a
 run that works on that input (a fixed "0.05" held out nothing of a 2-page language).
@@ -20,7 +20,7 @@ MOST_SUGGESTED = 0.49
 
 def validation_pages(kept: int, fraction: float) -> int:
     """How many of a language's `kept` pages are held out: round(fraction x kept), at least one
-    from MIN_PAGES_FOR_VALIDATION pages on, none when the fraction is 0. (Above pipeline/split.py's
+    from MIN_PAGES_FOR_VALIDATION pages on, none when the fraction is 0. (Above pipeline/beam/split.py's
     EXACT_VALIDATION_PAGES the job holds out this count in expectation.)"""
     if fraction <= 0:
         return 0

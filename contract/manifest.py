@@ -62,7 +62,7 @@ class Language:
     replaced_characters: int  # input characters that aliased a special codepoint
     dropped: dict[str, int]  # schema.CONSTRUCT_DROPS reason -> constructs removed from kept pages
     # What the text and the masks look like, for a language nobody checked by hand
-    # (pipeline/stats.py writes them, `canine inspect` shows them). Outputs made before they
+    # (pipeline/beam/stats.py writes them, `canine inspect` shows them). Outputs made before they
     # existed read as {}.
     text: dict = dataclasses.field(default_factory=dict)  # variant markup rendered; end-matter headings
     # dropped and the last headings kept, [[title, pages], ...]

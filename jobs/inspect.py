@@ -17,7 +17,7 @@ from contract import schema
 from contract.files import join, redact
 
 # Headings of the per-language table's columns, schema.LANGUAGE_KEYS in order.
-# How many headings of each kind a manifest records: pipeline/stats.py TOP_HEADINGS, copied so that
+# How many headings of each kind a manifest records: pipeline/beam/stats.py TOP_HEADINGS, copied so that
 # inspect does not import Beam for it (tests/jobs/test_inspect_headings.py keeps the two equal).
 TOP_HEADINGS = 20
 _HEADINGS = ("read", "redirect", "non-art", "parse-err", "empty", "kept", "examples", "weight", "replaced")
@@ -149,7 +149,7 @@ def format_manifest(m, run=None) -> str:
 
 def _quality_lines(languages) -> list[str]:
     """Per language: the CANINE-C masks, variant markup, and the headings the end-matter rule
-    dropped and those that most often end a page after cleaning (pipeline/stats.py)."""
+    dropped and those that most often end a page after cleaning (pipeline/beam/stats.py)."""
     lines = []
     masks = {lang: c.masks for lang, c in languages.items() if c.masks}
     if masks:
@@ -169,7 +169,7 @@ def _quality_lines(languages) -> list[str]:
             lines.append(f"{lang}: converted to one variant (--convert): {text['converted_pages']} pages, "
                          f"{text['converted_characters']} characters changed")
         for key, what in (("end_matter_dropped", "end matter dropped"), ("last_headings_kept", "last headings kept")):
-            if text.get(key):  # all the manifest holds: its commonest TOP_HEADINGS (pipeline/stats.py)
+            if text.get(key):  # all the manifest holds: its commonest TOP_HEADINGS (pipeline/beam/stats.py)
                 lines.append(f"{lang}: {what}: " + ", ".join(f"{title} {n}" for title, n in text[key])
                              + (f" (the commonest {len(text[key])}; rarer ones are not recorded)"
                                 if len(text[key]) >= TOP_HEADINGS else ""))

@@ -1,5 +1,5 @@
 """`canine preprocess`: the flags as a PreprocessConfig, one run of the driver (pipeline/run.py:
-dump resolution, runner checks, the output lock, the Beam job of pipeline/job.py), its summary.
+dump resolution, runner checks, the output lock, the Beam job of pipeline/beam/job.py), its summary.
 
     canine preprocess pipeline/sample/*.xml --output out/shards --workers 2
     canine preprocess 'gs://bucket/dumps/*multistream.xml.bz2' --output gs://bucket/shards \\

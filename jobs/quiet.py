@@ -12,8 +12,8 @@ is `runner_errors_held`: it keeps them for the traceback file of an unexpected f
 - Beam's "Failed to import GCSFileSystem" / "apitools not found": gone since apache-beam[gcp]
   is a dependency (tests/jobs/test_smoke.py counts every line `canine smoke` prints);
 - Beam's "Using fallback deterministic coder" and "input type hint will be ignored": the job's
-  keys have a coder of their own and its steps declare their types (pipeline/elements.py);
-- dask.distributed's INFO lines of a DaskRunner run: pipeline/dask_runner.py;
+  keys have a coder of their own and its steps declare their types (pipeline/beam/elements.py);
+- dask.distributed's INFO lines of a DaskRunner run: pipeline/beam/dask_runner.py;
 - a failed Beam job's own ERROR records: held while the job runs (`runner_errors_held`).
 """
 

@@ -44,7 +44,7 @@ STAGED_PER_TEXT_BYTE = {
     "shards": 0.9,  # the shards: int32 codepoints and mask columns, zstd (0.85; sample 0.61)
 }
 # The tokenizer's sample (STAGING/tokenizer/): as the pages' text (0.37 on the real pages), but
-# of `tokenizer_pages` pages at most (pipeline/tokenizer_sample.py), each counted at this many
+# of `tokenizer_pages` pages at most (pipeline/beam/tokenizer_sample.py), each counted at this many
 # bytes of cleaned text (a generous page: enwiki's articles average ~3 kB); none with --tokenizer.
 TOKENIZER_SAMPLE_PER_TEXT_BYTE = 0.4
 TOKENIZER_PAGE_BYTES = 16_000

@@ -4,7 +4,7 @@ Python's `hash()` is salted per process, so a DirectRunner with two workers woul
 with itself. Every split, bucket, shard and sampling decision hashes its name and inputs with
 these instead, which is what makes the output independent of worker count and runner. The
 decisions themselves, with their names, are pipeline/seeds.py's; the one other caller is
-pipeline/itemcache.py, which names a cache file (a content address, not a decision).
+pipeline/beam/itemcache.py, which names a cache file (a content address, not a decision).
 """
 
 import hashlib

@@ -268,7 +268,7 @@ def existing_output(cfg: PreprocessConfig, tokenizer_json: str | None = None) ->
 
 def items_done(items, staging: str) -> tuple[int, int]:
     """(work items whose cache file is in staging, all work items): what a rerun reuses."""
-    from pipeline import itemcache
+    from pipeline.beam import itemcache
 
     fs, path = _fs(f"{staging}/items")
     fs.invalidate_cache(path)  # the workers wrote there from other processes
@@ -357,14 +357,14 @@ def _publish_error(fs, path: str, problem: str) -> PublishError:
 
 
 def read_stats(records) -> list:
-    """The rows of the staged stats.json as pipeline.elements.Stat records, read by name from here on."""
-    from pipeline.elements import Stat  # with Beam, which the job that wrote them has loaded already
+    """The rows of the staged stats.json as pipeline.beam.elements.Stat records, read by name from here on."""
+    from pipeline.beam.elements import Stat  # with Beam, which the job that wrote them has loaded already
 
     return [Stat.from_row(row) for row in records]
 
 
 def languages_from_stats(records) -> dict[str, Language]:
-    """Each language's manifest entry from the staged stats.json rows (pipeline/stats.py CollectStats)."""
+    """Each language's manifest entry from the staged stats.json rows (pipeline/beam/stats.py CollectStats)."""
     langs = {}
 
     def entry(lang):
@@ -386,7 +386,7 @@ def languages_from_stats(records) -> dict[str, Language]:
             entry(stat.lang)["examples"] += stat.value
         elif stat.kind == "weight":
             entry(stat.lang)["sampling_weight"] = round(float(stat.value), 6)
-        elif stat.kind in ("text", "masks"):  # pipeline/stats.py's summaries
+        elif stat.kind in ("text", "masks"):  # pipeline/beam/stats.py's summaries
             entry(stat.lang)[stat.kind] = stat.value
     return {lang: Language(**c) for lang, c in sorted(langs.items())}
 

@@ -7,7 +7,7 @@ second, an ETA, then the shards being written; a bar on a terminal, timestamped 
 
 The launcher cannot look inside the runner's workers (DirectRunner subprocesses, Dask workers,
 Dataflow VMs), but on every runner each finished work item leaves its cache file in
-STAGING/items/ (pipeline/itemcache.py, written whole) and each shard its file in
+STAGING/items/ (pipeline/beam/itemcache.py, written whole) and each shard its file in
 STAGING/<split>/part-i-of-n.parquet; and a worker reading an item rewrites a tiny file in
 STAGING/progress/ every few seconds, the pages and input bytes it has read so far
 (pipeline/sources/plan.py `_reported`), so that a run of one big item moves too. A thread of the
@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from contract import schema
 from contract.files import is_local
-from pipeline import itemcache
+from pipeline.beam import itemcache
 from pipeline.sources.plan import progress_name
 
 _SHARD = re.compile(r"part-\d{5}-of-(\d{5})\.parquet$")

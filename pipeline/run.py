@@ -8,7 +8,7 @@ the lines after it) and `canine smoke` run it; the scheduled script runs the CLI
 
 In order: `--dump` specs resolved on the mirror (sources/dumps.py) and added to the inputs, the
 output becoming OUTPUT/<langs>/<date>; a runner other than the DirectRunner checked
-(runners.py); the work plan (output.prepare); then, under the output's lock (contract/lock.py), the
+(beam/runners.py); the work plan (output.prepare); then, under the output's lock (contract/lock.py), the
 Beam job (`run_job`: build it, run it on the runner, its Ctrl-C and its workers, then
 output.finalize publishes what it wrote). Every check that needs no writing comes before the lock, which is what
 creates the output folder: a run that fails before the job leaves no output folder it created.
@@ -41,7 +41,8 @@ from contextlib import nullcontext
 
 from contract.files import redact
 from contract.interrupted import Interrupted
-from pipeline import output, runners, sources
+from pipeline import output, sources
+from pipeline.beam import runners
 from pipeline.preprocess_config import PreprocessConfig
 
 log = logging.getLogger(__name__)
@@ -143,7 +144,7 @@ def run_job(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner
     Ctrl-C while the job runs or publishes raises Interrupted."""
     import apache_beam as beam
 
-    from pipeline import job
+    from pipeline.beam import job
     from pipeline.progress import ItemProgress
 
     started = time.time()
@@ -224,19 +225,19 @@ def run_job(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner
 
 # Ctrl-C in a terminal reaches every process of the foreground group: the DirectRunner's worker
 # processes too, each of which would print its own KeyboardInterrupt traceback while the launcher
-# stops the job. They ignore it instead (pipeline/job.py `set_up_worker_process`, run when a
+# stops the job. They ignore it instead (pipeline/beam/job.py `set_up_worker_process`, run when a
 # worker imports that module as a Beam plugin, before its harness starts), and the launcher, whose
 # KeyboardInterrupt ends the job, closes them.
 def _worker_plugins(runner: str, workers: int) -> list[str]:
-    """Beam options that make the DirectRunner's worker processes import pipeline.job first."""
-    return ["--beam_plugins=pipeline.job"] if runner == "DirectRunner" and workers > 1 else []
+    """Beam options that make the DirectRunner's worker processes import pipeline.beam.job first."""
+    return ["--beam_plugins=pipeline.beam.job"] if runner == "DirectRunner" and workers > 1 else []
 
 
 @contextlib.contextmanager
 def _launcher_pid_for_workers():
-    """pipeline.job.LAUNCHER_PID in the environment while the job runs: worker processes
+    """pipeline.beam.job.LAUNCHER_PID in the environment while the job runs: worker processes
     started meanwhile inherit it, and know they are not the launcher."""
-    from pipeline.job import LAUNCHER_PID
+    from pipeline.beam.job import LAUNCHER_PID
 
     previous = os.environ.get(LAUNCHER_PID)
     os.environ[LAUNCHER_PID] = str(os.getpid())

@@ -41,7 +41,7 @@ same when only --seed changes, so a new seed gives new masks, SOP swaps and copi
 examples. The shard and the row order hash the example id, which holds the copy: copies of one
 example spread over shards.
 
-Not decisions, so not here: pipeline/itemcache.py names a cache file by a hash of its work item
+Not decisions, so not here: pipeline/beam/itemcache.py names a cache file by a hash of its work item
 (pipeline/hashing.py), and pipeline/rows/wordspans.py's hash table places words by Fibonacci hashing
 (contract/splitmix.py's GOLDEN); pipeline/sample/generate.py made the bundled sample's text
 (random.Random per language), offline, once. tests/test_seeds.py checks that no other module of

@@ -6,7 +6,7 @@ batch builder applies too (contract/rows.py) and two that need the pipeline's ow
 (whole CANINE-C spans of the rule the output was made with, the tokenizer's spans); plus what the manifest promises:
 hashes, counts, at least one training example, the per-language accounting identity, train/validation page
 disjointness, the per-language validation split (each language's held-out pages are the ones the job's rule
-picks, pipeline/split.py), and that the folder holds nothing the manifest does not
+picks, pipeline/beam/split.py), and that the folder holds nothing the manifest does not
 account for (a stray Parquet file would be
 read by every dataset reader).
 """
@@ -120,13 +120,13 @@ def _tokenizer_spans(tokenizer: WordPieceTokenizer):
 
 
 def check_split(pages_by_split: dict, kept: dict, fraction: float, out: Problems) -> dict:
-    """Each language's validation pages against the job's rule (pipeline/split.py validation_cut),
+    """Each language's validation pages against the job's rule (pipeline/beam/split.py validation_cut),
     recomputed from the pages the shards hold; returns {lang: validation pages}. The shards need
     not hold every kept page (SampleLanguages may drop a train page of a big language), but
     they hold every validation page, and those have the smallest hashes: the rule's cut comes
     out the same. `kept`: the manifest's kept pages per language; `pages_by_split`:
     {split: {(lang, page id)}}."""
-    from pipeline import split as rule
+    from pipeline.beam import split as rule
 
     by_lang = {}
     for split, pages in pages_by_split.items():

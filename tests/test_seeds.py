@@ -40,7 +40,7 @@ ALLOWED = {
     # the blake2b mix itself, which pipeline/seeds.py draws through
     "pipeline/hashing.py": {"hashlib.blake2b", "stable_int"},
     # a cache file's name: a content address of its work item, not a decision
-    "pipeline/itemcache.py": {"from pipeline.hashing", "stable_int"},
+    "pipeline/beam/itemcache.py": {"from pipeline.hashing", "stable_int"},
     # a work item's progress file's name: a content address of the item, not a decision
     "pipeline/sources/plan.py": {"hashlib.blake2b"},
     # GOLDEN for Fibonacci hashing in a hash table of words: draws nothing

@@ -33,7 +33,7 @@ ADD https://repo1.maven.org/maven2/org/apache/beam/beam-runners-flink-${FLINK_VE
 WORKDIR /opt/canine
 COPY . /opt/canine
 RUN pip install /opt/canine \
- && python -c "import apache_beam, apache_beam.io.gcp.gcsio, s3fs, gcsfs, jobs.cli, contract.schema, pipeline.job; assert apache_beam.__version__ == '${BEAM_VERSION}', apache_beam.__version__" \
+ && python -c "import apache_beam, apache_beam.io.gcp.gcsio, s3fs, gcsfs, jobs.cli, contract.schema, pipeline.beam.job; assert apache_beam.__version__ == '${BEAM_VERSION}', apache_beam.__version__" \
  && python -c "import importlib.util as u; extra = [m for m in ('torch', 'deepspeed', 'ray') if u.find_spec(m)]; assert not extra, extra" \
  && canine --version
 # The base image's ENTRYPOINT (/opt/apache/beam/boot) stays: Dataflow and the worker pool rely on it;

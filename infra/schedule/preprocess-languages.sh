@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Preprocess the latest (or a named) Wikipedia dump of every language in a list as ONE Beam run:
-# the languages are smoothed together (share^alpha, pipeline/job.py SampleLanguages) and share
+# the languages are smoothed together (share^alpha, pipeline/beam/job.py SampleLanguages) and share
 # one CANINE-S vocabulary, so they belong in one output, the one a pretraining run reads. The
 # Kubernetes CronJob (infra/k8s/preprocess-cronjob.yaml) runs this script from the image; cron
 # runs it from a checkout (docs/schedule.md). Settings come from the environment:

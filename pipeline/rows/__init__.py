@@ -7,7 +7,7 @@ One idea per module:
     wordspans.py   the vocabulary's subword spans, fast
     shards.py      rows <-> Arrow tables <-> Parquet files on any fsspec filesystem
 
-Pure functions on numpy arrays and Arrow tables, no Beam: the job (pipeline/job.py) wraps them in
+Pure functions on numpy arrays and Arrow tables, no Beam: the job (pipeline/beam/job.py) wraps them in
 its steps, and `canine validate` (pipeline/validate.py) checks an output against the same rules.
 They import only each other, pipeline/seeds.py (every random decision) and contract/.
 """

@@ -496,7 +496,7 @@ def _empty_subword_columns() -> dict[str, np.ndarray]:
 # --- statistics -------------------------------------------------------------------------------
 def mask_histograms(rows: list[dict], config: MaskPlanConfig = MaskPlanConfig()) -> tuple[dict, dict]:
     """CANINE-C masks of some rows as two histograms, {value: count} of ints that merge by
-    addition (pipeline/stats.py reads quantiles off them exactly):
+    addition (pipeline/beam/stats.py reads quantiles off them exactly):
     - share: examples by masked share in per mille, floor(1000 * masked positions / codepoints);
     - spans: chosen spans by length in characters.
     Spans are `config`'s (the rule the rows were planned with); chosen spans never touch, so

@@ -51,7 +51,7 @@ ROW_GROUP_ROWS = PARQUET_OPTIONS["row_group_size"]
 def write_tables(tables, url: str) -> dict:
     """Write one shard from tables of consecutive rows, each but the last a multiple of
     ROW_GROUP_ROWS rows: the job hands them one row group at a time, so a shard's rows never sit
-    in memory as one table (pipeline/job.py _PlanAndWriteFn). Returns what the manifest records."""
+    in memory as one table (pipeline/beam/job.py _PlanAndWriteFn). Returns what the manifest records."""
     options = {k: v for k, v in PARQUET_OPTIONS.items() if k != "row_group_size"}
     sink = pa.BufferOutputStream()
     rows = codepoints = 0

@@ -46,7 +46,7 @@ def train_wordpiece(
     beforehand, in codepoint order, by passing them as special tokens, and demoted to plain
     vocabulary entries afterwards. The texts are read twice: an iterator is held in memory
     for it, an iterable that can be iterated again is not (the job's sample is read from files
-    a chunk at a time, pipeline/tokenizer_sample.py).
+    a chunk at a time, pipeline/beam/tokenizer_sample.py).
     """
     cfg = config or WordPieceConfig(vocab_size=vocab_size)
     if iter(texts) is texts:

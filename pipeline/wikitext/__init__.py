@@ -7,7 +7,7 @@
 - templates.py  templates that put words into the sentence, and how each renders
 - endmatter.py  which sections end an article (references, bibliography, links) on any wiki
 
-Nothing here reads files or runs Beam: pipeline/itemcache.py calls `clean.clean_page` for each
+Nothing here reads files or runs Beam: pipeline/beam/itemcache.py calls `clean.clean_page` for each
 page a reader (pipeline/sources) yields, and the job counts what it returns. The imports run one
 way: this package reads pipeline/sources' pages and namespace names; sources imports nothing here.
 """

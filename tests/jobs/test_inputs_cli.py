@@ -313,11 +313,11 @@ def test_an_input_url_on_a_closed_port_is_named(tmp_path):
 
 
 # --- DataflowRunner: what its workers cannot reach, and a launch without network -----------------
-# Until `canine preprocess`'s driver calls pipeline.runners.check_launch (before its runner check),
+# Until `canine preprocess`'s driver calls pipeline.beam.runners.check_launch (before its runner check),
 # Beam itself finds these by waiting: minutes of retries each. Skipped, not hung, while it does not.
 dataflow_checked = pytest.mark.skipif(
     "runners.check_launch(" not in (ROOT / "pipeline" / "run.py").read_text(encoding="utf-8"),
-    reason="pipeline/run.py does not call pipeline.runners.check_launch yet")
+    reason="pipeline/run.py does not call pipeline.beam.runners.check_launch yet")
 DATAFLOW = ["--runner", "DataflowRunner", "--", "--project", "canine-test", "--region", "us-central1",
             "--temp_location", "gs://canine-test-bucket/tmp"]
 

@@ -46,7 +46,7 @@ def test_a_heading_left_empty_by_cleaning_is_not_the_last_kept():
 
 
 def test_the_manifests_heading_cap_is_the_pipelines():
-    from pipeline import stats
+    from pipeline.beam import stats
 
     assert inspect.TOP_HEADINGS == stats.TOP_HEADINGS
 

@@ -32,7 +32,7 @@ def test_the_failure_signal_switch_is_still_read_by_ray():
 
 
 def test_the_harness_still_prints_a_failed_bundles_traceback_where_a_worker_drops_it():
-    """pipeline/job.py _HarnessStderr drops what SdkHarness._execute prints, by its code object."""
+    """pipeline/beam/job.py _HarnessStderr drops what SdkHarness._execute prints, by its code object."""
     import inspect
 
     from apache_beam.runners.worker import sdk_worker

@@ -16,7 +16,7 @@ import pytest
 
 from contract import schema
 from jobs import cli
-from pipeline import itemcache
+from pipeline.beam import itemcache
 from pipeline.wikitext.clean import clean_page
 from pipeline.sources import InputError, WorkItem, plan_work_items, read_pages
 

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from contract import schema
-from pipeline import output, sources, split
+from pipeline import output, sources
+from pipeline.beam import split
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.run import _input_error_in, run_job
 from pipeline.rows.shards import read_table

@@ -1,6 +1,6 @@
-"""Each composite of pipeline/job.py on its own, with TestPipeline (Beam's own habit): Create -> the
+"""Each composite of pipeline/beam/job.py on its own, with TestPipeline (Beam's own habit): Create -> the
 transform -> assert_that; the caches, the spilled files and the writers on files in tmp_path,
-nothing else. Between the steps travel only counts, keys and file references (pipeline/spill.py):
+nothing else. Between the steps travel only counts, keys and file references (pipeline/beam/spill.py):
 the tests build those the way the step before builds them."""
 
 import hashlib
@@ -16,8 +16,8 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from contract import schema
-from pipeline import itemcache, job, spill, split, stats, tally, tokenizer_sample
-from pipeline.elements import MaskHistograms, PackedFile, PackGroup, ShardKey, SplitLang, Size, Sizing
+from pipeline.beam import itemcache, job, spill, split, stats, tally, tokenizer_sample
+from pipeline.beam.elements import MaskHistograms, PackedFile, PackGroup, ShardKey, SplitLang, Size, Sizing
 from pipeline.rows.examples import PackedExample, codepoints_to_text, example_id, pack_pages
 from pipeline.hashing import stable_int
 from pipeline.preprocess_config import PreprocessConfig
@@ -27,7 +27,7 @@ from pipeline.rows.tokenizer import train_wordpiece
 
 
 def _opts():
-    from pipeline.runners import beam_options
+    from pipeline.beam.runners import beam_options
 
     return beam_options(1, "DirectRunner")  # named: never Prism
 

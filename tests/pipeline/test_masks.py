@@ -228,7 +228,7 @@ def test_bounded_spans_are_whitespace_spans_without_unspaced_letters():
 def test_bounded_spans_meet_the_masking_budget_on_unspaced_text(pattern):
     """Whitespace runs of zh or ja are clauses, so few spans, and the 320-character
     budget skips the long ones: masked share p10 far below 15%. Bounded spans: p10 >= 12%."""
-    from pipeline.stats import quantile
+    from pipeline.beam.stats import quantile
 
     group = pack_pages(list(real_pages(pattern)), 2048)
     assert group

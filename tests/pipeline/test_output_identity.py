@@ -6,7 +6,8 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline import elements, output, spill
+from pipeline import output
+from pipeline.beam import elements, spill
 
 A = ["/data/a.xml", 10, "sha256:aa"]
 B = ["/data/b.xml", 20, "sha256:bb"]

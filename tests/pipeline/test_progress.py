@@ -11,7 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from pipeline import itemcache, progress, runners
+from pipeline import progress
+from pipeline.beam import itemcache, runners
 from pipeline.sources import WorkItem, plan
 
 

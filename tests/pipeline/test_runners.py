@@ -1,4 +1,4 @@
-"""pipeline/runners.py, dask_runner.py: the job on a second, distributed runner, Beam's DaskRunner (as filled in
+"""pipeline/beam/runners.py, dask_runner.py: the job on a second, distributed runner, Beam's DaskRunner (as filled in
 by dask_runner.py) over a dask.distributed LocalCluster of 2 worker processes on 127.0.0.1.
 
 One cluster serves the file (starting one costs seconds); runs reach it by
@@ -21,7 +21,8 @@ from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.runners.runner import PipelineState
 from apache_beam.testing.util import BeamAssertException, assert_that, equal_to
 
-from pipeline import dask_runner, output, runners, sources
+from pipeline import output, sources
+from pipeline.beam import dask_runner, runners
 from pipeline.run import run_job
 from test_job_e2e import SAMPLE, shard_hashes, small_config
 
@@ -41,11 +42,11 @@ def on_dask(cluster, workers=2):
 
 def test_dask_runner_is_named_by_its_short_name():
     opts = runners.beam_options(3, "DaskRunner")
-    assert opts.view_as(StandardOptions).runner == "pipeline.dask_runner.DaskRunner"
+    assert opts.view_as(StandardOptions).runner == "pipeline.beam.dask_runner.DaskRunner"
     assert opts.get_all_options()["dask_local_workers"] == 3
     from apache_beam.runners.runner import create_runner
 
-    assert create_runner("pipeline.dask_runner.DaskRunner").__class__.__name__ == "DaskRunner"
+    assert create_runner("pipeline.beam.dask_runner.DaskRunner").__class__.__name__ == "DaskRunner"
 
 
 def test_checking_a_runner_leaves_nothing_in_the_temp_dir(tmp_path, monkeypatch):
@@ -66,8 +67,8 @@ def test_the_filled_gaps_are_those_of_the_pinned_beam():
 
 
 def test_options_for_the_direct_runner_load_no_dask():
-    code = ("import sys; from pipeline import runners; runners.beam_options(2, 'DirectRunner'); "
-            "print(sorted(m for m in ('dask', 'distributed', 'pipeline.dask_runner') if m in sys.modules))")
+    code = ("import sys; from pipeline.beam import runners; runners.beam_options(2, 'DirectRunner'); "
+            "print(sorted(m for m in ('dask', 'distributed', 'pipeline.beam.dask_runner') if m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
 
 
@@ -172,7 +173,7 @@ def test_a_heartbeat_cut_by_the_closing_cluster_is_not_printed_but_another_failu
 
     from distributed.core import Status
 
-    from pipeline import dask_runner
+    from pipeline.beam import dask_runner
 
     class Worker:
         status = Status.running

@@ -1,4 +1,4 @@
-"""The staged stats.json rows (pipeline/elements.py Stat): written by CollectStats, read back by name
+"""The staged stats.json rows (pipeline/beam/elements.py Stat): written by CollectStats, read back by name
 (pipeline/output.py read_stats) into the manifest's languages and the note on languages without
 validation pages."""
 
@@ -10,9 +10,10 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 
 from contract import schema
-from pipeline import output, stats, tally
-from pipeline.elements import MaskHistograms, Stat
-from pipeline.runners import beam_options
+from pipeline import output
+from pipeline.beam import stats, tally
+from pipeline.beam.elements import MaskHistograms, Stat
+from pipeline.beam.runners import beam_options
 
 N = len(schema.CONSTRUCT_DROPS)
 EVERY_KIND = [

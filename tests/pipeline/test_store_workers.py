@@ -12,7 +12,8 @@ import fsspec
 import pytest
 
 from contract import schema
-from pipeline import dask_runner, itemcache, output, progress
+from pipeline import output, progress
+from pipeline.beam import dask_runner, itemcache
 from pipeline.run import preprocess
 from pipeline.sources import WorkItem
 from test_job_e2e import small_config

@@ -68,7 +68,7 @@ def test_subword_spans_must_be_the_tokenizers():
 
 
 def test_the_validation_split_must_be_each_languages_smallest_hashes():
-    from pipeline.split import split_hash
+    from pipeline.beam.split import split_hash
 
     kept = {"en": 100, "bg": 25}  # at 5%: en holds out 5 pages, bg 1 (1.25)
     ranked = {lang: sorted(range(n), key=lambda i: split_hash(lang, i)) for lang, n in kept.items()}

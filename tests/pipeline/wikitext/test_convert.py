@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from contract import schema
-from pipeline import stats, tally
+from pipeline.beam import stats, tally
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.sources import RawPage
 from pipeline.wikitext.clean import CleanOptions, clean_page, clean_wikitext, wikitext_to_text

@@ -1,11 +1,11 @@
 """What a work item's pages add up to, per language: the counts the manifest carries and the
 smallest split hashes the validation split is cut from, never the pages themselves.
 
-The job's first step (pipeline/job.py ReadAndClean) reads an item, caches its cleaned pages in
+The job's first step (pipeline/beam/job.py ReadAndClean) reads an item, caches its cleaned pages in
 staging and passes on one LangTally per language of the item; everything after reads the pages
 from the cache file. So what travels through Beam per item is a few counts and at most
 EXACT_VALIDATION_PAGES hashes per language, whatever the dump's size. Beam-free: the job, the
-statistics (pipeline/stats.py) and the tests use it alike.
+statistics (pipeline/beam/stats.py) and the tests use it alike.
 """
 
 import heapq
@@ -15,7 +15,7 @@ from contract import schema
 from pipeline import seeds
 
 # Up to this many validation pages a language gets exactly its share, the pages with the
-# smallest split hashes (pipeline/job.py validation_cut): a bottom-k sketch of this many hashes
+# smallest split hashes (pipeline/beam/job.py validation_cut): a bottom-k sketch of this many hashes
 # per language and item, merged.
 EXACT_VALIDATION_PAGES = 50
 _KEPT = schema.PAGE_OUTCOMES.index("kept")

@@ -18,8 +18,8 @@ import apache_beam as beam
 
 from contract import schema
 from contract.files import save_json
-from pipeline import tally
-from pipeline.elements import Stat
+from pipeline.beam import tally
+from pipeline.beam.elements import Stat
 
 # Headings listed per language in the manifest: the most frequent first, ties by title.
 TOP_HEADINGS = 20

@@ -3,16 +3,16 @@
     canine preprocess pipeline/sample/*.xml --output out/shards --workers 2
 
 Steps (each a labelled composite or ParDo, each testable with TestPipeline). Pages and examples
-cross the shuffles as files in staging (pipeline/spill.py); through Beam go only counts, keys and
+cross the shuffles as files in staging (pipeline/beam/spill.py); through Beam go only counts, keys and
 file references, so no process and no runner's data plane holds the dump (docs/scale.md):
   ReadAndClean    work items (files, multistream ranges, split single-stream ranges) -> Reshuffle ->
                   streaming parse + clean; each item's cleaned pages cached in staging/items/
-                  (pipeline/itemcache.py: a killed run resumes), a LangTally per language passed on:
+                  (pipeline/beam/itemcache.py: a killed run resumes), a LangTally per language passed on:
                   every page's outcome counted, what cleaning dropped counted per reason
   ValidationCuts  per language, its share of pages (~0.5%; at least one page from 20 pages on),
                   those with the smallest hashes of (lang, page id), to validation: a cut per language
   SizeItems       a light pass over the caches: codepoints per (split, language), validation pages,
-                  and the tokenizer sample's candidates (pipeline/tokenizer_sample.py)
+                  and the tokenizer sample's candidates (pipeline/beam/tokenizer_sample.py)
   ScatterPages    each item's kept pages to its pack groups (staging/pages/), and its pages of the
                   tokenizer's sample to their chunks (staging/tokenizer/)
   TrainTokenizer  WordPiece for CANINE-S on the pages with the smallest id hashes, a chunk at a time
@@ -48,12 +48,13 @@ from apache_beam.metrics import Metrics
 
 from contract import schema
 from contract.files import save_json, save_text
-from pipeline import faults, itemcache, memory, seeds, spill, tally, tokenizer_sample
+from pipeline import faults, seeds
+from pipeline.beam import itemcache, memory, spill, tally, tokenizer_sample
 from pipeline.rows import examples, masks, shards
-from pipeline.split import cuts_of, split_of, validation_cut
+from pipeline.beam.split import cuts_of, split_of, validation_cut
 from pipeline.preprocess_config import PreprocessConfig
-from pipeline.elements import SplitLang, PackGroup, PackedFile, Size, Sizing, ShardKey, ShardFile, MaskHistograms
-from pipeline.stats import CollectStats, StatsInputs, merge_histograms
+from pipeline.beam.elements import SplitLang, PackGroup, PackedFile, Size, Sizing, ShardKey, ShardFile, MaskHistograms
+from pipeline.beam.stats import CollectStats, StatsInputs, merge_histograms
 from pipeline.rows.tokenizer import WordPieceTokenizer, train_wordpiece
 
 _NS = "canine.preprocess"
@@ -175,7 +176,7 @@ class ReadAndClean(beam.PTransform):
         )
 
 
-# --- the validation split (the rule: pipeline/split.py) -------------------------------------------
+# --- the validation split (the rule: pipeline/beam/split.py) -------------------------------------------
 class ValidationCuts(beam.PTransform):
     """LangTally -> one dict {lang: (kept pages, cut)}: per language, the kept pages counted and
     the EXACT_VALIDATION_PAGES smallest split hashes merged (bounded memory: no language is ever
@@ -303,7 +304,7 @@ class TrainTokenizer(beam.PTransform):
     """(chunk, Ref) of the sample's pages -> one tokenizer JSON string (a singleton PCollection).
 
     The sample is the `tokenizer_pages` training pages with the smallest hash of (lang, page id):
-    a deterministic bottom-k sketch (pipeline/tokenizer_sample.py), read from files a chunk at
+    a deterministic bottom-k sketch (pipeline/beam/tokenizer_sample.py), read from files a chunk at
     a time, so neither its pages nor the dump's sit in one process."""
 
     def __init__(self, cfg: PreprocessConfig, given_json: str | None, plan):

@@ -43,7 +43,7 @@ class Cleaned(NamedTuple):
     last_heading: str  # the last top-level heading kept ("" if none, or not a wikitext page)
 
 
-class Reject(NamedTuple):  # one line of _rejects/<lang>.jsonl (pipeline/job.py WriteRejects)
+class Reject(NamedTuple):  # one line of _rejects/<lang>.jsonl (pipeline/beam/job.py WriteRejects)
     lang: str
     page_id: int
     title: str

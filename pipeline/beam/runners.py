@@ -1,4 +1,4 @@
-"""Which Beam runner runs the job, with which options. The job itself (pipeline/job.py) is the
+"""Which Beam runner runs the job, with which options. The job itself (pipeline/beam/job.py) is the
 same on every runner; only these options differ.
 
     canine preprocess pipeline/sample/*.xml --output out/shards --workers 2                     # DirectRunner
@@ -18,16 +18,16 @@ job's files retries 7 times from 5 s, doubling (`apache_beam.utils.retry`), abou
 before it fails.
 
 `DaskRunner` is Beam's (apache_beam/runners/dask, Beam 2.77) with the gaps that break this job
-filled in (pipeline/dask_runner.py). Beam knows no runner of that short name, so it is mapped
+filled in (pipeline/beam/dask_runner.py). Beam knows no runner of that short name, so it is mapped
 to that module's class path. This module imports Beam only when options are built, and Dask
-(with pipeline/dask_runner.py) only when they name the DaskRunner: `pipeline.output` imports
+(with pipeline/beam/dask_runner.py) only when they name the DaskRunner: `pipeline.output` imports
 this one and `canine inspect` stays light.
 """
 
 import threading
 
 # Short names Beam does not resolve itself -> the class path it imports.
-RUNNER_PATHS = {"DaskRunner": "pipeline.dask_runner.DaskRunner"}
+RUNNER_PATHS = {"DaskRunner": "pipeline.beam.dask_runner.DaskRunner"}
 # Where a Dataflow launch goes: its staging bucket (Cloud Storage, or the emulator that
 # google-cloud-storage is pointed at by STORAGE_EMULATOR_HOST) and the Dataflow API
 # (--dataflow_endpoint, default below).
@@ -67,7 +67,7 @@ def beam_options(workers: int, runner: str, extra_args=()):
         args += [f"--direct_num_workers={workers}", f"--direct_running_mode={mode}"]
     elif path == RUNNER_PATHS["DaskRunner"]:
         # Defines LocalClusterOptions: Beam's option parser then knows --dask_local_workers.
-        import pipeline.dask_runner  # noqa: F401
+        import pipeline.beam.dask_runner  # noqa: F401
 
         args.append(f"--dask_local_workers={workers}")
     options = PipelineOptions(args)

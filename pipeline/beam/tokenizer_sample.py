@@ -2,7 +2,7 @@
 with the smallest tokenizer_rank(lang, page id) (pipeline/seeds.py), fed to the trainer in rank
 order a chunk at a time.
 
-How (pipeline/job.py): a light pass over the item caches passes on, per item, the training pages
+How (pipeline/beam/job.py): a light pass over the item caches passes on, per item, the training pages
 whose rank is below a bound (`bound`: about k of them in all, never the whole dump),
 as (rank, page id, characters). `plan` sorts those, keeps the first k and cuts them into chunks
 of at most CHUNK_CHARACTERS; the pass that scatters pages to their pack groups writes each
@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
-from pipeline import spill, split
+from pipeline.beam import spill, split
 
 # A chunk's texts are in memory while it is read (twice: the trainer's alphabet, then its counts).
 CHUNK_CHARACTERS = 8_000_000
@@ -41,7 +41,7 @@ def bound(kept_and_cuts: dict, fraction: float, k: int) -> int:
     N is about k/N of the range, with a standard deviation of about sqrt(k)/N; the bound is 12 of
     those above (and 1% and 256 pages more) for N the fewest training pages the split can leave,
     so missing one of the k is not something that happens (`plan` checks it all the same).
-    `kept_and_cuts`: {lang: (kept pages, cut)}, pipeline/job.py ValidationCuts."""
+    `kept_and_cuts`: {lang: (kept pages, cut)}, pipeline/beam/job.py ValidationCuts."""
     train = split.fewest_training_pages(kept_and_cuts, fraction)
     need = k * 1.01 + 12 * math.sqrt(k) + 256
     return split.HASH_SPACE if need >= train else int(split.HASH_SPACE * need / train)

@@ -1,4 +1,4 @@
-"""The elements that flow between the steps of the preprocessing job (pipeline/job.py), each a
+"""The elements that flow between the steps of the preprocessing job (pipeline/beam/job.py), each a
 NamedTuple read by field name: datatrove passes one Document between its steps, Beam's examples
 use named fields. A GroupByKey / CombinePerKey input stays Beam's (key, value) pair, with named
 keys and values.
@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import apache_beam as beam
 
-from pipeline import spill
+from pipeline.beam import spill
 
 
 
@@ -78,7 +78,7 @@ class MaskHistograms(NamedTuple):  # WriteShards "masks", one per (shard, langua
 
 
 class Stat(NamedTuple):  # one row of stats.json: CollectStats writes it, pipeline/output.py reads it
-    kind: str  # what `value` counts: "outcome", "replaced", "dropped", "examples", "weight", ... (pipeline/stats.py)
+    kind: str  # what `value` counts: "outcome", "replaced", "dropped", "examples", "weight", ... (pipeline/beam/stats.py)
     lang: str
     value: object  # a count, a list of counts, a weight or a summary: JSON data
     outcome: str | None = None  # kind "outcome" only

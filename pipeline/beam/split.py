@@ -1,5 +1,5 @@
 """The validation split: which of a language's kept pages are held out. Beam-free: the job
-(pipeline/job.py ValidationCuts and the passes over the item caches), `canine validate`
+(pipeline/beam/job.py ValidationCuts and the passes over the item caches), `canine validate`
 (pipeline/validate.py) and the notes and hints about it (pipeline/output.py, run.py) read the
 rule from here.
 
@@ -13,10 +13,10 @@ import math
 
 from contract.holdout import MIN_PAGES_FOR_VALIDATION, validation_pages  # noqa: F401 (the rule, shared with training/)
 from pipeline import seeds
-from pipeline.tally import EXACT_VALIDATION_PAGES
+from pipeline.beam.tally import EXACT_VALIDATION_PAGES
 
 # Up to EXACT_VALIDATION_PAGES validation pages a language gets exactly its share, the pages with
-# the smallest split hashes (a bottom-k sketch per language and work item, pipeline/tally.py).
+# the smallest split hashes (a bottom-k sketch per language and work item, pipeline/beam/tally.py).
 # Beyond it, "hash < fraction of the hash range" is already proportional within noise (a binomial
 # count, one standard deviation 14% of it at 50 pages, 0.5% at enwiki's ~33,000 at 0.5%) and needs
 # no per-language state; it too takes the smallest hashes.

@@ -1,5 +1,5 @@
 """Beam's DaskRunner (apache_beam/runners/dask, Beam 2.77) with the gaps that break this job
-filled in: `--runner DaskRunner` (pipeline/runners.py) resolves to `DaskRunner` here.
+filled in: `--runner DaskRunner` (pipeline/beam/runners.py) resolves to `DaskRunner` here.
 
 Upstream runs a pipeline of one branch with one output. On this job it fails with
 "AttributeError: 'tuple' object has no attribute 'lang'" (split_of, in what was AssignSplit/KeySplit) and,
@@ -20,7 +20,7 @@ worker process) and Flatten translations. Batch only, global window only, as ups
 the job writes is the same as on the DirectRunner (tests/pipeline/test_runners.py compares the
 shards, and pins the Beam version these gaps were read from).
 
-Importing this module imports Beam and Dask. Only pipeline/runners.py imports it, when a run
+Importing this module imports Beam and Dask. Only pipeline/beam/runners.py imports it, when a run
 asks for the DaskRunner, so DirectRunner runs and `canine inspect` never load Dask.
 """
 
@@ -148,7 +148,7 @@ def _cancelled(exc_info) -> bool:
 
 class LocalClusterOptions(PipelineOptions):
     """--dask_local_workers. Defined on import: Beam's option parser reads every PipelineOptions
-    subclass there is, so pipeline/runners.py imports this module before parsing."""
+    subclass there is, so pipeline/beam/runners.py imports this module before parsing."""
 
     @classmethod
     def _add_argparse_args(cls, parser):

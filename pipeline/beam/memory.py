@@ -9,7 +9,7 @@ SDK worker at 317 MB of XML (benchmarks/scale.py's input, resident size read bef
 each step) rose from 226 MB before its first item to ~500 MB before its first shard, with no
 Arrow buffer alive and the earlier steps' data dropped, and the shard's own peak came on top. malloc_trim(0) returns the free pages
 of every arena (glibc >= 2.8); elsewhere (musl, macOS) there is nothing to call and release does
-nothing. Arrow's buffers come from jemalloc, which returns freed pages itself (pipeline/job.py).
+nothing. Arrow's buffers come from jemalloc, which returns freed pages itself (pipeline/beam/job.py).
 """
 
 import ctypes
