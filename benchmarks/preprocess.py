@@ -50,7 +50,8 @@ sys.path.insert(0, str(ROOT))
 # `job` (and Beam with it) is imported here, before any timing, as mwparserfromhell is for (a):
 # a process's one-off imports (~1.2 s for Beam) are not throughput.
 from contract import schema  # noqa: E402,F401
-from pipeline import output, sources  # noqa: E402,F401
+from pipeline import sources  # noqa: E402,F401
+from pipeline.output import output  # noqa: E402,F401
 from pipeline.beam import job  # noqa: E402,F401
 from pipeline.rows import examples, masks  # noqa: E402,F401
 from pipeline.run import preprocess  # noqa: E402

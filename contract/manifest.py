@@ -5,7 +5,7 @@
     m, sha = open_manifest(directory)  # and the sha256 of the file's bytes (the model card names it)
     write_manifest(directory, m)       # atomically, last of all the output's files
 
-The pipeline writes it (pipeline/output.py), the synthetic shards too (pipeline/synthetic.py);
+The pipeline writes it (pipeline/output/output.py), the synthetic shards too (pipeline/synthetic.py);
 `canine inspect`, `canine validate`, `canine report` and the trainer (training/train/data.py)
 read it. It imports only the rest of the contract and fsspec. The JSON is part of the
 output: `to_json` gives the bytes the pipeline has always written (keys sorted, indent 1,
@@ -100,7 +100,7 @@ class Manifest:
     # number the pipeline and the trainer must agree on. The JSON holds it where it always has,
     # as config["seq_len"] (CONFIG_SEQ_LEN): a key of its own would change every output's bytes,
     # and moving it out of the config would change config_sha256, the data's identity. This field
-    # is the one reader of that key. A writer gives it (pipeline/output.py) and it must be the
+    # is the one reader of that key. A writer gives it (pipeline/output/output.py) and it must be the
     # config's; left out (None), it is read from the config. 0: the config does not say.
     seq_len: int | None = None
 

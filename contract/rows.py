@@ -1,5 +1,5 @@
 """The rules every contract row obeys, one set for both sides: `canine validate` checks every row
-of an output with them (pipeline/validate.py), the batch builder every batch it builds
+of an output with them (pipeline/output/validate.py), the batch builder every batch it builds
 (training/batch.py). A row one side accepts the other accepts, and both name a broken one alike:
 
     example 'en-12-0-0' (row 3), field 'char_mask_positions', index 2: positions not strictly increasing

@@ -45,9 +45,9 @@ from contract.interrupted import Interrupted
 KNOWN = (
     "builtins.ValueError",  # a bad flag, value, config, manifest or combination (our messages)
     "pipeline.sources.InputError",  # bad or missing input (its __module__ is the package's)
-    "pipeline.output.OutputExistsError",
-    "pipeline.output.PublishError",
-    "pipeline.disk.NoSpace",  # the staging disk too small, or full mid-run: path, needed, free, what to do
+    "pipeline.output.output.OutputExistsError",
+    "pipeline.output.output.PublishError",
+    "pipeline.output.disk.NoSpace",  # the staging disk too small, or full mid-run: path, needed, free, what to do
     "contract.lock.LockHeld",
     "contract.lock.LockLost",
     "pipeline.sources.dumps.DumpNotFound",

@@ -185,7 +185,7 @@ def print_manifest(m, as_json: bool = False) -> None:
 
 
 def main(args) -> int:
-    from pipeline.output import OutputExistsError, published_manifest
+    from pipeline.output.output import OutputExistsError, published_manifest
 
     try:
         m = published_manifest(args.directory)

@@ -18,11 +18,11 @@ library's (tests/jobs/test_preprocess_endings.py counts them).
 - Ctrl-C: `canine preprocess: interrupted after 12 of 40 work items (kept); the same command
   resumes`, exit 130; the finished work items stay in the output's staging folder.
 - No training example (every page rejected, or nothing read): nothing is published, exit 2, and
-  the line counts the pages read by outcome with the commonest reasons (pipeline/output.py
+  the line counts the pages read by outcome with the commonest reasons (pipeline/output/output.py
   NothingKept); a scheduled run of a wrong input fails instead of publishing an empty output.
 - A language with kept pages but no validation page is named in a note, with the
   --validation-fraction that would hold one out.
-- Disk (pipeline/disk.py): the first line says the staging's estimated peak and the free space
+- Disk (pipeline/output/disk.py): the first line says the staging's estimated peak and the free space
   there; a run that cannot fit is refused before it writes, exit 2; a disk that fills mid-run
   ends in one line (the staging path, needed and free, what to do), exit 2, nothing published,
   and the same command resumes from the work items already read once there is room.

@@ -8,7 +8,7 @@ def add_arguments(p):
 
 
 def main(args) -> int:
-    from pipeline.validate import validate
+    from pipeline.output.validate import validate
 
     problems, count, summary = validate(args.directory)
     if count:

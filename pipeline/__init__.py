@@ -8,10 +8,8 @@ One idea per module:
     beam/                 the Beam job: its labelled steps, the elements between them, the runners that run it
     rows/                 what makes a row: packed examples, mask plans, the vocabulary, Parquet shards
     seeds.py              every random decision of the pipeline; hashing.py the stable hashes they mix
-    output.py             an output's format and staging, and publishing it exactly once
+    output/               an output: its format and staging, publishing it exactly once, its disk, `canine validate`
     progress.py           what a run shows while it works
-    disk.py               the staging's disk: its peak estimated before the job, a full disk in one line
-    validate.py           `canine validate DIR`: an output against the contract and its own manifest
     synthetic.py          synthetic rows and shard directories for tests, benchmarks and smoke runs
     faults.py             kill points for the crash tests
 

@@ -14,7 +14,7 @@ output.finalize publishes what it wrote). Every check that needs no writing come
 creates the output folder: a run that fails before the job leaves no output folder it created.
 Bad input met while reading removes this config's staging too (sources.InputError).
 
-Disk (pipeline/disk.py): before the lock, the staging folder's peak is estimated from the inputs'
+Disk (pipeline/output/disk.py): before the lock, the staging folder's peak is estimated from the inputs'
 sizes and said with the free space there; a run that cannot fit is refused (disk.NoSpace: nothing
 written). A disk that fills anyway ends the run in disk.NoSpace's one line: nothing published,
 the lock released, the finished work items kept for the same command to resume from.
@@ -41,7 +41,8 @@ from contextlib import nullcontext
 
 from contract.files import redact
 from contract.interrupted import Interrupted
-from pipeline import output, sources
+from pipeline import sources
+from pipeline.output import output
 from pipeline.beam import runners
 from pipeline.preprocess_config import PreprocessConfig
 
@@ -62,7 +63,7 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
     (the output, output.RunResult: its manifest and how the run went).
     Errors raise; a run that fails before writing leaves no output folder it created."""
     from contract.lock import OutputLock
-    from pipeline import disk
+    from pipeline.output import disk
     from pipeline import progress as shown
     from pipeline.sources import dumps as dump_specs
 
@@ -356,9 +357,9 @@ TRIAL_XML_PER_PAGE = 64 << 10
 
 def _fits_on_disk(work_plan) -> tuple[int | None, str | None]:
     """(the staging's estimated peak, the line that says it with the free space there)
-    (disk.py); disk.NoSpace before anything is written if it does not fit. (None, None) when
+    (output/disk.py); disk.NoSpace before anything is written if it does not fit. (None, None) when
     the output is complete for this config already: nothing will be staged."""
-    from pipeline import disk
+    from pipeline.output import disk
     from pipeline.sources import plan
 
     cfg = work_plan.cfg

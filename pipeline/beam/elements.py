@@ -77,7 +77,7 @@ class MaskHistograms(NamedTuple):  # WriteShards "masks", one per (shard, langua
     spans: dict  # {CANINE-C span length: spans}
 
 
-class Stat(NamedTuple):  # one row of stats.json: CollectStats writes it, pipeline/output.py reads it
+class Stat(NamedTuple):  # one row of stats.json: CollectStats writes it, pipeline/output/output.py reads it
     kind: str  # what `value` counts: "outcome", "replaced", "dropped", "examples", "weight", ... (pipeline/beam/stats.py)
     lang: str
     value: object  # a count, a list of counts, a weight or a summary: JSON data

@@ -26,7 +26,7 @@ file references, so no process and no runner's data plane holds the dump (docs/s
 
 Everything the job writes goes to a staging folder first, each file whole (atomic_write),
 with the lists of the shards and rejects files it wrote (shards.json, rejects.json);
-`pipeline.output.finalize` publishes exactly those and writes the manifest last, so a failed run
+`pipeline.output.output.finalize` publishes exactly those and writes the manifest last, so a failed run
 leaves no manifest, and nothing else of staging is ever published.
 Nothing depends on worker count, bundle order or runner: every decision is a
 stable hash (pipeline/seeds.py, a table of them all) and every group is sorted before use.
@@ -64,7 +64,7 @@ _NS = "canine.preprocess"
 # With --workers 2 or more the DirectRunner runs the job in worker processes that share the
 # launcher's terminal. While the job runs, the launcher names its process id in LAUNCHER_PID and
 # has each worker import this module first, as a Beam plugin, in the worker's main thread before
-# its harness starts (pipeline/output.py); set_up_worker_process runs then.
+# its harness starts (pipeline/run.py `_worker_plugins`); set_up_worker_process runs then.
 LAUNCHER_PID = "CANINE_PREPROCESS_LAUNCHER_PID"
 
 

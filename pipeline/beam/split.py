@@ -1,7 +1,7 @@
 """The validation split: which of a language's kept pages are held out. Beam-free: the job
 (pipeline/beam/job.py ValidationCuts and the passes over the item caches), `canine validate`
-(pipeline/validate.py) and the notes and hints about it (pipeline/output.py, run.py) read the
-rule from here.
+(pipeline/output/validate.py) and the notes and hints about it (pipeline/output/output.py,
+pipeline/run.py) read the rule from here.
 
 Per language, the pages with the smallest split hashes (pipeline/seeds.py split_hash, not seeded:
 the held-out pages stay the same when only the mask seed changes), as many as the language's

@@ -1,5 +1,5 @@
 """The job's accounting: every count the manifest carries per language, combined from what the
-steps emit, written as one staged JSON file of Stat rows (pipeline/output.py reads it).
+steps emit, written as one staged JSON file of Stat rows (pipeline/output/output.py reads it).
 
 Beside the page outcomes and drops, two summaries show what the text and the masks look like on a
 language nobody checked (`canine inspect` prints them):
@@ -130,7 +130,7 @@ def mask_summary(share: dict, spans: dict) -> dict:
 
 class CollectStats(beam.PTransform):
     """StatsInputs -> everything the manifest needs besides the shard list, as one JSON file in
-    staging (Stat.row each: pipeline/output.py reads them back with Stat.from_row), plus each
+    staging (Stat.row each: pipeline/output/output.py reads them back with Stat.from_row), plus each
     language's validation pages (Stat "validation_pages": not in the manifest; output.without_validation
     names the languages that got none)."""
 

@@ -8,6 +8,6 @@ One idea per module:
     shards.py      rows <-> Arrow tables <-> Parquet files on any fsspec filesystem
 
 Pure functions on numpy arrays and Arrow tables, no Beam: the job (pipeline/beam/job.py) wraps them in
-its steps, and `canine validate` (pipeline/validate.py) checks an output against the same rules.
+its steps, and `canine validate` (pipeline/output/validate.py) checks an output against the same rules.
 They import only each other, pipeline/seeds.py (every random decision) and contract/.
 """

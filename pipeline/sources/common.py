@@ -20,7 +20,7 @@ class InputError(Exception):
     in its URL masked: redact)."""
 
     # The name the package exports it under, not this module's: a worker's exception
-    # reaches the launcher as traceback text, which pipeline/output.py matches by
+    # reaches the launcher as traceback text, which pipeline/output/output.py matches by
     # "pipeline.sources.InputError: MSG" (_WORKER_INPUT_ERROR); pickle finds it there too.
     __module__ = "pipeline.sources"
 

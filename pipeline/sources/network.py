@@ -90,7 +90,7 @@ def where(error: BaseException | None, url: str) -> str:
 def unreachable(url: str, error: BaseException, doing: str, todo: str) -> InputError | None:
     """An InputError naming `url`, the host and what failed while `doing`, or None when `error` is
     not a network failure. Not a class of its own: a worker's error reaches the launcher as
-    traceback text, which pipeline/output.py matches by InputError's name."""
+    traceback text, which pipeline/output/output.py matches by InputError's name."""
     what = failure(error)
     if what is None:
         return None

@@ -59,7 +59,7 @@ ITEMS_PER_WORKER = 4
 # Beam element, one cache file).
 MIN_ITEM_BYTES = 4 << 20
 # XML text per stored byte of an input, by how it is stored: the planner's and the disk
-# estimate's (pipeline/disk.py) guess of a file's text before reading it. bz2: enwiki's
+# estimate's (pipeline/output/disk.py) guess of a file's text before reading it. bz2: enwiki's
 # pages-articles (~22 GB -> ~100 GB) 4.5; the real pages of tests/data/wiki 3.8, the made-up
 # sample 10. gzip: 3.1 on those real pages (gzip -6). JSON Lines and Parquet hold cleaned text
 # already (about half the XML of the same pages); Parquet's is compressed, ~2.5x with zstd/snappy.

@@ -8,7 +8,7 @@ import pytest
 from contract import schema
 from contract.manifest import (FileRef, Language, Manifest, ManifestError, Shard, Split, config_sha256, read_manifest,
                                write_manifest)
-from pipeline import output
+from pipeline.output import output
 from pipeline.preprocess_config import PreprocessConfig
 
 

@@ -51,7 +51,7 @@ def test_seq_len_is_written_as_the_configs_key_and_the_bytes_are_what_they_were(
 
 def test_a_writer_gives_the_configs_seq_len_or_none():
     m = small_manifest()
-    assert dataclasses.replace(m, seq_len=512) == m  # the pipeline's writer gives it (pipeline/output.py finalize)
+    assert dataclasses.replace(m, seq_len=512) == m  # the pipeline's writer gives it (pipeline/output/output.py finalize)
     with pytest.raises(ValueError, match=r"seq_len 1024, but config\['seq_len'\] is 512"):
         dataclasses.replace(m, seq_len=1024)
     no_key = {k: v for k, v in m.config.items() if k != CONFIG_SEQ_LEN}

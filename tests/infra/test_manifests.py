@@ -396,7 +396,7 @@ def _script(env):
 @pytest.mark.slow  # the Beam job end to end
 def test_schedule_script_preprocesses_the_languages_in_one_run(tmp_path, make_multistream):
     """The scheduled job for real: latest pinned from the mirror's feeds, one DirectRunner run."""
-    from pipeline.output import published_manifest
+    from pipeline.output.output import published_manifest
 
     _mirror(make_multistream, tmp_path / "mirror", ["en", "ko"])
     r = _script({"CANINE": f"{sys.executable} -m jobs.cli", "CANINE_LANGUAGES": "ko en",

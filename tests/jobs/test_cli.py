@@ -169,5 +169,5 @@ def test_credentials_in_an_input_url_reach_no_message_log_or_manifest(tmp_path, 
     for text in (out.out, out.err, caplog.text):
         assert "hunter2" not in text and "deadbeef" not in text
     assert "https://***@127.0.0.1:9/dumps/" in out.err
-    logging.getLogger("pipeline.output").warning("reading %s", url)  # every logger, through the record factory
+    logging.getLogger("pipeline.output.output").warning("reading %s", url)  # every logger, through the record factory
     assert "hunter2" not in caplog.text and "deadbeef" not in caplog.text

@@ -97,14 +97,14 @@ def _legacy_output(t, _stack, _mp):
 
 def _bare_staging(t, _stack, mp):
     """The case seen: gcsfs's FileNotFoundError(path), the bucket path without gs://."""
-    from pipeline import output
+    from pipeline.output import output
 
     mp.setattr(output, "prepare", _raise(FileNotFoundError("bkt/shards/.staging-ac8a82b31d0c1071")))
     return [XML, "--output", "memory://bkt/shards"], "memory://bkt/shards/.staging-ac8a82b31d0c1071"
 
 
 def _denied(t, _stack, mp):
-    from pipeline import output
+    from pipeline.output import output
 
     mp.setattr(output, "prepare", _raise(PermissionError(13, "Permission denied", str(t / "out" / "x"))))
     return [XML, "--output", t / "out"], str(t / "out" / "x")
@@ -170,7 +170,7 @@ def test_preprocess_errors(setup, phrase, tmp_path, capsys, monkeypatch):
 
 
 def test_a_bare_path_keeps_its_credentials_masked(tmp_path, capsys, monkeypatch):
-    from pipeline import output
+    from pipeline.output import output
 
     url = "https://bob:hunter2@mirror.example/dumps/enwiki-20261101-pages-articles.xml?X-Amz-Signature=deadbeef"
     monkeypatch.setattr(output, "prepare", _raise(FileNotFoundError(url)))
@@ -368,7 +368,7 @@ def test_an_unexpected_error_is_one_line_and_its_traceback_a_file(command, capsy
 
 
 def test_an_unexpected_error_inside_preprocess_keeps_stdout_json(tmp_path, capsys, monkeypatch):
-    from pipeline import output
+    from pipeline.output import output
 
     monkeypatch.setattr(output, "prepare", _raise(KeyError("x")))
     code, stdout, line = run(capsys, ["preprocess", XML, "--output", tmp_path / "out", "--json"])

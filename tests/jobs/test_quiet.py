@@ -118,7 +118,7 @@ def test_a_beam_jobs_error_records_are_dropped_for_our_errors_kept_as_notes_othe
             thread = threading.Thread(target=lambda: 1 / 0, name="run_worker")
             thread.start()
             thread.join()
-            logging.getLogger("pipeline.output").warning("ours, at once")
+            logging.getLogger("pipeline.output.output").warning("ours, at once")
             raise error
 
     for error in (InputError("x.xml: malformed XML at line 3"), KeyboardInterrupt()):  # one line, or Ctrl-C

@@ -95,7 +95,7 @@ def test_kill_at_every_stage_then_rerun_gives_the_same_shards(dumps, tmp_path):
     manifest = json.loads(stdout)
     assert shards_of(manifest) == shards_of(baseline)
     assert sorted(os.listdir(out)) == sorted([schema.MANIFEST, schema.REJECTS, schema.TOKENIZER, *schema.SPLITS])
-    from pipeline.validate import validate
+    from pipeline.output.validate import validate
 
     assert validate(str(out))[1] == 0
 

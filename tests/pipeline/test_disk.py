@@ -1,4 +1,4 @@
-"""pipeline/disk.py: the staging's peak from the inputs' sizes, the line that says it, the refusal
+"""pipeline/output/disk.py: the staging's peak from the inputs' sizes, the line that says it, the refusal
 of a run that cannot fit, and a full disk found behind the runner's wrapping. A real full disk:
 test_disk_full.py."""
 
@@ -6,7 +6,7 @@ import errno
 
 import pytest
 
-from pipeline import disk
+from pipeline.output import disk
 from pipeline.sources import plan
 
 MB = 10**6
@@ -60,7 +60,7 @@ def test_free_space_of_a_local_folder_not_made_yet_and_none_for_a_store(tmp_path
 
 
 # How a worker's ENOSPC reaches the launcher from the DirectRunner's worker processes: a
-# RuntimeError holding the worker's traceback (pipeline/output.py's _input_error_in has the same).
+# RuntimeError holding the worker's traceback (pipeline/output/output.py's _input_error_in has the same).
 WORKER = ("Pipeline failed: Traceback (most recent call last):\n  File \"contract/files.py\", line 74, in atomic_write\n"
           "OSError: [Errno 28] No space left on device [while running 'ReadAndClean/ParseAndClean']\n")
 

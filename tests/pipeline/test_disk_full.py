@@ -1,4 +1,4 @@
-"""A real full disk (pipeline/disk.py): `canine preprocess` into a small tmpfs, run as the README
+"""A real full disk (pipeline/output/disk.py): `canine preprocess` into a small tmpfs, run as the README
 shows it (relative paths, from another working directory, --workers 2).
 
 - A disk smaller than the staging's estimated peak: refused in one line before anything is written.

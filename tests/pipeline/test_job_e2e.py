@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 
 from contract import schema
-from pipeline import output, sources
+from pipeline import sources
+from pipeline.output import output
 from pipeline.beam import split
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.run import _input_error_in, run_job
 from pipeline.rows.shards import read_table
-from pipeline.validate import check_row, validate
+from pipeline.output.validate import check_row, validate
 
 SAMPLE = Path(__file__).resolve().parents[2] / "pipeline" / "sample"
 SAMPLE_GLOB = str(SAMPLE / "*.xml")
@@ -199,7 +200,7 @@ def test_validator_rejects_partial_span_masks_and_bad_replacements(sample_run):
     row = table.slice(0, 1).to_pylist()[0]
 
     def problems(r):
-        from pipeline.validate import Problems
+        from pipeline.output.validate import Problems
 
         p = Problems()
         check_row(r, 512, None, "x", p)

@@ -20,7 +20,7 @@ import pytest
 
 from contract import schema
 from contract.manifest import read_manifest
-from pipeline import output
+from pipeline.output import output
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.sources import InputError, WorkItem, plan_work_items, read_pages, work_item_key
 

@@ -1,4 +1,4 @@
-"""pipeline/output.py: inputs identified by content (data_identity, describe_change), the note
+"""pipeline/output/output.py: inputs identified by content (data_identity, describe_change), the note
 of languages without validation pages, and the keys' coder the job's grouping steps use."""
 
 import apache_beam as beam
@@ -6,7 +6,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
-from pipeline import output
+from pipeline.output import output
 from pipeline.beam import elements, spill
 
 A = ["/data/a.xml", 10, "sha256:aa"]

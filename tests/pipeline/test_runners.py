@@ -21,7 +21,8 @@ from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.runners.runner import PipelineState
 from apache_beam.testing.util import BeamAssertException, assert_that, equal_to
 
-from pipeline import output, sources
+from pipeline import sources
+from pipeline.output import output
 from pipeline.beam import dask_runner, runners
 from pipeline.run import run_job
 from test_job_e2e import SAMPLE, shard_hashes, small_config

@@ -1,5 +1,5 @@
 """The staged stats.json rows (pipeline/beam/elements.py Stat): written by CollectStats, read back by name
-(pipeline/output.py read_stats) into the manifest's languages and the note on languages without
+(pipeline/output/output.py read_stats) into the manifest's languages and the note on languages without
 validation pages."""
 
 import json
@@ -10,7 +10,7 @@ import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 
 from contract import schema
-from pipeline import output
+from pipeline.output import output
 from pipeline.beam import stats, tally
 from pipeline.beam.elements import MaskHistograms, Stat
 from pipeline.beam.runners import beam_options

@@ -6,7 +6,7 @@ import pytest
 
 from contract import schema
 from jobs import cli
-from pipeline.validate import validate
+from pipeline.output.validate import validate
 
 SAMPLE_XML = __import__("pathlib").Path(__file__).resolve().parents[2] / "pipeline" / "sample" / "kowiki-20261101-pages-articles.xml"
 FAST = ["--seq-len", "512", "--vocab-size", "600", "--validation-fraction", "0.3"]

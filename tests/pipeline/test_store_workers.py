@@ -4,7 +4,7 @@ DaskRunner gives the same objects, byte for byte, as a 1-worker run on a local d
 
 Runs go through `pipeline.run.preprocess`, as `canine preprocess` does: its lock creates the
 output's root before the job, and the launcher's listing of that root is what went stale while
-the workers wrote staging from other processes (pipeline/output.py, `finalize`)."""
+the workers wrote staging from other processes (pipeline/output/output.py, `finalize`)."""
 
 import json
 
@@ -12,7 +12,8 @@ import fsspec
 import pytest
 
 from contract import schema
-from pipeline import output, progress
+from pipeline import progress
+from pipeline.output import output
 from pipeline.beam import dask_runner, itemcache
 from pipeline.run import preprocess
 from pipeline.sources import WorkItem

@@ -8,7 +8,7 @@ from contract.manifest import read_manifest
 from pipeline.rows import masks
 from pipeline.rows.examples import PackedExample
 from pipeline.synthetic import synthetic_rows
-from pipeline.validate import Problems, check_rows, validate
+from pipeline.output.validate import Problems, check_rows, validate
 
 
 def test_contract_shards_are_a_valid_output(contract_shards):

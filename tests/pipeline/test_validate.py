@@ -1,4 +1,4 @@
-"""`canine validate`'s two row rules of its own (pipeline/validate.py): whole CANINE-C spans (of the rule
+"""`canine validate`'s two row rules of its own (pipeline/output/validate.py): whole CANINE-C spans (of the rule
 the output was made with) and the
 tokenizer's spans, named like the shared rules (contract/rows.py); and its check of the
 per-language validation split against the job's rule."""
@@ -8,7 +8,7 @@ import pytest
 from contract import schema
 from pipeline.rows.masks import MaskPlanConfig
 from pipeline.rows.tokenizer import train_wordpiece
-from pipeline.validate import Problems, check_row, check_split
+from pipeline.output.validate import Problems, check_row, check_split
 
 from contract_rows import contract_row
 

@@ -8,7 +8,7 @@ import pytest
 
 from contract import schema
 from pipeline.synthetic import synthetic_rows
-from pipeline.validate import Problems, check_rows
+from pipeline.output.validate import Problems, check_rows
 from training.batch import IDENTITY_SPAN_RATE, BatchError, build_batch, build_batch_numpy
 
 from contract_rows import columns, contract_row

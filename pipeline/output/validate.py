@@ -21,7 +21,7 @@ from contract import schema
 from contract.manifest import Manifest, config_sha256
 from contract.rows import RowError, Rows, Violation, violations
 from pipeline.rows.masks import MaskPlanConfig
-from pipeline.output import OutputExistsError, _fs, published_manifest
+from pipeline.output.output import OutputExistsError, _fs, published_manifest
 from pipeline.rows.tokenizer import WordPieceTokenizer
 
 MAX_PROBLEMS = 50  # enough to see a pattern; the count says how many more there were

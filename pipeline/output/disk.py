@@ -3,7 +3,7 @@ the job starts; a job that cannot fit refused before it writes; a disk that fill
 
     canine preprocess: staging needs about 3.1 GB at its peak (out/.staging-ab12…; 71.4 GB free there)
 
-Everything the job writes goes to OUTPUT/.staging-<sha>/ (pipeline/output.py) and stays there
+Everything the job writes goes to OUTPUT/.staging-<sha>/ (pipeline/output/output.py) and stays there
 until it publishes, which on a local disk is a rename (no second copy): the staging's peak is the
 run's peak. What is in it, per byte of cleaned text (UTF-8, what the cleaner keeps of a page),
 is STAGED_PER_TEXT_BYTE; the cleaned text follows from each input's stored size and kind
@@ -142,7 +142,7 @@ def check_fits(peak: int, staging: str, output: str, free: int | None, staged: i
 
 # How ENOSPC reaches the launcher: an OSError (or pyarrow's, "[errno 28] No space left on device"
 # in its text) raised in this process, or a worker's, as a RuntimeError holding its traceback
-# (the DirectRunner's multi_processing mode and remote runners: pipeline/output.py's _input_error_in).
+# (the DirectRunner's multi_processing mode and remote runners: pipeline/output/output.py's _input_error_in).
 _ENOSPC_TEXT = re.compile(r"\[errno 28\]|No space left on device|ENOSPC", re.I)
 
 
