@@ -3,6 +3,8 @@
     loopback/   services on 127.0.0.1 for tests and benchmarks: imports no layer
     contract/   the shard contract and what both sides share (the base install): imports no layer
     pipeline/   preprocessing, which writes the shards: may import contract/
+                (inside it, wings from the ground up: the shared base, sources/, wikitext/, rows/,
+                the config, beam/, output/, the driver; each imports only those below it)
     training/   the model and the trainer, which read them: may import contract/, not pipeline/
                 (inside it, train/ is a run, from its config to its export: it imports the model
                 and what builds its input, the rest of training/, which never imports it)
@@ -136,7 +138,87 @@ def test_the_trainer_check_sees_a_violation(tmp_path):
     assert reaches_the_trainer(fine, ("training",)) == []
 
 
-@pytest.mark.parametrize("package", ["contract", "jobs", "training", "training/train"])
+# pipeline/'s wings, from the ground up: a module imports only its own wing and the wings before it.
+# A wing is a folder or some of the root's modules: the shared base stands under everything, the
+# configuration (which checks its values by wikitext/'s variants and rows/' span rules) under the
+# job, and the driver with what runs beside it on top. sources/ stands under wikitext/, which reads
+# its pages and the dump's namespace names (sources/namespaces.py); output/ above beam/, since
+# publishing reads what the job staged (beam/elements.py Stat, beam/itemcache.py's file names).
+PIPELINE_WINGS = (
+    ("seeds.py", "hashing.py", "faults.py"),
+    ("sources/",),
+    ("wikitext/",),
+    ("rows/",),
+    ("preprocess_config.py",),
+    ("beam/",),
+    ("output/",),
+    ("synthetic.py", "progress.py", "run.py"),
+)
+NOT_A_WING = {"__init__.py", "sample/"}  # the index; the bundled sample dumps and the script that made them
+WING_FOLDERS = [f"pipeline/{name[:-1]}" for wing in PIPELINE_WINGS for name in wing if name.endswith("/")]
+
+
+def wing_of(name: str) -> int | None:
+    """The index in PIPELINE_WINGS of the wing a dotted name lies in (`pipeline.beam.job`, or
+    `pipeline.seeds.stable_int`, a name imported from a module); None outside pipeline's wings."""
+    parts = name.split(".")
+    if parts[0] != "pipeline" or len(parts) < 2:
+        return None
+    return next((i for i, wing in enumerate(PIPELINE_WINGS) if {f"{parts[1]}/", f"{parts[1]}.py"} & set(wing)), None)
+
+
+def dotted(path: Path) -> str:
+    return ".".join(path.resolve().relative_to(ROOT).with_suffix("").parts)
+
+
+def above_its_wing(names: set[str], wing: int) -> list[str]:
+    """The names, of those a module of wing `wing` imports, that lie in a wing above it."""
+    return sorted(n for n in names if (w := wing_of(n)) is not None and w > wing)
+
+
+def test_every_pipeline_module_stands_in_one_wing():
+    present = ({p.name for p in (ROOT / "pipeline").glob("*.py")}
+               | {f"{p.name}/" for p in (ROOT / "pipeline").iterdir() if p.is_dir() and p.name != "__pycache__"})
+    listed = [name for wing in PIPELINE_WINGS for name in wing]
+    twice = sorted({n for n in listed if listed.count(n) > 1})
+    assert set(listed) == present - NOT_A_WING and not twice, (
+        f"PIPELINE_WINGS: place {sorted(present - NOT_A_WING - set(listed))} in a wing; no such module "
+        f"{sorted(set(listed) - present)}; listed twice {twice}")
+
+
+def test_the_pipeline_wings_import_down_only():
+    modules = [p for p in sources("pipeline") if wing_of(dotted(p)) is not None]
+    wrong = {str(p.relative_to(ROOT)): above_its_wing(imported_modules(p), wing_of(dotted(p))) for p in modules}
+    wrong = {k: v for k, v in wrong.items() if v}
+    assert len(modules) > 40 and not wrong, (
+        "a module of pipeline/ imports a wing above its own (tests/test_layers.py PIPELINE_WINGS, lowest first): "
+        f"move what it needs down, or the module up: {wrong}")
+
+
+def test_the_wing_check_sees_a_violation(tmp_path):
+    """From beam/: its own wing, a wing below, the root package and a deferred import of the base
+    pass; deferred imports of output/, of a module and of a name of the top wing, and a relative
+    import of a wing above are each caught."""
+    bad = tmp_path / "m.py"
+    bad.write_text("from pipeline import seeds, sources\nfrom pipeline.beam import spill\nimport pipeline\n\n\n"
+                   "def f():\n    from pipeline.output import output\n    import pipeline.run\n"
+                   "    from pipeline.progress import Shown\n    from ..output.disk import NoSpace\n"
+                   "    from pipeline.hashing import stable_int\n")
+    names = imported_modules(bad, ("pipeline", "beam"))
+    assert above_its_wing(names, wing_of("pipeline.beam.job")) == [
+        "pipeline.output", "pipeline.output.disk", "pipeline.output.disk.NoSpace", "pipeline.output.output",
+        "pipeline.progress", "pipeline.progress.Shown", "pipeline.run"]
+    assert above_its_wing(names, wing_of("pipeline.run")) == []
+    assert wing_of("pipeline") is None and wing_of("contract.schema") is None
+
+
+@pytest.mark.parametrize("package", ["pipeline", *WING_FOLDERS])
+def test_the_pipeline_wings_hold_no_circle(package):
+    cycles = import_cycles(package)
+    assert not cycles, f"{package}/ modules that import each other in a circle: {cycles}"
+
+
+@pytest.mark.parametrize("package", ["contract", "jobs", "training", "training/train", "pipeline", *WING_FOLDERS])
 def test_the_package_index_lists_every_module(package):
     """Each package's docstring indexes its modules (and subpackages), one line each."""
     folder = ROOT / package
@@ -187,13 +269,3 @@ def test_the_cycle_check_sees_a_circle(tmp_path, monkeypatch):
     (tmp_path / "pkg" / "d.py").write_text("from pkg import a\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert import_cycles("pkg") == [["pkg.a", "pkg.b", "pkg.c"]]
-
-
-def test_the_readers_do_not_import_the_cleaner():
-    """pipeline/sources/ (pages out of files) sits under pipeline/wikitext/ (their text cleaned),
-    which imports it: the dump's namespace names are the readers' (sources/namespaces.py), and no
-    module of sources/ reaches back into the cleaner, deferred imports included."""
-    wrong = {str(p.relative_to(ROOT)): sorted(n for n in imported_modules(p) if n.startswith("pipeline.wikitext"))
-             for p in sources("pipeline/sources")}
-    wrong = {k: v for k, v in wrong.items() if v}
-    assert len(sources("pipeline/sources")) > 5 and not wrong, f"pipeline/sources/ imports the cleaner: {wrong}"

@@ -20,7 +20,7 @@ before it fails.
 `DaskRunner` is Beam's (apache_beam/runners/dask, Beam 2.77) with the gaps that break this job
 filled in (pipeline/beam/dask_runner.py). Beam knows no runner of that short name, so it is mapped
 to that module's class path. This module imports Beam only when options are built, and Dask
-(with pipeline/beam/dask_runner.py) only when they name the DaskRunner: `pipeline.output.output` imports
+(with pipeline/beam/dask_runner.py) only when they name the DaskRunner: pipeline/run.py imports
 this one and `canine inspect` stays light.
 """
 
