@@ -179,6 +179,18 @@ def make_synthetic_dump(path, n_pages: int) -> Path:
     return path
 
 
+@pytest.fixture
+def sigint_raises():
+    """Python's own SIGINT handler (KeyboardInterrupt) for a test that sends SIGINT to its own main
+    thread: a pytest started in the background by a non-interactive shell inherits SIGINT ignored,
+    and Python then installs no handler, so the signal would be lost."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(scope="session")
 def sample_xml() -> dict[str, Path]:
     return {p.name.split("wiki-")[0]: p for p in sorted(SAMPLE_DIR.glob("*wiki-*-pages-articles.xml"))}

@@ -62,7 +62,7 @@ class ClosedAfterFirstLine(io.StringIO):
         return super().write(text)
 
 
-def test_a_progress_line_on_a_closed_pipe_stops_the_job_as_a_broken_pipe(tmp_path, monkeypatch):
+def test_a_progress_line_on_a_closed_pipe_stops_the_job_as_a_broken_pipe(tmp_path, monkeypatch, sigint_raises):
     """The progress thread's line meets the closed pipe: the main thread, waiting for the job, is
     stopped as by Ctrl-C, and the job's driver raises BrokenPipeError (the CLI's quiet 141), not
     Interrupted ("interrupted after ..." on a stream nobody reads)."""

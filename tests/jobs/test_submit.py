@@ -499,7 +499,10 @@ def test_the_preflight_reports_from_a_bare_interpreter(tmp_path):
     assert r.returncode == 2 and "canine inspect: " in r.stderr and submit._MARK not in r.stderr  # got past it
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")], check=True, timeout=60)
     bare = dataclasses.replace(spec, python=str(tmp_path / "bare" / "bin" / "python"))
-    r = subprocess.run(bare.entrypoint(), shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    # A bare venv as on a node without the project: a developer's PYTHONPATH would lend it ours.
+    bare_env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run(bare.entrypoint(), shell=True, cwd=tmp_path, env=bare_env, capture_output=True, text=True,
+                       timeout=60)
     assert r.returncode == submit.EXIT_MISSING
     found = submit._PREFLIGHT_LINE.search(r.stderr)
     assert found and found.group(3).split() == ["jobs", "contract", "pipeline", "pyarrow", "apache_beam"]

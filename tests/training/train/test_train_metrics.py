@@ -81,7 +81,7 @@ def test_console_line_has_time_rate_and_eta():
     assert "acc 0.054  lr" in line and "sop acc 0.500" in sop and sop.endswith("| eval loss 4.2000 acc 0.070 sop acc 0.625")
 
 
-def test_a_closed_stderr_stops_the_run_as_ctrl_c_would(monkeypatch):
+def test_a_closed_stderr_stops_the_run_as_ctrl_c_would(monkeypatch, sigint_raises):
     """`canine pretrain ... 2>&1 | head -1`: the progress thread's line meets the closed pipe; the
     main thread, waiting in fit(), gets the SIGINT a Ctrl-C sends (run.py stops the workers, keeps
     the checkpoint; the CLI ends quietly, 141), and no line is tried again."""
