@@ -13,11 +13,14 @@ largest process peaked at 785 MB (an SDK worker; the launcher 626 MB, all 1834 M
 change at 515 MB (the launcher 256 MB, all 1121 MB). The limit sits between the two.
 """
 
+import contextlib
+import errno
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -49,6 +52,27 @@ def _cgroup(limit_bytes: int):
         except OSError:
             folder.rmdir()
     return None
+
+
+def _remove_cgroup(folder: Path, wait_s: float = 30.0) -> None:
+    """Remove the job's cgroup once it is empty: the job's worker processes may still be exiting
+    after the job's own process has (rmdir then fails with EBUSY); any left after `wait_s` are
+    killed, as the job's process group would be."""
+    procs = folder / "cgroup.procs"
+    deadline = time.monotonic() + wait_s
+    while (pids := [int(p) for p in procs.read_text().split()]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    while True:
+        try:
+            folder.rmdir()
+            return
+        except OSError as e:
+            if e.errno != errno.EBUSY or time.monotonic() > deadline + 10:
+                raise
+            time.sleep(0.2)
 
 
 class Watchdog(threading.Thread):
@@ -101,7 +125,7 @@ def run_limited(args, tmp_path, workers):
         dog.stop.set()
         dog.join()
         if limit:
-            limit[1].rmdir()
+            _remove_cgroup(limit[1])
     assert dog.over is None, f"over the {LIMIT_MB} MB limit: {dog.over}"
     assert proc.returncode == 0, err[-3000:]
     return dog.peak
