@@ -35,16 +35,27 @@ def add_arguments(p):
 
 
 def _settings(items: list[str]) -> tuple[dict, dict]:
-    """--set pairs: (PreprocessConfig fields given as preprocess.FIELD, the pretraining config's keys)."""
-    from contract.options import parse_settings
+    """--set pairs: (PreprocessConfig fields given as preprocess.FIELD, the pretraining config's keys).
+    A key neither config has is refused as `canine pretrain` and `canine preprocess` refuse theirs:
+    every such key in one line, with a did-you-mean among both configs' keys."""
+    from contract import options
+    from pipeline.preprocess_config import PreprocessConfig
+    from training.train.schema import PretrainConfig
 
-    pre, train = {}, {}
-    for key, value in parse_settings(items).items():
+    pre, train, unknown = {}, {}, []
+    for key, value in options.parse_settings(items).items():
         section, _, name = key.partition(".")
         if section == "preprocess":
             pre[name] = value
+            known = options.settable(PreprocessConfig, name)
         else:
             train[key] = value
+            known = options.settable(PretrainConfig, key)
+        if not known:
+            unknown.append(key)
+    if unknown:
+        keys = options.keys(PretrainConfig) + options.keys(PreprocessConfig, "preprocess.")
+        raise ValueError(options.unknown_keys("--set", unknown, keys))
     return pre, train
 
 

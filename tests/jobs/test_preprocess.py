@@ -123,6 +123,14 @@ def test_smoke_refuses_a_bad_set_before_any_work(tmp_path, capsys):
     assert "canine smoke: --set optim.lr: expected float, got 'fast'" in capsys.readouterr().err
     assert cli.main(["smoke", "--output", str(tmp_path / "s"), "--set", "preprocess.seq_len=x"]) == 2
     assert "preprocess.seq_len: expected int, got 'x'" in capsys.readouterr().err
+    # Keys neither config has: one line, each with the closest key of either config.
+    assert cli.main(["smoke", "--output", str(tmp_path / "s"), "--set", "preprocess.keep_table=true",
+                     "--set", "trian.max_steps=3", "--set", "train.seed=1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("canine smoke: --set: unknown key(s) ['preprocess.keep_table', 'trian.max_steps']; "
+                          "did you mean 'preprocess.keep_table' -> 'preprocess.keep_tables', "
+                          "'trian.max_steps' -> 'train.max_steps'? known: "), err
+    assert len(err.strip().splitlines()) == 1 and "'train.seed'" not in err
     assert not (tmp_path / "s").exists()
 
 
