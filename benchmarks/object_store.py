@@ -86,10 +86,9 @@ def main(argv=None):
             os.environ.update(env)
         try:
             if args.train_steps:
-                import ray
+                from training.train.run import init_local
 
-                ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1",
-                         log_to_driver=False)
+                init_local(4, log_to_driver=False)
             inputs = make_input(tmp / "in", args.repeat)
             mb = sum(f.stat().st_size for f in inputs) / 1e6
             local = preprocess_s(inputs, str(tmp / "local"), args.workers)

@@ -12,6 +12,7 @@ session's MLflow server:
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -32,11 +33,54 @@ def _canine(*args, cwd, timeout=600) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
+class Watched(subprocess.CompletedProcess):
+    """A finished command, and `listening`: {(process name, address, port)} of every socket its
+    process tree (the driver, the local Ray cluster it started, the Ray Train workers) listened on,
+    read every second while it ran."""
+
+    listening: set
+
+
+def _canine_watched(*args, cwd, timeout=600) -> Watched:
+    """_canine, reading the listening sockets of the command's processes as it runs."""
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", *map(str, args)], cwd=cwd, env=_clean_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    listening, done = set(), threading.Event()
+
+    def watch():
+        while not done.is_set():
+            try:
+                tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+            except psutil.NoSuchProcess:
+                return
+            for p in tree:
+                try:
+                    listening.update((p.name(), c.laddr.ip, c.laddr.port) for c in p.net_connections("inet")
+                                     if c.status == psutil.CONN_LISTEN)
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    pass
+            done.wait(1.0)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    finally:
+        proc.kill()
+        done.set()
+        watcher.join()
+    result = Watched(proc.args, proc.returncode, stdout, stderr)
+    result.listening = listening
+    return result
+
+
 @pytest.fixture(scope="session")
 def tracked_run(contract_shards, mlflow_server, tmp_path_factory):
-    """(the run's directory, pretrain's CompletedProcess): `canine pretrain` as README shows it."""
+    """(the run's directory, pretrain's Watched): `canine pretrain` as README shows it."""
     out = tmp_path_factory.mktemp("tracked") / "run"
-    done = _canine("pretrain", "--data", contract_shards, "--output", out, "--config", "tiny", "--workers", 2,
-                   "--max-steps", 6, "--checkpoint-every", 2, "--keep-checkpoints", 2,
-                   "--set", f"log.mlflow={mlflow_server}", cwd=out.parent)
+    done = _canine_watched("pretrain", "--data", contract_shards, "--output", out, "--config", "tiny", "--workers", 2,
+                           "--max-steps", 6, "--checkpoint-every", 2, "--keep-checkpoints", 2,
+                           "--set", f"log.mlflow={mlflow_server}", cwd=out.parent)
     return out, done

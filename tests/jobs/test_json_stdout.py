@@ -9,6 +9,7 @@ on 127.0.0.1; tests/jobs/conftest.py, shared with test_any_checkpoint.py) serves
 evaluate --step, report and export --step.
 """
 
+import ipaddress
 import json
 import os
 import subprocess
@@ -52,6 +53,28 @@ def test_pretrain_with_mlflow_prints_only_its_summary(tracked_run):
     assert summary["steps"] == STEPS
     assert "View run" not in result.stdout + result.stderr and "View experiment" not in result.stderr
     assert (run / "mlflow.json").is_file()
+
+
+def _loopback(ip: str) -> bool:
+    address = ipaddress.ip_address(ip.split("%")[0])
+    return (getattr(address, "ipv4_mapped", None) or address).is_loopback  # ::ffff:127.0.0.1 too
+
+
+@pytest.mark.slow
+def test_the_local_cluster_and_its_workers_listen_on_loopback_only(tracked_run):
+    """`canine pretrain` says it starts its Ray cluster on 127.0.0.1: every socket of the run's
+    processes (the driver, the GCS, the raylet, Ray's agents and workers, the Ray Train workers)
+    listens there, none on the machine's network address (before: about 20 on every interface).
+    One exception, not Ray's: the rendezvous store of the training workers' process group, a
+    torch.distributed TCPStore that Ray Train starts on rank 0, binds every interface whatever
+    host it is given (torch 2.13 has no bind address for it)."""
+    _, result = tracked_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    names = {name for name, _, _ in result.listening}
+    assert {"gcs_server", "raylet"} <= names and any(n.startswith("ray::RayTrainWo") for n in names), names
+    outside = sorted(s for s in result.listening if not _loopback(s[1]))
+    store = [s for s in outside if s[0].startswith("ray::RayTrainWo") and s[1] in ("::", "0.0.0.0")]
+    assert outside == store and len(store) <= 1, outside
 
 
 @pytest.mark.slow

@@ -91,8 +91,7 @@ def test_a_first_local_ray_start_on_a_fresh_machine_prints_nothing(tmp_path):
     import sys
 
     code = ("from jobs import quiet\nimport sys\nif sys.argv[1] == 'quiet': quiet.install()\nimport ray\n"
-            "ray.init(address='local', num_cpus=1, include_dashboard=False, _node_ip_address='127.0.0.1', "
-            "log_to_driver=False)\nray.shutdown()\n")
+            "from training.train.run import init_local\ninit_local(1, log_to_driver=False)\nray.shutdown()\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")} | {"HOME": str(tmp_path)}
     loud = subprocess.run([sys.executable, "-c", code, "loud"], env=env, capture_output=True, text=True, timeout=300)
     assert "Generated new authentication token" in loud.stderr  # what quiet.py silences is still said

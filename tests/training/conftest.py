@@ -35,7 +35,9 @@ def ray_local(s3_store, gcs_store):
     from the environment, as a cluster that `canine pretrain` starts inherits the driver's."""
     import ray
 
-    ray.init(address="local", num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1")
+    from training.train.run import init_local
+
+    init_local(4)
     yield ray
     ray.shutdown()
 

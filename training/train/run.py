@@ -94,6 +94,34 @@ def _say(text: str) -> None:
     sys.stderr.flush()
 
 
+# Ray (2.60, ray/_private/services.py resolve_ip_for_localhost) replaces a node address of
+# 127.0.0.1 by the host's network address, and its GCS, raylet and workers then listen on every
+# interface, unless it runs as a one-machine cluster, as it does on macOS and Windows
+# (ray_constants.ENABLE_RAY_CLUSTER, from this variable, read when Ray is imported). A local
+# cluster is one machine: set both while it starts, so that it listens on 127.0.0.1 only. The
+# processes it starts keep the variable; this one gets its own value back (a later ray.init of
+# this process may join a real cluster).
+ONE_MACHINE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+def init_local(num_cpus: float, **kwargs) -> None:
+    """ray.init of a new cluster on this machine, listening on 127.0.0.1 only (see above)."""
+    import ray
+    from ray._private import ray_constants
+
+    env, enabled = os.environ.get(ONE_MACHINE_ENV), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[ONE_MACHINE_ENV], ray_constants.ENABLE_RAY_CLUSTER = "0", False
+    try:
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
+                 **kwargs)
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = enabled
+        if env is None:
+            os.environ.pop(ONE_MACHINE_ENV, None)
+        else:
+            os.environ[ONE_MACHINE_ENV] = env
+
+
 def _connect(cfg) -> bool:
     """Use the current Ray cluster, the one cfg / RAY_ADDRESS names, or start a local one on
     127.0.0.1, saying which first (a local start takes 10-50 s). Returns True if this call started
@@ -124,8 +152,7 @@ def _connect(cfg) -> bool:
 
     before = {c.pid for c in psutil.Process().children()}
     try:
-        ray.init(address="local", num_cpus=cpus, include_dashboard=False, _node_ip_address="127.0.0.1",
-                 log_to_driver=False)
+        init_local(cpus, log_to_driver=False)
     except BaseException:  # a Ctrl-C while it starts: stop the processes it started
         ray.shutdown()
         raise

@@ -110,8 +110,8 @@ def test_a_local_cluster_has_no_autoscaler(ray_local):
 @pytest.mark.slow  # a Ray cluster
 def test_a_cluster_too_small_fails_at_once_with_what_it_needs(contract_shards, tmp_path):
     """`canine pretrain --workers 2` on a real 2-CPU local cluster: exit 2 before training starts."""
-    script = ("import sys, ray; ray.init(address='local', num_cpus=2, include_dashboard=False, "
-              "_node_ip_address='127.0.0.1'); from jobs import cli; sys.exit(cli.main(sys.argv[1:]))")
+    script = ("import sys; from training.train.run import init_local; init_local(2); "
+              "from jobs import cli; sys.exit(cli.main(sys.argv[1:]))")
     output = tmp_path / "run"
     env = {**os.environ, "DS_ACCELERATOR": "cpu", "RAY_USAGE_STATS_ENABLED": "0", "RAY_ADDRESS": ""}
     t = time.monotonic()
