@@ -29,8 +29,11 @@ def _clean_env() -> dict:
 
 def _canine(*args, cwd, timeout=600) -> subprocess.CompletedProcess:
     """`canine ARGS` as a user runs it, from `cwd`, in _clean_env()."""
-    return subprocess.run([sys.executable, "-m", "jobs.cli", *map(str, args)], cwd=cwd, env=_clean_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(_argv(args), cwd=cwd, env=_clean_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def _argv(args) -> list[str]:
+    return [sys.executable, "-m", "jobs.cli", *map(str, args)]
 
 
 class Watched(subprocess.CompletedProcess):
@@ -45,14 +48,15 @@ def _canine_watched(*args, cwd, timeout=600) -> Watched:
     """_canine, reading the listening sockets of the command's processes as it runs."""
     import psutil
 
-    proc = subprocess.Popen([sys.executable, "-m", "jobs.cli", *map(str, args)], cwd=cwd, env=_clean_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(_argv(args), cwd=cwd, env=_clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
     listening, done = set(), threading.Event()
 
     def watch():
         while not done.is_set():
             try:
-                tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+                root = psutil.Process(proc.pid)
+                tree = [root, *root.children(recursive=True)]
             except psutil.NoSuchProcess:
                 return
             for p in tree:

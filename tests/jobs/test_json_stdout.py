@@ -74,7 +74,8 @@ def test_the_local_cluster_and_its_workers_listen_on_loopback_only(tracked_run):
     assert {"gcs_server", "raylet"} <= names and any(n.startswith("ray::RayTrainWo") for n in names), names
     outside = sorted(s for s in result.listening if not _loopback(s[1]))
     store = [s for s in outside if s[0].startswith("ray::RayTrainWo") and s[1] in ("::", "0.0.0.0")]
-    assert outside == store and len(store) <= 1, outside
+    # One socket; Ray retitles a worker per task (ray::RayTrainWorker.run_train_fn), so by port.
+    assert outside == store and len({port for _, _, port in store}) <= 1, outside
 
 
 @pytest.mark.slow
