@@ -221,6 +221,15 @@ def nihongo(pos, named):
     return f"{english} ({', '.join(rest)})" if rest else english
 
 
+def yomigana(pos, named):
+    """{{読み仮名|漢字|よみがな|備考}} -> "漢字（よみがな、備考）": jawiki shows the reading, then the note,
+    in full-width parentheses after the term, in the line (its ruby is laid out inline, not above
+    the term; {{読み仮名 ruby不使用}} writes the same text without ruby)
+    (https://ja.wikipedia.org/wiki/Template:読み仮名)."""
+    term, rest = (pos[0] if pos else ""), [p for p in pos[1:3] if p]
+    return f"{term}（{'、'.join(rest)}）" if rest else term
+
+
 def marriage(pos, named):
     """{{marriage|Mary Todd|1842|1865}} -> "Mary Todd (m. 1842–1865)"."""
     years = "–".join(p for p in pos[1:3] if p)
@@ -253,8 +262,26 @@ def _dms(parts):
 
 
 def ill(pos, named):
-    """Interlanguage links ({{ill|Name|de|Name}}, {{仮リンク|名前|en|Name}}): the local text."""
+    """Interlanguage links ({{ill|Name|de|Name}}, {{link-en|中文名|Name}}): the local text, or the text
+    shown in its place (lt=, https://en.wikipedia.org/wiki/Template:Interlanguage_link)."""
     return named.get("lt") or first(pos, named)
+
+
+def kari_link(pos, named):
+    """{{仮リンク|メーヘーン (ゲーム)|en|Mehen (game)|label=メーヘーン}} -> "メーヘーン": jawiki's
+    interlanguage link shows label= in place of the local title (a title with its disambiguation,
+    a section); its other named parameters (redirect=, preserve=) change where it links, not what
+    it shows (https://ja.wikipedia.org/wiki/Template:仮リンク)."""
+    return named.get("label") or ill(pos, named)
+
+
+def marked_span(pos, named):
+    """{{要出典範囲|文|date=..}}, {{citation needed span|text=..|date=..}}: a maintenance tag that marks
+    words of the text (highlighted, the tag's mark after them: [要出典], [citation needed]) is those
+    words: the first positional parameter (`1=` when the words hold an "="), or text= on the English
+    wiki; the other named parameters (date=, title=, reason=) are the tag's own
+    (https://ja.wikipedia.org/wiki/Template:要出典範囲, https://en.wikipedia.org/wiki/Template:Citation_needed_span)."""
+    return named.get("text") or first(pos, named)
 
 
 def ship(prefix):
@@ -328,6 +355,10 @@ _BY_NAME = {
     "flagcountry": first, "sortname": joined(" "), "sort": last, "bibleverse": joined(" "),
     "ubl": joined(", "), "unbulleted list": joined(", "), "hlist": joined(", "), "flatlist": first,
     "plainlist": first, "ship": joined(" "), "uss": ship("USS"), "hms": ship("HMS"), "hmas": ship("HMAS"),
+    # maintenance tags that wrap words of the text: the words (the tag's mark is dropped, as 要出典's is)
+    "要出典範囲": marked_span, "独自研究範囲": marked_span, "疑問点範囲": marked_span, "要検証範囲": marked_span,
+    "citation needed span": marked_span, "cn-span": marked_span, "fact span": marked_span,
+    "clarify span": marked_span,
     # block quotations: prose
     "quote": paragraph, "cquote": paragraph, "blockquote": paragraph, "quotation": paragraph,
     "quote box": paragraph, "poem quote": paragraph, "zitat": paragraph, "цитата": paragraph,
@@ -341,8 +372,9 @@ _BY_NAME = {
     "lautschrift": wrapped("[", "]"), "polytonisch": first, "мфа": wrapped("[", "]"), "iw": first,
     "не переведено": first, "comment": first, "число": first, "num": first, "api": wrapped("[", "]"),
     "afi": wrapped("[", "]"), "unité": joined(" "), "nombre": joined(" "), "lien": ill, "1er": const("1er"),
-    "er": const("er"), "s-": century_fr, "siècle": century_fr, "versalita": first, "仮リンク": ill,
-    "link-en": ill, "le": ill, "tsl": after_code, "読み仮名": nihongo,
+    "er": const("er"), "s-": century_fr, "siècle": century_fr, "versalita": first, "仮リンク": kari_link,
+    "link-en": ill, "le": ill, "tsl": after_code, "読み仮名": yomigana, "読み仮名 ruby不使用": yomigana,
+    "読み": first,  # the reading only read aloud, not shown (https://ja.wikipedia.org/wiki/Template:読み)
 }
 _BY_LANG = {
     "fr": {"citation": wrapped("« ", " »"), "date": joined(" "), "s": century_fr},

@@ -89,10 +89,6 @@ def test_end_matter_is_dropped(by_lang, lang, title):
     assert not lines & END_MATTER[lang, title], lines & END_MATTER[lang, title]
 
 
-def _not_yet(reason):
-    return pytest.mark.xfail(strict=True, reason=reason)
-
-
 @pytest.mark.parametrize(
     "title, words",
     [
@@ -101,18 +97,15 @@ def _not_yet(reason):
         # {{lang-en-short|[[:w:Bryophyte|Bryophyte]]}}, {{lang|grc|βίος}}: the foreign words
         ("コケ植物", "コケ植物（コケしょくぶつ、Bryophyte）とは"),
         ("生物学", "ギリシア語の βίος（bios、生命）"),
-        # Not yet: jawiki templates whose parameters are words of the sentence, dropped whole by
-        # the cleaner (names it does not know, with named parameters) or read from the wrong one.
-        pytest.param("地理学", "地理学（ちりがく", marks=_not_yet(
-            "{{読み仮名_ruby不使用|'''地理学'''|ちりがく|...}}, the lead's subject and its reading, is "
-            "dropped: the text starts 'は、地球表面の'")),
-        pytest.param("地理学", "病理地理学または疾病地理学", marks=_not_yet(
-            "{{独自研究範囲|[[病理地理学]]または|date=...}} is dropped with its words")),
-        pytest.param("コケ植物", "コケ植物は単系統群ではなく側系統群であることが判ってきた", marks=_not_yet(
-            "{{疑問点範囲|最近の...判ってきた（...）|date=...|title=...}} is dropped with its words: 'しかし、。'")),
-        pytest.param("古代エジプト", "セネトやメーヘーンなどのボードゲーム", marks=_not_yet(
-            "{{仮リンク|メーヘーン (ゲーム)|en|Mehen (game)|label=メーヘーン}}: ill() reads lt=, not label=, "
-            "so the text has the link target 'メーヘーン (ゲーム)'")),
+        # {{読み仮名_ruby不使用|'''地理学'''|ちりがく|{{Lang-en-short|geography}}、...}}: the lead's
+        # subject, its reading and the note, as jawiki shows them (the text began 'は、地球表面の')
+        ("地理学", "地理学（ちりがく、geography、géographie、geografia、Geographie (-fie) または Erdkunde）は、地球表面の"),
+        # range templates with named parameters keep the words they mark: {{独自研究範囲|[[病理地理学]]または
+        # |date=...}}, {{疑問点範囲|最近の...|date=...|title=...}} (which left 'しかし、。')
+        ("地理学", "病理地理学または疾病地理学"),
+        ("コケ植物", "しかし、最近の形態や分子を用いた系統学的研究等から、コケ植物は単系統群ではなく側系統群であることが判ってきた（系統を参照）。"),
+        # {{仮リンク|メーヘーン (ゲーム)|en|Mehen (game)|label=メーヘーン}}: label=, not the link target
+        ("古代エジプト", "セネトやメーヘーンなどのボードゲーム"),
     ],
 )
 def test_jawiki_words_carried_by_templates(by_lang, title, words):

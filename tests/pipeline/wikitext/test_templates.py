@@ -55,6 +55,14 @@ RENDERED = {
     "{{snd}}": " – ",
     # other wikis' own names
     "{{仮リンク|名前|en|Name}}": "名前",
+    "{{仮リンク|名前 (曖昧さ回避)|en|Name|label=名前}}": "名前",  # label= is what jawiki shows
+    "{{仮リンク|名前|en|Name|redirect=1}}": "名前",
+    "{{読み仮名|漢字|かんじ}}": "漢字（かんじ）",  # jawiki's full-width parentheses
+    "{{読み仮名|漢字|かんじ|備考}}": "漢字（かんじ、備考）",
+    "{{読み仮名_ruby不使用|'''漢字'''|かんじ|{{lang-en-short|kanji}}}}": "漢字（かんじ、kanji）",
+    "{{読み仮名 ruby不使用|漢字|かんじ}}": "漢字（かんじ）",
+    "{{読み仮名|漢字}}": "漢字",
+    "{{読み|漢字|かんじ}}": "漢字",  # the reading is only read aloud
     "{{link-en|中文名|English name}}": "中文名",
     "{{Lautschrift|ˈbɛʁlɪn}}": "[ˈbɛʁlɪn]",
 }
@@ -63,6 +71,26 @@ RENDERED = {
 @pytest.mark.parametrize("wikitext", RENDERED)
 def test_word_carrying_templates_render_as_their_words(wikitext):
     assert wikitext_to_text(f"a {wikitext} b") == " ".join(f"a {RENDERED[wikitext]} b".split())
+
+
+@pytest.mark.parametrize(
+    "lang, wikitext, text",
+    [
+        # jawiki: the words are parameter 1 (or 1=); date= and title= are the tag's
+        ("ja", "しかし、{{疑問点範囲|[[系統]]が判ってきた|date=2021年5月|title=古い}}。", "しかし、系統が判ってきた。"),
+        ("ja", "{{独自研究範囲|[[病理地理学]]または|date=2020年10月}}疾病地理学", "病理地理学または疾病地理学"),
+        ("ja", "{{要出典範囲|1=a=b である|date=2012年11月}}。", "a=b である。"),
+        ("ja", "{{要検証範囲|検証すべき文|date=2020年1月}}。", "検証すべき文。"),
+        # enwiki: text= or parameter 1
+        ("en", "It {{citation needed span|text=was [[built]] in 1900|date=May 2020}}.", "It was built in 1900."),
+        ("en", "It {{Citation needed span|was built|date=May 2020}}.", "It was built."),
+        ("en", "It {{clarify span|text=was built|reason=When?|date=May 2020}}.", "It was built."),
+    ],
+)
+def test_range_tags_keep_the_words_they_mark(lang, wikitext, text):
+    dropped = {}
+    assert clean_wikitext(wikitext, lang, CleanOptions(), dropped) == text
+    assert dropped == {}  # nothing of them is counted as a dropped template
 
 
 def test_per_wiki_names_win_over_the_common_table():
