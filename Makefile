@@ -31,8 +31,13 @@ $(STAMP): pyproject.toml Makefile
 smoke: $(STAMP)
 	$(VENV)/bin/canine smoke
 
+# Two test processes (pytest-xdist): most of a test's time is a Ray cluster, a Beam job or a
+# subprocess starting, which leaves a core idle; tests/conftest.py says how files are grouped.
+# TEST_WORKERS=0 runs them in this one process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
-	$(PY) -m pytest -ra --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -ra --durations=15 -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 # The unit tests: no Ray cluster, no Beam job end to end, no cold Inductor compile (the `slow`
 # marker, tests/conftest.py); a few minutes, for the edit-test loop. `make test` runs everything.

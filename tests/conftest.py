@@ -349,7 +349,52 @@ SLOW_FIXTURES = {"ray_local", "pipeline_shards", "reference_run", "head",  # hea
                  "tracked_run"}  # tests/jobs/conftest.py's canine pretrain
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's, which names a test by its group
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    if _parallel(config):
+        _group_for_workers(items)
+
+
+# --- two test processes (make test: pytest-xdist, -n 2 --dist loadgroup) ------------------------
+# Each xdist worker is a session of its own: session fixtures are made once per worker that uses
+# them. So a test file goes to one worker whole (its module fixtures made once), and the files that
+# share a costly session fixture go to one worker together: the in-process Ray cluster and the
+# pipeline's shards with the reference run compared against (tests/training/conftest.py; ~1100 s
+# of tests, sent first so that they do not end the run alone), and the MLflow server (~60 s to
+# start). A worker then runs other files with that cluster still up, and an in-process `canine
+# smoke` or `pretrain` would train on it instead of starting its own (as a serial run that puts
+# tests/training before tests/jobs does): leaving the group, the worker stops it.
+SHARED_FIXTURES = (("ray_local", {"ray_local", "reference_run", "pipeline_shards"}),
+                   ("mlflow", {"mlflow_server", "tracked_run"}))
+
+
+def _parallel(config) -> bool:
+    return getattr(config.option, "dist", "no") != "no" and bool(getattr(config.option, "numprocesses", 0))
+
+
+def _group_of(item) -> str:
+    return next((m.args[0] for m in item.iter_markers("xdist_group")), "")
+
+
+def _group_for_workers(items) -> None:
+    by_module: dict[str, str] = {}
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for name, fixtures in SHARED_FIXTURES:
+            if used & fixtures and by_module.get(item.nodeid.split("::")[0]) in (None, name):
+                by_module[item.nodeid.split("::")[0]] = name
+                break
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(by_module.get(module, module)))
+    items.sort(key=lambda item: _group_of(item) != "ray_local")  # stable: the group first, in its order
+
+
+def pytest_runtest_teardown(item, nextitem):
+    if nextitem is not None and _parallel(item.config) and _group_of(item) == "ray_local" != _group_of(nextitem):
+        import ray
+
+        ray.shutdown()
