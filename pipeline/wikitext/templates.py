@@ -262,8 +262,10 @@ def _dms(parts):
 
 
 def ill(pos, named):
-    """Interlanguage links ({{ill|Name|de|Name}}, {{link-en|中文名|Name}}): the local text, or the text
-    shown in its place (lt=, https://en.wikipedia.org/wiki/Template:Interlanguage_link)."""
+    """enwiki's {{Interlanguage link|Local title|de|Fremder Titel|lt=shown text}} ({{ill}}, {{interlanguage
+    link multi}}): lt= if given, else the local title, parameter 1; the language codes and foreign
+    titles after it are the bracketed links, not the text
+    (https://en.wikipedia.org/wiki/Template:Interlanguage_link)."""
     return named.get("lt") or first(pos, named)
 
 
@@ -271,8 +273,49 @@ def kari_link(pos, named):
     """{{仮リンク|メーヘーン (ゲーム)|en|Mehen (game)|label=メーヘーン}} -> "メーヘーン": jawiki's
     interlanguage link shows label= in place of the local title (a title with its disambiguation,
     a section); its other named parameters (redirect=, preserve=) change where it links, not what
-    it shows (https://ja.wikipedia.org/wiki/Template:仮リンク)."""
+    it shows (https://ja.wikipedia.org/wiki/Template:仮リンク). {{ill2}}, {{illm}} and
+    {{link-interwiki}} are jawiki's redirects to it (and enwiki's to {{ill}}, whose lt= it reads too)."""
     return named.get("label") or ill(pos, named)
+
+
+def link_helper(pos, named):
+    """zhwiki's {{Link-en|中文名|English name|顯示文字}} ({{Link-ja}}, {{Link-de}}.., {{le}}, all
+    {{Internal link helper}} / {{ilh}} with lang-code=): the 3rd parameter (or d=) is shown in
+    place of the local title, parameter 1; parameter 2 is the foreign title, not shown
+    (https://zh.wikipedia.org/wiki/Template:Internal_link_helper, https://zh.wikipedia.org/wiki/Template:Link-en)."""
+    return named.get("d") or (pos[2] if len(pos) > 2 else "") or first(pos, named)
+
+
+def translink(pos, named):
+    """zhwiki's {{Translink|en|Foreign title|本地條目|顯示文字}} ({{tsl}}): the 4th parameter if given,
+    else the local title (3rd), else the foreign title (2nd) it defaults to; parameter 1 is the
+    language code (https://zh.wikipedia.org/wiki/Template:Translink)."""
+    return next((pos[i] for i in (3, 2, 1) if len(pos) > i and pos[i]), "")
+
+
+def lien(pos, named):
+    """frwiki's {{Lien|fr=Titre français|lang=en|trad=English title|texte=texte affiché}}: texte= if
+    given, else the French title (fr= or parameter 1), else the foreign title trad= it then links
+    (https://fr.wikipedia.org/wiki/Modèle:Lien)."""
+    return named.get("texte") or named.get("fr") or first(pos, named) or named.get("trad", "")
+
+
+def ne_perevedeno(pos, named):
+    """ruwiki's {{нп5|Русское название|текст ссылки|en|English title}} ({{нп3}}, {{iw}}; ukwiki's
+    {{iw}}) and the named {{не переведено|есть=:en:Title|надо=Русское название|текст=..}}: the link
+    text (parameter 2, текст=), else the local title (parameter 1, надо=, ukwiki's треба=); the
+    language code and the foreign title are the bracketed link
+    (https://ru.wikipedia.org/wiki/Шаблон:Не_переведено_5, https://ru.wikipedia.org/wiki/Шаблон:Не_переведено,
+    https://uk.wikipedia.org/wiki/Шаблон:Не_перекладено)."""
+    text = named.get("текст") or (pos[1] if len(pos) > 1 else "")
+    return text or named.get("надо") or named.get("треба") or first(pos, named)
+
+
+def ar_interlanguage(pos, named):
+    """arwiki's {{وصلة إنترويكي|عر=العنوان العربي|تر=Foreign title|لغ=en|نص=النص}}: نص= (parameter 4) if
+    given, else the Arabic title عر= (parameter 1); تر= / لغ= (2, 3) are the foreign link
+    (https://ar.wikipedia.org/wiki/قالب:وصلة_إنترويكي)."""
+    return named.get("نص") or (pos[3] if len(pos) > 3 else "") or named.get("عر") or first(pos, named)
 
 
 def marked_span(pos, named):
@@ -319,6 +362,10 @@ _DROP_NAMES = {
                     "templates"),
 }
 
+# zhwiki's {{Internal link helper}} languages, each with its {{Link-xx}}
+# (https://zh.wikipedia.org/wiki/Template:Internal_link_helper)
+_ILH_CODES = ("ar az be bg bs ca cs da de el en eo es et eu fa fi fr ga he hi hr hu hy id is it ja ka kk ko ky la lo lt "
+              "lv mn ms my nl no pl pt ro ru sh sk sl so sq sr sv ta te tg th tl tr uk ur uz vi gan lzh nan yue").split()
 _BY_NAME = {
     # language, script and transliteration: the foreign text itself
     "lang": after_code, "langx": after_code, "transl": after_code, "transliteration": after_code,
@@ -350,7 +397,7 @@ _BY_NAME = {
     "abbr": first, "tooltip": first, "sic": last, "not a typo": first, "proper name": first, "vanchor": first,
     "visible anchor": first, "center": first, "color": last, "font color": last, "highlight": first,
     "lower": first, "nobold": first, "noitalic": first, "angbr": wrapped("⟨", "⟩"), "vr": first,
-    "lsj": second, "ill": ill, "interlanguage link": ill, "interlanguage link multi": ill,
+    "lsj": second,
     "flag": lambda pos, named: named.get("name") or first(pos, named),
     "flagcountry": first, "sortname": joined(" "), "sort": last, "bibleverse": joined(" "),
     "ubl": joined(", "), "unbulleted list": joined(", "), "hlist": joined(", "), "flatlist": first,
@@ -369,18 +416,28 @@ _BY_NAME = {
     "thinsp": const("\u2009"), "=": const("="), "!": const("|"), "pipe": const("|"), "okina": const("ʻ"),
     "-": const(""), "clear": const(""), "spaces": const(" "),
     # other wikis' names (de, ru, fr, es, ja, zh, ko)
-    "lautschrift": wrapped("[", "]"), "polytonisch": first, "мфа": wrapped("[", "]"), "iw": first,
-    "не переведено": first, "comment": first, "число": first, "num": first, "api": wrapped("[", "]"),
-    "afi": wrapped("[", "]"), "unité": joined(" "), "nombre": joined(" "), "lien": ill, "1er": const("1er"),
-    "er": const("er"), "s-": century_fr, "siècle": century_fr, "versalita": first, "仮リンク": kari_link,
-    "link-en": ill, "le": ill, "tsl": after_code, "読み仮名": yomigana, "読み仮名 ruby不使用": yomigana,
+    "lautschrift": wrapped("[", "]"), "polytonisch": first, "мфа": wrapped("[", "]"), "comment": first,
+    "число": first, "num": first, "api": wrapped("[", "]"), "afi": wrapped("[", "]"), "unité": joined(" "),
+    "nombre": joined(" "), "1er": const("1er"), "er": const("er"), "s-": century_fr, "siècle": century_fr,
+    "versalita": first, "読み仮名": yomigana, "読み仮名 ruby不使用": yomigana,
     "読み": first,  # the reading only read aloud, not shown (https://ja.wikipedia.org/wiki/Template:読み)
+    # interlanguage links: a local title (a red link) with links to other wikis' articles; each
+    # template shows its own display parameter, else the local title
+    "ill": ill, "interlanguage link": ill, "interlanguage link multi": ill,
+    "仮リンク": kari_link, "ill2": kari_link, "illm": kari_link, "link-interwiki": kari_link,
+    "le": link_helper, "internal link helper": link_helper, "ilh": link_helper,
+    **{f"link-{code}": link_helper for code in _ILH_CODES},
+    "tsl": translink, "translink": translink, "lien": lien,
+    "iw": ne_perevedeno, "не переведено": ne_perevedeno, "не переведено 3": ne_perevedeno,
+    "не переведено 5": ne_perevedeno, "нп3": ne_perevedeno, "нп5": ne_perevedeno,
+    "وصلة إنترويكي": ar_interlanguage,
 }
 _BY_LANG = {
     "fr": {"citation": wrapped("« ", " »"), "date": joined(" "), "s": century_fr},
     "es": {"siglo": prefixed("siglo ")},
 }
-_BY_PREFIX = (("lang-", first), ("ipa-", wrapped("[", "]")), ("ipac-", ipac), ("transl-", last))
+_BY_PREFIX = (("lang-", first), ("ipa-", wrapped("[", "]")), ("ipac-", ipac), ("transl-", last),
+              ("internal link helper/", link_helper), ("ilh/", link_helper))
 
 
 def call(spec, params: list) -> str:

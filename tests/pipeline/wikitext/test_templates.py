@@ -50,6 +50,7 @@ RENDERED = {
     "{{sort|Smith|John Smith}}": "John Smith",
     "{{flag|Georgia (U.S. state)|name=Georgia}}": "Georgia",
     "{{ill|Foo|de|Fu}}": "Foo",
+    "{{ill|Foo|de|Fu|lt=foos}}": "foos",  # enwiki shows lt= in place of the local title
     "{{USS|Enterprise|CV-6}}": "USS Enterprise (CV-6)",
     "{{'s}}": "'s",
     "{{snd}}": " – ",
@@ -63,7 +64,30 @@ RENDERED = {
     "{{読み仮名 ruby不使用|漢字|かんじ}}": "漢字（かんじ）",
     "{{読み仮名|漢字}}": "漢字",
     "{{読み|漢字|かんじ}}": "漢字",  # the reading is only read aloud
+    # interlanguage links: each wiki's display parameter, else the local title
+    "{{ill2|動物の言語|en|Animal language}}": "動物の言語",  # jawiki's redirect to 仮リンク
+    "{{ill2|エジプトの首相|en|Prime Minister of Egypt|label=首相}}": "首相",
     "{{link-en|中文名|English name}}": "中文名",
+    "{{link-en|中文名|English name|顯示文字}}": "顯示文字",  # zhwiki's 3rd parameter is the text shown
+    "{{Link-ja|中文名|日本語名|d=顯示文字}}": "顯示文字",
+    "{{le|中文名|English name}}": "中文名",
+    "{{Internal link helper/de|中文名|Deutscher Name|顯示文字}}": "顯示文字",
+    "{{tsl|en|Game map|本地條目|顯示}}": "顯示",
+    "{{tsl|en|Game map|本地條目|}}": "本地條目",
+    "{{tsl|en|Game map}}": "Game map",
+    "{{Lien|fr=Secure FTP (logiciel)|lang=en|trad=Secure FTP (software)|texte=Secure FTP}}": "Secure FTP",
+    "{{Lien|fr=Computer Systems Research Group|lang=en}}": "Computer Systems Research Group",
+    "{{Lien|Titre français|lang=en}}": "Titre français",
+    "{{lien|lang=en|trad=Oracle RAC}}": "Oracle RAC",  # no fr=: the foreign title
+    "{{нп5|Тестовый клуб (футбольный клуб)|Тестовый клуб|de|Test FC}}": "Тестовый клуб",
+    "{{нп3|Название|||Title}}": "Название",
+    "{{iw|Лефевр, Роберт|Лефевр}}": "Лефевр",
+    "{{не переведено|есть=:en:Flooding of the Nile|надо=Разлив Нила|текст=День разлива Нила|язык=англ.}}":
+        "День разлива Нила",
+    "{{не переведено|есть=:en:ofuda|надо=офуда|текст=|язык=en}}": "офуда",
+    "{{iw|треба=Магдалена Фрех|мова=fr|є=Magdalena Fręch}}": "Магдалена Фрех",  # ukwiki's names
+    "{{وصلة إنترويكي|عر=عنوان|تر=Title|لغ=en|نص=نص معروض}}": "نص معروض",
+    "{{وصلة إنترويكي|عنوان|Title|en}}": "عنوان",
     "{{Lautschrift|ˈbɛʁlɪn}}": "[ˈbɛʁlɪn]",
 }
 
