@@ -37,7 +37,7 @@ smoke: $(STAMP)
 TEST_WORKERS ?= 2
 
 test: $(STAMP)
-	$(PY) -m pytest -ra --durations=15 -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -ra --durations=15 -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The unit tests: no Ray cluster, no Beam job end to end, no cold Inductor compile (the `slow`
 # marker, tests/conftest.py); a few minutes, for the edit-test loop. `make test` runs everything.

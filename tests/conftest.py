@@ -30,6 +30,7 @@ below; docs/compile.md "The kernel cache and CPU settings").
 """
 
 import bz2
+import functools
 import getpass
 import gzip
 import json
@@ -349,7 +350,6 @@ SLOW_FIXTURES = {"ray_local", "pipeline_shards", "reference_run", "head",  # hea
                  "tracked_run"}  # tests/jobs/conftest.py's canine pretrain
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's, which names a test by its group
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
@@ -358,43 +358,60 @@ def pytest_collection_modifyitems(config, items):
         _group_for_workers(items)
 
 
-# --- two test processes (make test: pytest-xdist, -n 2 --dist loadgroup) ------------------------
+# --- two test processes (make test: pytest-xdist, -n 2 --dist loadfile) -------------------------
 # Each xdist worker is a session of its own: session fixtures are made once per worker that uses
 # them. So a test file goes to one worker whole (its module fixtures made once), and the files that
-# share a costly session fixture go to one worker together: the in-process Ray cluster and the
-# pipeline's shards with the reference run compared against (tests/training/conftest.py; ~1100 s
-# of tests, sent first so that they do not end the run alone), and the MLflow server (~60 s to
-# start). A worker then runs other files with that cluster still up, and an in-process `canine
-# smoke` or `pretrain` would train on it instead of starting its own (as a serial run that puts
-# tests/training before tests/jobs does): leaving the group, the worker stops it.
-SHARED_FIXTURES = (("ray_local", {"ray_local", "reference_run", "pipeline_shards"}),
-                   ("mlflow", {"mlflow_server", "tracked_run"}))
+# name a costly session fixture go to one worker together: the in-process Ray cluster with the
+# pipeline's shards and the reference run compared against (tests/training/conftest.py; ~1100 s of
+# tests, sent first so that they do not end the run alone), and the MLflow server (~60 s to start).
+# The controller collects nothing and sees test ids alone, hence a file's group is read from its
+# text. A worker then runs other files with that cluster still up, and an in-process `canine smoke`
+# or `pretrain` would train on it instead of starting its own (as a serial run that puts
+# tests/training before tests/jobs does): leaving the group, the worker stops it. (xdist's own
+# loadgroup names a test's group in its id, which pytest 9's structured ids no longer take.)
+SHARED_FIXTURES = (("ray_local", ("ray_local", "reference_run", "pipeline_shards")),
+                   ("mlflow", ("mlflow_server", "tracked_run")))
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def _parallel(config) -> bool:
-    return getattr(config.option, "dist", "no") != "no" and bool(getattr(config.option, "numprocesses", 0))
+@functools.cache
+def shared_group(path: str) -> str:
+    """The group of the test file at `path` (relative to the root): the first of SHARED_FIXTURES
+    whose fixtures it names, or ''."""
+    text = (ROOT / path).read_text(encoding="utf-8")
+    return next((name for name, fixtures in SHARED_FIXTURES
+                 if any(re.search(rf"\b{f}\b", text) for f in fixtures)), "")
 
 
-def _group_of(item) -> str:
-    return next((m.args[0] for m in item.iter_markers("xdist_group")), "")
+def _file(item) -> str:
+    return item.nodeid.split("::")[0]
 
 
 def _group_for_workers(items) -> None:
-    by_module: dict[str, str] = {}
-    for item in items:
-        used = set(getattr(item, "fixturenames", ()))
-        for name, fixtures in SHARED_FIXTURES:
-            if used & fixtures and by_module.get(item.nodeid.split("::")[0]) in (None, name):
-                by_module[item.nodeid.split("::")[0]] = name
-                break
-    for item in items:
-        module = item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(by_module.get(module, module)))
-    items.sort(key=lambda item: _group_of(item) != "ray_local")  # stable: the group first, in its order
+    items.sort(key=lambda item: shared_group(_file(item)) != "ray_local")  # stable: the group first, in its order
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        """loadscope's scheduling with a file, or its shared group, as the unit."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::")[0]
+            return shared_group(path) or path
+
+    return SharedFixtureScheduling(config, log)
+
+
+def _parallel(config) -> bool:
+    """In an xdist worker (a worker's own config says dist "no")."""
+    return hasattr(config, "workerinput")
 
 
 def pytest_runtest_teardown(item, nextitem):
-    if nextitem is not None and _parallel(item.config) and _group_of(item) == "ray_local" != _group_of(nextitem):
+    if nextitem is not None and _parallel(item.config) and \
+            shared_group(_file(item)) == "ray_local" != shared_group(_file(nextitem)):
         import ray
 
         ray.shutdown()
