@@ -354,8 +354,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    if _parallel(config):
-        _group_for_workers(items)
+    if _parallel(config):  # stable: the Ray group first, in its order
+        items.sort(key=lambda item: shared_group(_file(item.nodeid)) != "ray_local")
 
 
 # --- two test processes (make test: pytest-xdist, -n 2 --dist loadfile) -------------------------
@@ -383,14 +383,11 @@ def shared_group(path: str) -> str:
                  if any(re.search(rf"\b{f}\b", text) for f in fixtures)), "")
 
 
-def _file(item) -> str:
-    return item.nodeid.split("::")[0]
+def _file(nodeid: str) -> str:
+    return nodeid.split("::")[0]
 
 
-def _group_for_workers(items) -> None:
-    items.sort(key=lambda item: shared_group(_file(item)) != "ray_local")  # stable: the group first, in its order
-
-
+@pytest.hookimpl(optionalhook=True)  # a run without pytest-xdist installed has no such hook
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
@@ -398,8 +395,7 @@ def pytest_xdist_make_scheduler(config, log):
         """loadscope's scheduling with a file, or its shared group, as the unit."""
 
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::")[0]
-            return shared_group(path) or path
+            return shared_group(_file(nodeid)) or _file(nodeid)
 
     return SharedFixtureScheduling(config, log)
 
@@ -411,7 +407,7 @@ def _parallel(config) -> bool:
 
 def pytest_runtest_teardown(item, nextitem):
     if nextitem is not None and _parallel(item.config) and \
-            shared_group(_file(item)) == "ray_local" != shared_group(_file(nextitem)):
+            shared_group(_file(item.nodeid)) == "ray_local" != shared_group(_file(nextitem.nodeid)):
         import ray
 
         ray.shutdown()
