@@ -32,6 +32,7 @@ Nothing depends on worker count, bundle order or runner: every decision is a
 stable hash (pipeline/seeds.py, a table of them all) and every group is sorted before use.
 """
 
+import atexit
 import json
 import math
 import os
@@ -86,11 +87,40 @@ class _HarnessStderr:
         return getattr(self._stream, name)
 
 
+class _ExitWithoutFinalizing:
+    """A worker's exit once its harness has returned: flush, then os._exit, skipping the
+    interpreter's finalization. gRPC's C threads of the harness's channels are still running
+    then, and one that releases the GIL while the interpreter finalizes aborts the process
+    ("Fatal Python error: PyGILState_Release: thread state ... must be current when releasing",
+    then the shell Beam starts the worker with prints "Aborted"): seen once when a Ctrl-C ended a
+    2-worker job, the launcher closing the workers' channels as it stopped. atexit handlers run
+    after the main thread's last traceback is printed and the other non-daemon threads are
+    joined, and before finalization; the exit status stays 1 after an uncaught exception (seen
+    by sys.excepthook), else 0 (the harness's main has no other status: sdk_worker_main, Beam 2.77)."""
+
+    def __init__(self):
+        self.failed = False
+        self._excepthook = sys.excepthook
+
+    def excepthook(self, *exc_info):
+        self.failed = True
+        self._excepthook(*exc_info)
+
+    def __call__(self):
+        for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+            try:
+                stream.flush()
+            except (AttributeError, OSError, ValueError):  # closed or gone: nothing to flush
+                pass
+        os._exit(1 if self.failed else 0)
+
+
 def set_up_worker_process() -> None:
     """In a worker process of the launcher named by LAUNCHER_PID: ignore SIGINT (a terminal's
     Ctrl-C reaches the whole process group; the launcher alone ends the job on it, and closes
-    the workers), and drop the harness's printed copy of a failed bundle's traceback. Anywhere
-    else (the launcher, a process importing this module from another thread) it does nothing."""
+    the workers), drop the harness's printed copy of a failed bundle's traceback, and exit
+    without the interpreter's finalization (_ExitWithoutFinalizing). Anywhere else (the
+    launcher, a process importing this module from another thread) it does nothing."""
     launcher = os.environ.get(LAUNCHER_PID)
     if not launcher or launcher == str(os.getpid()) or threading.current_thread() is not threading.main_thread():
         return
@@ -98,6 +128,9 @@ def set_up_worker_process() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sys.stderr = _HarnessStderr(sys.stderr, sdk_worker.SdkHarness._execute.__code__)
+    exit_ = _ExitWithoutFinalizing()
+    sys.excepthook = exit_.excepthook
+    atexit.register(exit_)
 
 
 set_up_worker_process()

@@ -40,6 +40,43 @@ def test_the_harness_still_prints_a_failed_bundles_traceback_where_a_worker_drop
     assert "print(traceback_string, file=sys.stderr)" in inspect.getsource(sdk_worker.SdkHarness._execute)
 
 
+_WORKER = """
+import os, sys
+if sys.argv[1] != "launcher":
+    os.environ["CANINE_PREPROCESS_LAUNCHER_PID"] = "1"  # another process launched this one
+import pipeline.beam.job
+
+class Late:
+    def __del__(self):  # a module's global: collected when the interpreter finalizes
+        print("finalized", flush=True)
+
+late = Late()
+print("buffered", end="")
+if sys.argv[1] == "raise":
+    raise ValueError("boom")
+"""
+
+
+@pytest.mark.parametrize("how", ["launcher", "return", "raise"])
+def test_a_preprocess_worker_exits_without_finalizing_and_keeps_its_status(how):
+    """pipeline/beam/job.py _ExitWithoutFinalizing: a DirectRunner worker process skips the
+    interpreter's finalization (where gRPC's threads aborted one), flushes what it printed, and
+    exits 1 after an uncaught exception; the launcher finalizes as any process does."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", _WORKER, how], cwd=root, capture_output=True, text=True,
+                          timeout=120)
+    if how == "launcher":
+        assert (proc.returncode, proc.stdout) == (0, "bufferedfinalized\n"), proc.stderr
+    elif how == "return":
+        assert (proc.returncode, proc.stdout) == (0, "buffered"), proc.stderr
+    else:
+        assert (proc.returncode, proc.stdout) == (1, "buffered"), proc.stderr
+        assert proc.stderr.rstrip().endswith("ValueError: boom"), proc.stderr
+
+
 class _Keep(logging.Handler):
     def __init__(self):
         super().__init__(logging.DEBUG)
