@@ -68,6 +68,14 @@ def stop(tracked: dict) -> None:
             pass
 
 
+def stop_trees(roots: list[int]) -> None:
+    """Stop the process trees under `roots` now, as the reaper does when its driver goes (run.py:
+    a local start that failed, whose processes Ray's shutdown does not know)."""
+    tracked: dict = {}
+    _tree(roots, tracked)
+    stop(tracked)
+
+
 def main(roots: list[int]) -> None:
     tracked: dict = {}
     while True:
