@@ -50,6 +50,9 @@ NOISE = (
      "evaluate and export consolidate checkpoints on the CPU by design, and the trainer picks its device itself "
      "(training/train/config.py resolve: cuda when torch sees a GPU) and says it; DeepSpeed's fallback to its CPU "
      "accelerator is what this project needs there, without the user setting DS_ACCELERATOR"),
+    ("ray._private.node", r"^Failed to get node info ", "ray._private.node",
+     "Ray's wait for a new raylet to register, once a second; `canine pretrain` says itself when a local start "
+     "times out and starts it once more (training/train/run.py)"),
     ("ray._private.worker", r"^Started a local Ray instance\.$", "ray._private.worker",
      "`canine pretrain` says itself how many workers it starts and where"),
     ("ray._private.authentication.authentication_token_setup", r"^Generated new authentication token and saved to ",

@@ -35,6 +35,7 @@ PRETRAIN = [r"canine pretrain: starting a local Ray cluster on 127\.0\.0\.1 "
             r"canine pretrain: 2 cpu workers, ZeRO-2, fp32, char objective, 8 steps -> .*"] + [
     rf"{STAMP}  step {s}/8  loss .* steps/s .*" for s in (1, 2, 4, 6, 8)] + [
     r"canine pretrain: Hugging Face CanineModel exported to .*/train/hf"]
+RETRY = r"canine pretrain: the local Ray cluster did not come up in Ray's \d+ s \(its raylet did not register\); .*"
 
 
 def test_smoke_writes_shards_run_curve_and_export_and_prints_only_its_own_lines(tmp_path, capfd, monkeypatch):
@@ -57,7 +58,10 @@ def test_smoke_writes_shards_run_curve_and_export_and_prints_only_its_own_lines(
     assert 3 <= len(progress) and "staging needs about" in progress[0] and "work items" in progress[1], err
     assert "done in" in progress[-1], err
     rest = lines[len(progress):]
-    assert lines[: len(progress)] == progress and len(rest) == len(PRETRAIN), err
+    # A local start that timed out is made once more, said in one line (training/train/run.py).
+    retried = [line for line in rest if re.fullmatch(RETRY, line)]
+    rest = [line for line in rest if line not in retried]
+    assert lines[: len(progress)] == progress and len(retried) <= 1 and len(rest) == len(PRETRAIN), err
     for pattern, line in zip(PRETRAIN, rest):
         assert re.fullmatch(pattern, line), (pattern, line)
 
