@@ -173,8 +173,9 @@ def _connect(cfg) -> bool:
 # Ray gives a new node's raylet a fixed RAYLET_WAIT_S to register with the GCS, then raises
 # "The current node timed out during startup" (ray/_private/node.py, Ray 2.60), and leaves the
 # processes it started. Once, in the test suite on a loaded 2-core machine, a local start met it
-# while another local cluster was starting beside it: the raylet wrote no log at all, and the
-# next start in that process came up. So a start that times out is stopped and made once more;
+# while another local cluster was starting beside it: the raylet wrote no log at all (the cause
+# is not known; starts before and after it on that machine came up). So a start that times out
+# is stopped and made once more;
 # any other failure, or a second time-out, is the run's.
 LOCAL_START_TRIES = 2
 RAYLET_WAIT_S = 30
