@@ -9,6 +9,12 @@ disjointness, the per-language validation split (each language's held-out pages 
 picks, pipeline/beam/split.py), and that the folder holds nothing the manifest does not
 account for (a stray Parquet file would be
 read by every dataset reader).
+
+A shard that is missing or unreadable is one problem, said once: what follows from it alone is
+not reported again (`Unread`). Its examples are absent from the per-language counts and, when it
+is a validation shard, its pages from the split; so a count short by exactly the rows the
+manifest lists for the unread shards is not a second problem, and the split is checked only as
+far as the pages read allow (every validation page's hash below every train page's).
 """
 
 import hashlib
@@ -119,13 +125,40 @@ def _tokenizer_spans(tokenizer: WordPieceTokenizer):
     return rule
 
 
-def check_split(pages_by_split: dict, kept: dict, fraction: float, out: Problems) -> dict:
+class Unread:
+    """The shards listed in the manifest whose rows could not be read (missing, unreadable, of
+    another schema): each is reported once, by `_read_shard`; the checks after it leave out what
+    it alone explains (the module docstring)."""
+
+    def __init__(self):
+        self.rows, self.splits = 0, set()
+
+    def add(self, split: str, shard) -> None:
+        self.rows += shard.rows
+        self.splits.add(split)
+
+
+def check_examples(manifest: Manifest, examples_by_lang: dict, unread: Unread, out: Problems) -> None:
+    """Each language's examples in the manifest against the rows the shards hold. Languages short
+    by, together, exactly the unread shards' rows (and none over) are what those shards explain."""
+    short = {lang: c.examples - examples_by_lang.get(lang, 0) for lang, c in manifest.languages.items()}
+    if unread.rows and min(short.values(), default=0) >= 0 and sum(short.values()) == unread.rows:
+        return
+    for lang, n in short.items():
+        if n:
+            out.add(f"{schema.MANIFEST} languages.{lang}",
+                    f"examples {manifest.languages[lang].examples} but shards hold {examples_by_lang.get(lang, 0)}")
+
+
+def check_split(pages_by_split: dict, kept: dict, fraction: float, out: Problems, unread: Unread | None = None) -> dict:
     """Each language's validation pages against the job's rule (pipeline/beam/split.py validation_cut),
     recomputed from the pages the shards hold; returns {lang: validation pages}. The shards need
     not hold every kept page (SampleLanguages may drop a train page of a big language), but
     they hold every validation page, and those have the smallest hashes: the rule's cut comes
     out the same. `kept`: the manifest's kept pages per language; `pages_by_split`:
-    {split: {(lang, page id)}}."""
+    {split: {(lang, page id)}}. With a validation shard unread (`unread`, reported already) the
+    cut cannot be recomputed: a train page then has the smallest hash the pages read hold, and
+    the rule's is checked as far as they allow, every validation page below every train page."""
     from pipeline.beam import split as rule
 
     by_lang = {}
@@ -133,11 +166,15 @@ def check_split(pages_by_split: dict, kept: dict, fraction: float, out: Problems
         for lang, page in pages:
             by_lang.setdefault(lang, []).append((rule.split_hash(lang, page), page, split))
     held = {}
+    partial = unread is not None and "validation" in unread.splits
     for lang, items in sorted(by_lang.items()):
         items.sort()
         held[lang] = sum(split == "validation" for _, _, split in items)
         if lang not in kept:
             continue  # reported with the rows
+        if partial:
+            _check_split_order(lang, items, out)
+            continue
         k = rule.validation_pages(kept[lang], fraction)
         if k <= rule.EXACT_VALIDATION_PAGES and len(items) < k:  # a tampered output: no cut to compute
             out.add(f"splits.{lang}", f"the shards hold {len(items)} of its pages, the rule holds out {k}")
@@ -150,6 +187,18 @@ def check_split(pages_by_split: dict, kept: dict, fraction: float, out: Problems
                                       f"the rule holds out {k}), "
                                       f"e.g. page {wrong[0][0]} is in {wrong[0][1]}")
     return held
+
+
+def _check_split_order(lang: str, items: list, out: Problems) -> None:
+    """`items` ((hash, page, split), ascending) of a language some of whose validation pages are
+    unread: whatever they were, the rule's cut lies between the validation pages and the train
+    pages, so every validation page read must come before every train page read."""
+    top = max((h for h, _, split in items if split == "validation"), default=-1)
+    wrong = [(page, split) for h, page, split in items if split == "train" and h < top]
+    if wrong:
+        out.add(f"splits.{lang}", f"{len(wrong)} train pages hash below a validation page: no cut of the job's "
+                                  f"rule gives that (a validation shard is unread, so the pages held out "
+                                  f"are not counted), e.g. page {wrong[0][0]} is in {wrong[0][1]}")
 
 
 def check_files(fs, root: str, manifest: Manifest, out: Problems) -> None:
@@ -179,7 +228,7 @@ def _read_shard(fs, root: str, shard, out: Problems):
     codepoints); None if it is missing, unreadable or of another schema (its rows go unchecked)."""
     path = f"{root}/{shard.path}"
     if not fs.exists(path):
-        out.add(shard.path, "listed in the manifest but missing")
+        out.add(shard.path, f"listed in the manifest but missing (its {shard.rows} examples are not checked)")
         return None
     with fs.open(path, "rb") as f:
         data = f.read()
@@ -232,12 +281,13 @@ def validate(output: str) -> tuple[list[str], int, dict]:
     except (TypeError, ValueError) as e:
         out.add(f"{schema.MANIFEST} config", str(e))
         plans = MaskPlanConfig()
-    seen_ids, pages_by_split, examples_by_lang = set(), {}, {}
+    seen_ids, pages_by_split, examples_by_lang, unread = set(), {}, {}, Unread()
     for split, info in manifest.splits.items():
         pages = pages_by_split.setdefault(split, set())
         for shard in info.shards:
             table = _read_shard(fs, root, shard, out)
             if table is None:
+                unread.add(split, shard)
                 continue
             check_rows(table, manifest.seq_len or schema.DEFAULT_SEQ_LEN, tokenizer, shard.path, out, plans)
             ids = table["example_id"].to_pylist()
@@ -255,13 +305,10 @@ def validate(output: str) -> tuple[list[str], int, dict]:
     both = pages_by_split.get("train", set()) & pages_by_split.get("validation", set())
     if both:
         out.add("splits", f"{len(both)} pages are in both train and validation, e.g. {sorted(both)[0]}")
-    for lang, c in manifest.languages.items():
-        if c.examples != examples_by_lang.get(lang, 0):
-            out.add(f"{schema.MANIFEST} languages.{lang}",
-                    f"examples {c.examples} but shards hold {examples_by_lang.get(lang, 0)}")
+    check_examples(manifest, examples_by_lang, unread, out)
     summary = {"examples": len(seen_ids), "shards": sum(len(split.shards) for split in manifest.splits.values())}
     fraction = manifest.config.get("validation_fraction")
     if fraction is not None:  # a pipeline output (pipeline/synthetic.py's shards name no fraction)
         kept = {lang: c.kept for lang, c in manifest.languages.items()}
-        summary["validation_pages"] = check_split(pages_by_split, kept, fraction, out)
+        summary["validation_pages"] = check_split(pages_by_split, kept, fraction, out, unread)
     return out.items, out.count, summary

@@ -8,7 +8,7 @@ import pytest
 from contract import schema
 from pipeline.rows.masks import MaskPlanConfig
 from pipeline.rows.tokenizer import train_wordpiece
-from pipeline.output.validate import Problems, check_row, check_split
+from pipeline.output.validate import Problems, Unread, check_row, check_split
 
 from contract_rows import contract_row
 
@@ -85,3 +85,56 @@ def test_the_validation_split_must_be_each_languages_smallest_hashes():
     assert check_split(swapped, kept, 0.05, out) == {"bg": 1, "en": 5}
     assert out.items == [f"splits.bg: 2 pages are not in the split the job's rule gives (1 of 25 kept pages held "
                          f"out at fraction 0.05, the rule holds out 1), e.g. page {first[1]} is in train"]
+
+
+def test_a_missing_validation_shard_leaves_the_split_checked_only_as_far_as_the_pages_read_allow():
+    """Without its validation pages a language's cut cannot be recomputed: the train page with the
+    smallest hash looked held out (issue 52 item 6). What the pages read still show is checked."""
+    from types import SimpleNamespace
+
+    from pipeline.beam.split import split_hash
+
+    kept = {"en": 100}  # at 5%: 5 pages held out
+    ranked = sorted(range(100), key=lambda i: split_hash("en", i))
+    held, every = {("en", i) for i in ranked[:5]}, {("en", i) for i in range(100)}
+    unread = Unread()
+    unread.add("validation", SimpleNamespace(rows=2))
+    read = {"validation": held - {("en", ranked[0]), ("en", ranked[3])}, "train": every - held}
+    out = Problems()
+    assert check_split(read, kept, 0.05, out, unread) == {"en": 3} and out.items == []
+    out = Problems()
+    check_split(read, kept, 0.05, out)  # what it said before: a false second problem
+    assert len(out.items) == 1 and f"page {ranked[5]} is in train" in out.items[0]
+    # a held-out page read in train is still found: it hashes below a validation page read
+    swapped = {"validation": read["validation"], "train": read["train"] | {("en", ranked[0])}}
+    out = Problems()
+    check_split(swapped, kept, 0.05, out, unread)
+    assert out.items == [f"splits.en: 1 train pages hash below a validation page: no cut of the job's rule gives "
+                         f"that (a validation shard is unread, so the pages held out are not counted), "
+                         f"e.g. page {ranked[0]} is in train"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("split", ["validation", "train"])
+def test_canine_validate_says_a_missing_shard_once(split, tmp_path, capsys):
+    """README's commands: `canine preprocess`, a shard deleted, `canine validate`. The missing file
+    is the one problem: the examples its rows held and, for a validation shard, the split of the
+    pages it held are what it explains (it said 3 problems for a missing validation shard)."""
+    from pathlib import Path
+
+    from jobs import cli
+
+    sample = Path(__file__).resolve().parents[2] / "pipeline" / "sample" / "zhwiki-20261101-pages-articles.xml"
+    out = tmp_path / "out"
+    assert cli.main(["preprocess", str(sample), "--output", str(out), "--seq-len", "512", "--vocab-size", "800",
+                     "--shard-codepoints", "4000"]) == 0
+    assert cli.main(["validate", str(out)]) == 0
+    shards = sorted((out / split).glob("*.parquet"))
+    assert len(shards) >= 1 + (split == "train")
+    rows = __import__("pyarrow.parquet", fromlist=["read_metadata"]).read_metadata(shards[-1]).num_rows
+    shards[-1].unlink()
+    capsys.readouterr()
+    assert cli.main(["validate", str(out)]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"canine validate: {out}: 1 problem(s)",
+        f"  {split}/{shards[-1].name}: listed in the manifest but missing (its {rows} examples are not checked)"]
