@@ -1,4 +1,5 @@
-"""Hugging Face interoperability: `export_hf(model, path)` and `import_hf(path)`.
+"""Hugging Face interoperability: `export_hf(model, path)` and `import_hf(path)`;
+`export_token_classifier(model, path, id2label)` for a fine-tuned NER model.
 (A whole run, with its model card: training/train/export.py.)
 
 An export of a pretraining model also holds its head, for a fill-in query: training/hf_masked.py,
@@ -145,15 +146,9 @@ def export_hf(model, path, max_length: int | None = None, files: dict[str, bytes
     """
     from transformers import CanineConfig as HFConfig
     from transformers import CanineModel as HFModel
-    from transformers import CanineTokenizer
 
-    encoder = getattr(model, "encoder", model)
-    if not isinstance(encoder, CanineModel):
-        raise TypeError(f"export_hf needs a CanineModel or a model with one as .encoder, got {type(model).__name__}")
-    weights = to_hf_state_dict(encoder)
-    hf_model = HFModel(HFConfig(**hf_config_dict(encoder.config)))
-    # strict: a key we forgot or invented fails here, not when someone loads the export.
-    hf_model.load_state_dict({k: v.detach().to(torch.float32) for k, v in weights.items()}, strict=True)
+    encoder = _encoder_of(model, "export_hf")
+    hf_model = _loaded(HFModel(HFConfig(**hf_config_dict(encoder.config))), to_hf_state_dict(encoder))
     head = masked_head(model, subword_vocab) if isinstance(model, CaninePretrainingModel) else None
     if head is not None:
         hf_model.config.pretraining_head = head[0]
@@ -162,15 +157,112 @@ def export_hf(model, path, max_length: int | None = None, files: dict[str, bytes
         # its own FillMaskPipeline, which needs one logit row per token (pipelines/__init__.py, custom_tasks).
         hf_model.config.custom_pipelines = {"fill-mask": {
             "impl": f"{MASKED_MODULE}.{MASKED_PIPELINE}", "pt": [MASKED_AUTO_CLASS], "tf": [], "type": "text"}}
+
+    def write_head(directory: str) -> None:
+        _write_head(directory, head[1], subword_vocab, char_inventory)
+
+    return _publish_hf(hf_model, path, max_length or encoder.config.max_position_embeddings, files,
+                       write_head if head is not None else None)
+
+
+def export_token_classifier(model, path, id2label: dict[int, str], max_length: int | None = None,
+                            files: dict[str, bytes] | None = None) -> str:
+    """Write a fine-tuned token classifier (training/downstream.py CanineForTokenClassification)
+    as a directory that `transformers.AutoModelForTokenClassification.from_pretrained(path)` loads
+    as transformers' CanineForTokenClassification, nothing missing or left over; returns `path`.
+
+    Its weights are the encoder's, prefixed `canine.` (transformers' name for it in a task
+    model), and `classifier.weight` / `classifier.bias`; config.json has `id2label` / `label2id`
+    (`id2label` gives every class index of the classifier a distinct name) and the GELU variant
+    as `hidden_act`. `max_length` is the tokenizer's model_max_length (default: the position
+    table's size); `files` are written beside (a model card README.md); published whole
+    (`publish`), as `export_hf` does.
+
+    Entities with character offsets, on raw text (a str or a list of them):
+
+        ner = pipeline("token-classification", model=PATH, aggregation_strategy="simple",
+                       trust_remote_code=True)
+        ner("Ana lives in New York.")
+        # [{"entity_group": "PER", "word": "Ana", "start": 0, "end": 3, ...}, {... "New York" ...}]
+
+    transformers' TokenClassificationPipeline asks a tokenizer for offsets only when it is a fast
+    one, and CANINE has only a slow one, so with it `start` / `end` come back None. Its own
+    `offset_mapping=` call argument would fill them in, but every call must then pass the
+    offsets, a call without them quietly gives None, and a list of sentences gets the first
+    sentence's offsets for all of them: wrong ones, or an IndexError where a later sentence is
+    longer (pipelines/token_classification.py, transformers 5.23: the one mapping goes to every
+    sentence and postprocess reads its row 0). So config.json's `custom_pipelines` points
+    "token-classification" at training/hf_token.py, copied in as TOKEN_MODULE + ".py":
+    transformers' own pipeline, with each character's offsets (character i of the text is token
+    i + 1) added where a fast tokenizer's would be. The price is `trust_remote_code=True`;
+    without it transformers refuses the task with a message naming that option, rather than
+    answering without offsets. Its alias "ner" is registered too, so that `pipeline("ner", ...)`
+    does not fall back to the plain pipeline (with two tasks registered, a `pipeline(model=PATH)`
+    without one is refused: it must name one)."""
+    from transformers import CanineConfig as HFConfig
+    from transformers import CanineForTokenClassification as HFTokenClassifier
+
+    from training import hf_token
+
+    encoder = _encoder_of(model, "export_token_classifier")
+    classifier = getattr(model, "classifier", None)
+    if not isinstance(classifier, torch.nn.Linear):
+        raise TypeError(f"export_token_classifier needs a model with a Linear .classifier, got {type(model).__name__}")
+    labels = {int(i): str(name) for i, name in id2label.items()}
+    if sorted(labels) != list(range(classifier.out_features)):
+        raise ValueError(f"id2label must name the classifier's {classifier.out_features} classes 0.."
+                         f"{classifier.out_features - 1}, got the ids {sorted(labels)}")
+    if len(set(labels.values())) != len(labels):
+        raise ValueError(f"id2label gives two classes one name: {labels}")
+    config = HFConfig(**hf_config_dict(encoder.config), id2label=labels, label2id={v: k for k, v in labels.items()})
+    config.custom_pipelines = {task: {"impl": f"{TOKEN_MODULE}.{TOKEN_PIPELINE}", "pt": [TOKEN_AUTO_CLASS],
+                                      "tf": [], "type": "text"} for task in TOKEN_TASKS}
+    weights = {f"canine.{k}": v for k, v in to_hf_state_dict(encoder).items()}
+    weights.update({f"classifier.{k}": v for k, v in classifier.state_dict().items()})
+    hf_model = _loaded(HFTokenClassifier(config), weights)
+
+    def write_pipeline(directory: str) -> None:
+        shutil.copyfile(hf_token.__file__, os.path.join(directory, f"{TOKEN_MODULE}.py"))
+
+    return _publish_hf(hf_model, path, max_length or encoder.config.max_position_embeddings, files, write_pipeline)
+
+
+# The remote-code pipeline of a token classifier's export (training/hf_token.py, copied in as
+# TOKEN_MODULE + ".py"), for these tasks of transformers.pipeline; the model is transformers' own.
+TOKEN_MODULE = "pipeline_canine_token"
+TOKEN_PIPELINE = "CanineTokenClassificationPipeline"
+TOKEN_AUTO_CLASS = "AutoModelForTokenClassification"
+TOKEN_TASKS = ("token-classification", "ner")  # "ner" is transformers' alias of the task
+
+
+def _encoder_of(model, who: str) -> CanineModel:
+    encoder = getattr(model, "encoder", model)
+    if not isinstance(encoder, CanineModel):
+        raise TypeError(f"{who} needs a CanineModel or a model with one as .encoder, got {type(model).__name__}")
+    return encoder
+
+
+def _loaded(hf_model, weights: dict[str, torch.Tensor]):
+    """`hf_model` with `weights` in it, fp32. Strict: a key we forgot or invented fails here, not
+    when someone loads the export."""
+    hf_model.load_state_dict({k: v.detach().to(torch.float32) for k, v in weights.items()}, strict=True)
+    return hf_model
+
+
+def _publish_hf(hf_model, path, max_length: int, files: dict[str, bytes] | None, extra=None) -> str:
+    """Publish (`publish`) `hf_model`'s config and weights, CANINE's tokenizer files
+    (model_max_length `max_length`), `extra(directory)`'s files and `files`; returns `path`."""
+    from transformers import CanineTokenizer
+
     # CANINE's tokenizer has no vocabulary: its config alone (the special codepoints, the length).
-    tokenizer = CanineTokenizer(model_max_length=max_length or encoder.config.max_position_embeddings)
+    tokenizer = CanineTokenizer(model_max_length=max_length)
 
     def write(directory: str) -> None:
         with _progress_bars_off():
             hf_model.save_pretrained(directory)
         tokenizer.save_pretrained(directory)
-        if head is not None:
-            _write_head(directory, head[1], subword_vocab, char_inventory)
+        if extra is not None:
+            extra(directory)
         for name, data in (files or {}).items():
             with open(os.path.join(directory, name), "wb") as f:
                 f.write(data)
