@@ -62,7 +62,7 @@ SCHEMA = pa.schema(
 # Part of every cache file's name: a cache written by a version that stored other columns (or
 # cleaned differently) under the same config is never replayed (a run upgraded between a kill
 # and its resume parses its items again).
-_CACHE_VERSION = 4  # 3: <math> kept as TeX source; 4: the converted column
+_CACHE_VERSION = 5  # 3: <math> kept as TeX source; 4: the converted column; 5: Han end-matter titles folded
 
 
 def clean_raw(page: sources.RawPage, options: clean.CleanOptions = clean.CleanOptions()) -> Cleaned:

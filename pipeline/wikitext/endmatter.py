@@ -7,8 +7,9 @@ A section is end matter by the first of three rules that says so:
 
 1. Its title, exactly (`_TITLES`, per language; a wiki without a line is compared with every
    line's titles but the weak ones, Literatur and Литература, below). Titles are compared
-   after `normalize` (NFC, case-folded, spaces collapsed, a trailing ":" or "." dropped). Add
-   a line or a title here for a wiki you have checked.
+   after `normalize` (NFC, case-folded, spaces collapsed, a trailing ":" or "." dropped, Han
+   characters folded to simplified: `_HAN_FOLD`). Add a line or a title here for a wiki you
+   have checked.
 2. Its title's form (`title_form`), for the 300 wikis nobody listed: a title made up only of
    words that name end matter in many languages (`_HEAD`: "Bibliografía", "Källor",
    "Kaynakça", "Примітки"; with `_QUALIFIER` words around them: "Linki zewnętrzne", "Ver
@@ -73,8 +74,23 @@ _TITLES = {
 }
 
 
+# zhwiki's editors write headings in simplified or traditional characters and often in both at
+# once (`== 参見 ==`: simplified 参, traditional 見), since MediaWiki converts each reader's view
+# (convert.py); jawiki's differ from both in places (関, 釈). Every title and every listed word is
+# compared with the traditional characters of the end-matter words folded to their simplified
+# form, so one listed spelling finds every mix of it: 参见 finds 參見, 参見 and 參见. The pairs
+# are MediaWiki's ZhConversion zh-hans mapping of each character of the words listed here (and
+# of _WORKS_RE) that it changes: tests/pipeline/wikitext/test_endmatter.py checks them against
+# zhconv-rs, the `variants` extra, where it is installed; the fold itself needs no package.
+# Folded on every wiki: the simplified/traditional pairs name the same word in zh, gan, wuu, yue
+# and lzh alike, and a title of another script has none of these characters.
+_HAN_FOLD = str.maketrans({traditional: simplified for simplified, traditional in (
+    "书書 关關 参參 条條 来來 注註 献獻 结結 网網 脚腳 见見 记記 读讀 资資 连連 释釋 链鏈 阅閱 项項").split()})
+
+
 def normalize(title: str) -> str:
-    return " ".join(unicodedata.normalize("NFC", title).casefold().split()).rstrip(":.：").strip()
+    folded = " ".join(unicodedata.normalize("NFC", title).casefold().split()).rstrip(":.：").strip()
+    return folded.translate(_HAN_FOLD)
 
 
 END_MATTER = {lang: frozenset(normalize(t) for t in titles.split("|")) for lang, titles in _TITLES.items()}
@@ -142,7 +158,7 @@ _TOKEN_RE = re.compile(
 )
 _SPLIT_RE = re.compile(r"[\s,;/&+·・、()\[\]\-–—:.!?]+")
 _CJK_ENDS = tuple(normalize(w).replace("\\ ", " ") for w in re.split(r"(?<!\\)\s+", _CJK_END.strip()))
-_CJK_STARTS = tuple(_CJK_START.split())
+_CJK_STARTS = tuple(normalize(w) for w in _CJK_START.split())
 _INFIX_RE = re.compile(_words(_INFIX).replace(r"\ ", " "))
 
 # Rule 3: the marks of a citation in a line of raw wikitext: ISBN, ISSN, DOI, PMID, OCLC, a URL,
@@ -153,13 +169,13 @@ _CITATION_RE = re.compile(
     r"ISBN|ISSN|://|DOI|PMID|OCLC|\{\{(?:[Cc]it(?:e[ _]|ation\s*\||ar?[ _])|[Cc]ytuj|[Oo]uvrage\s*\||"
     r"[Ll]ien web|[Aa]rticle\s*\||[Ll]iteratur\s*\||[Кк]нига\s*\||[Сс]татья\s*\|)"
 )
-# Titles of a works list (content, module docstring): rule 3 leaves them alone.
-_WORKS_RE = re.compile(
+# Titles of a works list (content, module docstring): rule 3 leaves them alone. Folded as titles are.
+_WORKS_RE = re.compile((
     r"\b(?:works?|books?|publications?|writings?|discograph\w*|filmograph\w*|videograph\w*|[oœ]e?uvres?|werke?|"
     r"werken|schriften|publikationen|veröffentlichungen|obras?|opere|dzieła|twórczość|publikacje|prace|díla|dílo|"
     r"művei|verk|værker|eserleri|yapıtları|karya|teokset|teoksia|сочинения|труды|произведения|публикации|книги|"
     r"твори|праці|публікації|έργα|ספרים|יצירות|مؤلفات|أعمال|آثار|कृतियाँ|रचनाएँ|tác phẩm)\b|作品|著作|著書|저서|작품"
-)
+).translate(_HAN_FOLD))
 _YEAR_RE = re.compile(r"\b1[5-9]\d\d\b|\b20\d\d\b")
 _NEUTRAL_RE = re.compile(r"[|!}]|\{\||\{\{|\[\[[^\]|:]*:")  # table and template lines, [[Category:..]], [[File:..]]
 _CITATION_LINE = 200  # characters: a longer unbulleted line with a URL in it is a paragraph, not a citation

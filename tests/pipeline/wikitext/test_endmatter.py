@@ -164,3 +164,82 @@ def test_a_marathi_reading_list_is_end_matter_and_literature_as_prose_is_not():
     # titles and authors without an ISBN, between the prose and "see also"
     assert is_end_matter("महाराष्ट्रावरील ग्रंथसाहित्य", "mr", "* महाराष्ट्र - लेखक प्रा. वि.पां. दांडेकर\n")
     assert not is_end_matter("साहित्य", "mr", "मराठी साहित्याची परंपरा मोठी आहे.\n")
+
+
+# --- zh titles in any mix of simplified and traditional characters (issue 52 item 3) ---------------
+# zhwiki's editors mix the two in one heading (MediaWiki converts each reader's view); a listed
+# spelling finds every mix of it, by the fold of endmatter._HAN_FOLD.
+MIXED = ["参見", "參见", "參見", "参见", "註释", "注釋", "註釋", "注释", "延伸閱读", "延伸阅讀", "延伸閱讀", "外部連結",
+         "外部鏈接", "外部链結", "參考文献", "参考文獻", "參考資料", "参考資料", "參考资料", "相關条目", "相关條目",
+         "參考來源", "参考來源", "參考来源", "腳註", "脚註", "書目"]
+
+
+@pytest.mark.parametrize("title", MIXED)
+def test_zh_end_matter_is_found_in_every_mix_of_simplified_and_traditional(title):
+    assert is_end_matter(title, "zh")
+    wikitext = f"导言。\n== 历史 ==\n正文。\n== {title} ==\n* [[某条目]]\n"
+    dropped, headings = {}, Headings()
+    assert clean_wikitext(wikitext, "zh", CleanOptions(), dropped, headings) == "导言。\n历史\n正文。"
+    assert dropped == {"end_matter": 1} and headings.dropped == [title]
+
+
+def test_the_fold_leaves_prose_titles_and_works_lists_alone():
+    for title in ("历史", "歷史", "見解", "相關人物", "著書", "著书", "作品"):
+        assert not is_end_matter(title, "zh"), title
+    assert normalize("參見") == normalize("参见") == normalize("参見") != normalize("参照")
+
+
+def test_the_fold_is_mediawikis_zh_hans_mapping_of_every_changed_character_of_the_words():
+    """_HAN_FOLD's pairs against zhconv-rs (MediaWiki's ZhConversion tables, the `variants` extra):
+    each traditional character becomes its simplified pair, and every Han character of the
+    listed words, the rule-2 words and the works words that zh-hans changes has a pair."""
+    zhconv = pytest.importorskip("zhconv_rs").zhconv
+    from pipeline.wikitext import endmatter
+
+    fold = {chr(k): v for k, v in endmatter._HAN_FOLD.items()}
+    assert all(zhconv(t, "zh-hans") == s for t, s in fold.items())
+    words = " ".join([*endmatter._TITLES.values(), endmatter._CJK_END, endmatter._CJK_START, endmatter._WORKS_RE.pattern])
+    han = {c for c in words if "\u3400" <= c <= "\u9fff"}
+    assert {c for c in han if zhconv(c, "zh-hans") != c} <= set(fold)
+    assert {c for c in han for v in ("zh-hant", "zh-tw", "zh-hk") if zhconv(c, v) != c} <= set(fold.values())
+
+
+@pytest.mark.slow  # the Beam job end to end
+def test_canine_inspect_lists_a_zh_heading_once_after_convert(tmp_path):
+    """README's commands on a zhwiki export whose "see also" is spelt four ways: every one is
+    dropped, and with --convert zh=zh-hans `canine inspect` lists 参见 as dropped only (it was
+    both dropped, 参见 and 參見, and kept, 参見 and 參见 converted)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    from xml.sax.saxutils import escape
+
+    root = Path(__file__).resolve().parents[3]
+    xml = (root / "pipeline" / "sample" / "zhwiki-20261101-pages-articles.xml").read_text(encoding="utf-8")
+    body = "数学是研究数量、结构以及空间等概念的一门学科。" * 3
+    texts = [f"{body}\n\n== 历史 ==\n{body}\n\n== {see} ==\n* [[某条目]]\n" for see in ("参见", "參見", "参見", "參见")]
+    pages = "".join(
+        f"  <page>\n    <title>页面{i}</title>\n    <ns>0</ns>\n    <id>{100 + i}</id>\n    <revision>\n"
+        f"      <id>{1000 + i}</id>\n      <model>wikitext</model>\n      <format>text/x-wiki</format>\n"
+        f"      <text xml:space=\"preserve\">{escape(text)}</text>\n    </revision>\n  </page>\n"
+        for i, text in enumerate(texts))
+    src = tmp_path / "zhwiki-20261101-pages-articles.xml"
+    src.write_text(xml[: xml.index("</siteinfo>") + len("</siteinfo>")] + "\n" + pages + "</mediawiki>\n",
+                   encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(root)}
+
+    def canine(*args):
+        done = subprocess.run([sys.executable, "-m", "jobs.cli", *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return done.stdout.splitlines()
+
+    fast = ["--seq-len", "256", "--vocab-size", "300"]
+    canine("preprocess", str(src), "--output", "written", *fast)
+    canine("preprocess", str(src), "--output", "hans", "--convert", "zh=zh-hans", *fast)
+    written, hans = canine("inspect", "written"), canine("inspect", "hans")
+    assert "zh: last headings kept: 历史 4" in written and "zh: last headings kept: 历史 4" in hans, written + hans
+    (line,) = [line for line in written if line.startswith("zh: end matter dropped: ")]
+    assert sorted(line.removeprefix("zh: end matter dropped: ").split(", ")) == sorted(["参见 1", "參見 1", "参見 1", "參见 1"])
+    assert "zh: end matter dropped: 参见 4" in hans
