@@ -4,6 +4,9 @@
     canine evaluate runs/smoke/train --step 50          # the checkpoint saved at step 50
     canine evaluate gs://bucket/runs/base --examples 4096 --json
 
+A fine-tuning run (`canine finetune ner`) gets its kept evaluation's scores again (conlleval's
+figures on dev and test, overall, per entity type and per language; --json: its scores.json).
+
 Masked prediction on the validation split (pretrained, initial, unigram baseline) and a linear
 probe of the pooled output for language identification of short snippets, overall and per
 language, with the languages that had no validation example to score (training/train/evaluate.py
@@ -44,6 +47,8 @@ def main(args) -> int:
     from training.train import rundir
     from training.train.evaluate import evaluate_run, format_evaluation
 
+    if _is_finetune_run(args.run):
+        return _finetune_scores(args)
     try:
         result = evaluate_run(args.run, examples=args.examples, train_examples=args.train_examples,
                               snippet_chars=args.snippet_chars, step=args.step, checkpoint=args.checkpoint)
@@ -53,4 +58,33 @@ def main(args) -> int:
             objects[rundir.absolute(args.checkpoint)] = "the checkpoint directory (--checkpoint)"
         return errors.report("evaluate", e, objects, as_json=args.json)  # stdout stays JSON
     print(json.dumps(result, indent=1) if args.json else format_evaluation(result), file=quiet.document())
+    return 0
+
+
+def _is_finetune_run(run: str) -> bool:
+    from training.train import rundir
+
+    try:
+        saved = rundir.read_saved_config(rundir.absolute(run))
+    except Exception:  # noqa: BLE001 (not readable here: evaluate_run says why, in its words)
+        return False
+    return bool(saved) and "task" in saved
+
+
+def _finetune_scores(args) -> int:
+    from jobs import errors
+    from training.finetune import predict, score
+
+    try:
+        scores = predict.scores_of(args.run)
+    except Exception as e:
+        return errors.report("evaluate", e, {args.run: "the run directory (RUN)"}, as_json=args.json)
+    if args.json:
+        print(json.dumps(scores, indent=1), file=quiet.document())
+        return 0
+    lines = [f"step {scores['step']} ({scores['selection']}){'' if scores.get('finished') else ', run not finished'}"]
+    for role in ("dev", "test"):
+        if scores.get(role):
+            lines += score.format_scores(scores[role], role)
+    print("\n".join(lines), file=quiet.document())
     return 0

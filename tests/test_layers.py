@@ -116,12 +116,31 @@ def reaches_the_trainer(path: Path, package: tuple[str, ...] | None = None) -> l
     return sorted(n for n in imported_modules(path, package) if n == TRAINER or n.startswith(TRAINER + "."))
 
 
+# The drivers above the model: train/ (pretraining) and finetune/ (a downstream task), which drives
+# the same workers and engine through train/'s pieces. finetune/ may import train/, never the reverse.
+DRIVERS = ("train", "finetune")
+
+
 def test_the_model_does_not_import_the_trainer():
-    model_side = [p for p in sources("training") if ROOT / "training" / "train" not in p.parents]
+    model_side = [p for p in sources("training") if not any(ROOT / "training" / d in p.parents for d in DRIVERS)]
     wrong = {str(p.relative_to(ROOT)): reaches_the_trainer(p) for p in model_side if reaches_the_trainer(p)}
     assert len(model_side) > 5 and not wrong, (
         "a module of training/ outside train/ imports training.train; the model and what builds its input "
         f"may not depend on the run (move the module into train/, or what both need down here): {wrong}")
+
+
+FINETUNE = "training.finetune"
+
+
+def test_finetuning_stands_above_pretraining():
+    """train/ never imports finetune/ (a change to fine-tuning cannot break pretraining), and
+    nothing of the model side does; finetune/ reaches the model, its input and train/ only."""
+    below = [p for p in sources("training") if ROOT / "training" / "finetune" not in p.parents]
+    wrong = {str(p.relative_to(ROOT)): sorted(n for n in imported_modules(p) if n.startswith(FINETUNE))
+             for p in below}
+    assert len(below) > 20 and not any(wrong.values()), f"below training/finetune/, these import it: {wrong}"
+    finetune = sorted((ROOT / "training" / "finetune").glob("*.py"))
+    assert len(finetune) >= 6 and any(reaches_the_trainer(p) for p in finetune)  # the check sees the arrow
 
 
 def test_the_trainer_check_sees_a_violation(tmp_path):
@@ -218,7 +237,8 @@ def test_the_pipeline_wings_hold_no_circle(package):
     assert not cycles, f"{package}/ modules that import each other in a circle: {cycles}"
 
 
-@pytest.mark.parametrize("package", ["contract", "jobs", "training", "training/train", "pipeline", *WING_FOLDERS])
+@pytest.mark.parametrize("package", ["contract", "jobs", "training", "training/train", "training/finetune", "pipeline",
+                                     *WING_FOLDERS])
 def test_the_package_index_lists_every_module(package):
     """Each package's docstring indexes its modules (and subpackages), one line each."""
     folder = ROOT / package

@@ -27,6 +27,8 @@ unit order (data streams)  seed, epoch              unit_order      SeedSequence
                                                                     UNIT_ORDER 2
 rows within a unit         seed, epoch, shard, row  row_order_seed  SeedSequence,      data.segments,
                                                     row_order       ROW_ORDER 3        data.read_segments
+fine-tuning window order   seed, epoch              window_order    SeedSequence,      finetune/data.py
+                                                                    WINDOW_ORDER 4     step_windows
 a batch's build seed       seed, epoch or "eval"    build_seed      crc32 of JSON      stream.py, evaluate.py
 example key                example id               example_keys    crc32              batch.build_batch_numpy
 CANINE-C identity span     build seed, key, index   batch_uniform   IDENTITY 1         batch._char_plan
@@ -76,6 +78,7 @@ class Tag(enum.IntEnum):
     DROPOUT = 1
     UNIT_ORDER = 2
     ROW_ORDER = 3
+    WINDOW_ORDER = 4
 
 
 # --- global generators: the model's initialization, dropout -----------------------------------
@@ -117,6 +120,13 @@ def row_order_seed(seed: int, epoch: int, shard: int, start: int) -> list[int]:
     """What orders the rows of the unit at row `start` of shard `shard` in an epoch (JSON: a chunk
     descriptor carries it to the Ray task that reads the unit)."""
     return [int(Tag.ROW_ORDER), seed, epoch, shard, start]
+
+
+def window_order(seed: int, epoch: int, windows: int) -> np.ndarray:
+    """The order of a fine-tuning run's training windows in an epoch (training/finetune/data.py):
+    the whole epoch is one permutation, cut into global batches, so the order depends on the seed
+    and the data alone, never on the worker count."""
+    return np.random.default_rng([int(Tag.WINDOW_ORDER), seed, epoch]).permutation(windows)
 
 
 def row_order(order_seed, rows: int) -> np.ndarray:

@@ -192,7 +192,7 @@ def shards(tmp_path_factory) -> str:
 
 
 def _unreachable(t, shards, mp):
-    """An earlier test's Ray cluster in this process would be used instead of the address (run._connect
+    """An earlier test's Ray cluster in this process would be used instead of the address (run.connect
     keeps a connected cluster): the check is of the address, whatever ran before."""
     import ray
 

@@ -29,19 +29,19 @@ __all__ = ["RESUMABLE_CHANGES", "from_dict", "load_config", "model_config", "res
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
 
-def _resumable(cls, prefix: str = "") -> set[str]:
+def resumable_keys(cls, prefix: str = "") -> set[str]:
     out = set()
     for f in dataclasses.fields(cls):
         kind = options.hints(cls)[f.name]
         if dataclasses.is_dataclass(kind):
-            out |= _resumable(kind, f"{prefix}{f.name}.")
+            out |= resumable_keys(kind, f"{prefix}{f.name}.")
         elif f.metadata.get("resumable"):
             out.add(f"{prefix}{f.name}")
     return out
 
 
 # Dotted keys a resumption may change (schema.py's resumable fields).
-RESUMABLE_CHANGES = frozenset(_resumable(PretrainConfig))
+RESUMABLE_CHANGES = frozenset(resumable_keys(PretrainConfig))
 
 
 def to_dict(cfg: PretrainConfig) -> dict:
@@ -267,15 +267,15 @@ def saved_run_config(saved: dict, where: str) -> dict:
     return to_dict(from_dict(saved, where))
 
 
-def resume_conflicts(saved: dict, current: dict, prefix: str = "") -> list[str]:
+def resume_conflicts(saved: dict, current: dict, prefix: str = "", resumable=RESUMABLE_CHANGES) -> list[str]:
     """Dotted keys whose values differ between a run's saved config and the new one, except the
-    ones a resumption may change."""
+    ones a resumption may change (`resumable`: the config class's, `resumable_keys`)."""
     out = []
     for key in sorted(set(saved) | set(current)):
         dotted = f"{prefix}{key}"
         a, b = saved.get(key), current.get(key)
         if isinstance(a, dict) and isinstance(b, dict) and dotted != "model.overrides":
-            out += resume_conflicts(a, b, dotted + ".")
-        elif a != b and dotted not in RESUMABLE_CHANGES:
+            out += resume_conflicts(a, b, dotted + ".", resumable)
+        elif a != b and dotted not in resumable:
             out.append(f"{dotted}: {a!r} -> {b!r}")
     return out

@@ -4,7 +4,7 @@ ones a restart can fix; plus the test-only fault injection of the workers.
 A worker error that a restart from the last checkpoint would hit again (a CUDA out-of-memory, a
 config the data cannot serve, a corrupt shard, a run that trains nothing or diverged) becomes a
 `FatalError` in the worker (`fatal_error`), one line that names what happened, where, the
-configuration and what to do. The driver (run.py `_fit`) stops the run at its first occurrence
+configuration and what to do. The driver (run.py `fit`) stops the run at its first occurrence
 and `canine pretrain` prints that line and exits 2. Everything else (a worker process or node that
 died, an unknown error) is restarted from the last checkpoint up to `parallel.max_failures` times.
 
@@ -96,8 +96,10 @@ def oom_message(cfg, rank: int, step: int, device=None) -> str:
     smaller = _smaller_micro_batches(cfg)
     hint = f"a smaller --micro-batch ({', '.join(map(str, smaller[:3]))}: the global batch is kept by " \
            "accumulation), " if smaller else ""
-    return (f"{where}: out of memory with train.micro_batch {cfg.train.micro_batch} x data.seq_len "
-            f"{cfg.data.seq_len}{memory} ({describe(cfg)}); a restart would run out the same way. Set "
+    length = (f"data.seq_len {cfg.data.seq_len}" if hasattr(cfg, "data") else
+              f"task.max_length {cfg.task.max_length}")  # a fine-tuning run's windows (training/finetune)
+    return (f"{where}: out of memory with train.micro_batch {cfg.train.micro_batch} x {length}{memory} "
+            f"({describe(cfg)}); a restart would run out the same way. Set "
             f"{hint}--micro-batch auto (the largest that fits), or --set model.gradient_checkpointing=true")
 
 

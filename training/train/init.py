@@ -219,7 +219,7 @@ def source_tensors(source: Source) -> tuple[dict[str, torch.Tensor], str]:
     return tensors, hashlib.sha256(raw).hexdigest()
 
 
-def _ours(source: Source, tensors: dict, config: CanineConfig, objective: str,
+def as_ours(source: Source, tensors: dict, config: CanineConfig, objective: str,
           subword_vocab: list | None) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
     """The source's tensors under CaninePretrainingModel's names and layouts, and why each of the
     heads' tensors it cannot give is missing ({prefix: reason})."""
@@ -311,7 +311,7 @@ def prepare(cfg, model_cfg: CanineConfig, subword_vocab: list | None, seq_len: i
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, overrides={**cfg.model.overrides, **taken}))
     fitted = model_cfg.replace(**taken)
     tensors, sha256 = source_tensors(source)
-    ours, why = _ours(source, tensors, fitted, cfg.train.objective, subword_vocab)
+    ours, why = as_ours(source, tensors, fitted, cfg.train.objective, subword_vocab)
     model = CaninePretrainingModel(fitted, cfg.train.objective)
     loaded, new = merge(model, ours, why)
     if not any(n.startswith("encoder.") for n in loaded):
@@ -329,7 +329,7 @@ def load_into(model, cfg, subword_vocab: list | None) -> tuple[list, dict]:
     if cfg.init.sha256 and sha256 != cfg.init.sha256:
         raise InitError(f"--init {redact(source.url)}: its weights changed since the run started (sha256 {sha256}, "
                         f"the run recorded {cfg.init.sha256}); start a new run")
-    ours, why = _ours(source, tensors, model.config, cfg.train.objective, subword_vocab)
+    ours, why = as_ours(source, tensors, model.config, cfg.train.objective, subword_vocab)
     return merge(model, ours, why)
 
 

@@ -123,7 +123,7 @@ def train_loop_per_worker(loop_config: dict) -> None:
     """loop_config: {"config": the resolved PretrainConfig (config.resolve), "progress": the
     driver's metrics.ProgressSink actor (or None)}. An error that a restart would meet again
     leaves as a failures.FatalError naming the rank, the step and what to do; any other as it
-    is, for the driver to restart the workers from the last checkpoint (run.py `_fit`)."""
+    is, for the driver to restart the workers from the last checkpoint (run.py `fit`)."""
     import ray.train
 
     at = {"config": loop_config["config"], "step": 0}  # where _train is (the step being trained), for messages

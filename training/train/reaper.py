@@ -4,7 +4,7 @@ A driver killed with SIGKILL cannot stop its cluster. Ray fate-shares the GCS an
 with it, but the raylet's agents (ray::DashboardAgent, ray::RuntimeEnvAgent) notice their
 raylet's death and then report it to the dead GCS with a 60 s timeout
 (ray/_private/process_watcher.py report_raylet_error_logs -> publish_error_to_driver(..., 60)):
-they lived on for a minute, holding ports and memory. So `run._connect` starts this reaper
+they lived on for a minute, holding ports and memory. So `run.connect` starts this reaper
 beside a local cluster: a small process in a session of its own (a Ctrl-C to the terminal does
 not reach it), reading a pipe whose other end only the driver holds. It records the cluster's
 process tree every second; when the pipe ends (the driver exited, however it died) it stops

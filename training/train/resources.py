@@ -48,7 +48,9 @@ def needs(cfg) -> Needs:
     """The resources of a resolved config (workers and device known)."""
     p = cfg.parallel
     worker = {"CPU": float(p.cpus_per_worker), **({"GPU": 1.0} if p.device == "cuda" else {})}
-    return Needs(p.workers, worker, float(cfg.data.cpus_per_task), p.placement == "STRICT_SPREAD")
+    # A fine-tuning run (training/finetune) reads its data in the workers: no read tasks.
+    tasks = float(cfg.data.cpus_per_task) if hasattr(cfg, "data") else 0.0
+    return Needs(p.workers, worker, tasks, p.placement == "STRICT_SPREAD")
 
 
 def _amount(x: float) -> str:

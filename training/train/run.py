@@ -30,7 +30,7 @@ trainer starts, the driver checks that the cluster can place the run (resources.
 Failures: a worker error that a restart cannot fix (an out-of-memory, a bad config or shard, a
 run the guard finds not learning) stops the run at its first occurrence with a
 failures.FatalError; worker deaths and other errors restart the workers from the last checkpoint,
-up to parallel.max_failures times. The driver runs that loop (`_fit`), not Ray Train, whose
+up to parallel.max_failures times. The driver runs that loop (`fit`), not Ray Train, whose
 policy retries every error alike (failures.py says why and what of Ray's it relies on).
 """
 
@@ -88,9 +88,9 @@ def _check_reachable(address: str, where: str, timeout_s: float = 10.0) -> None:
                                  f"{_CHECK_ADDRESS}") from None
 
 
-def _say(text: str) -> None:
+def _say(text: str, command: str = "pretrain") -> None:
     """One line of the driver's own on stderr, at once (a log may buffer it)."""
-    sys.stderr.write(f"canine pretrain: {text}\n")
+    sys.stderr.write(f"canine {command}: {text}\n")
     sys.stderr.flush()
 
 
@@ -122,10 +122,10 @@ def init_local(num_cpus: float, **kwargs) -> None:
             os.environ[ONE_MACHINE_ENV] = env
 
 
-def _connect(cfg) -> bool:
+def connect(cfg, say=_say) -> bool:
     """Use the current Ray cluster, the one cfg / RAY_ADDRESS names, or start a local one on
-    127.0.0.1, saying which first (a local start takes 10-50 s). Returns True if this call started
-    Ray (and so should stop it)."""
+    127.0.0.1, saying which first (a local start takes 10-50 s) with `say`. Returns True if this
+    call started Ray (and so should stop it: `disconnect`)."""
     import ray
 
     if ray.is_initialized():
@@ -134,7 +134,7 @@ def _connect(cfg) -> bool:
     if address:
         where = f"--ray-address {address}" if cfg.parallel.ray_address else f"RAY_ADDRESS={address}"
         _check_reachable(address, redact(where))
-        _say(f"connecting to the Ray cluster at {redact(address)} ...")
+        say(f"connecting to the Ray cluster at {redact(address)} ...")
         try:
             # As on a local cluster, the workers' own logs stay on their nodes (Ray's session logs,
             # and its dashboard): forwarded, they are Ray Train's start-up lines and library
@@ -145,7 +145,7 @@ def _connect(cfg) -> bool:
             raise ClusterUnreachable(f"{redact(where)}: {e}; {_CHECK_ADDRESS}") from None
         return True
     cpus, said = local_cpus(cfg.parallel.workers or 2, cfg.parallel.cpus_per_worker, os.cpu_count() or 1)
-    _say(f"starting a local Ray cluster on 127.0.0.1 ({said}) ...")
+    say(f"starting a local Ray cluster on 127.0.0.1 ({said}) ...")
     # Worker logs stay in /tmp/ray/session_*/logs: the console gets our progress lines
     # (metrics.ProgressPrinter) and, on failure, the error that fit() raises.
     import psutil
@@ -162,7 +162,7 @@ def _connect(cfg) -> bool:
             reaper.stop_trees([c.pid for c in psutil.Process().children() if c.pid not in before])
             if attempt == LOCAL_START_TRIES or not _start_timed_out(e):
                 raise
-            _say(f"the local Ray cluster did not come up in Ray's {RAYLET_WAIT_S} s (its raylet did not "
+            say(f"the local Ray cluster did not come up in Ray's {RAYLET_WAIT_S} s (its raylet did not "
                  "register); stopped it, starting it once more ...")
     global _reaper
     # The cluster's processes go with this driver even if it is killed (reaper.py says why).
@@ -197,11 +197,11 @@ def local_cpus(workers: int, cpus_per_worker: float, cores: int) -> tuple[int, s
                   f"training worker{'s' * (workers != 1)}, {cpus - training} for reading the data")
 
 
-_reaper = None  # the reaper of the local cluster _connect started (reaper.py), until _disconnect
+_reaper = None  # the reaper of the local cluster connect started (reaper.py), until disconnect
 
 
-def _disconnect() -> None:
-    """Stop the local cluster _connect started, and end its reaper's watch (it stops any process
+def disconnect() -> None:
+    """Stop the local cluster connect started, and end its reaper's watch (it stops any process
     of the cluster that is still there)."""
     import ray
 
@@ -292,18 +292,19 @@ def export(cfg, consolidated_url: str) -> str | None:
     return target
 
 
-def _trainer(cfg, progress=None):
+def _trainer(cfg, progress=None, loop=train_loop_per_worker):
     """The Ray Train V2 TorchTrainer of a resolved config: one worker per GPU (or per requested CPU
     worker), gloo on CPU and NCCL on GPU, checkpoints kept in OUTPUT/ray_train; rank 0 sends its
     console lines to `progress` (a metrics.ProgressSink actor). Ray restarts no worker failure
-    (`_fit` does); it still recovers from preemptions (max_preemption_failures: unlimited)."""
+    (`fit` does); it still recovers from preemptions (max_preemption_failures: unlimited).
+    `loop`: the workers' function (a fine-tuning run's is training/finetune/loop.py's)."""
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchConfig, TorchTrainer
 
     gpu = cfg.parallel.device == "cuda"
     env = {k: os.environ[k] for k in WORKER_ENV if k in os.environ}
     return TorchTrainer(
-        train_loop_per_worker,
+        loop,
         train_loop_config={"config": cfg, "progress": progress},  # the frozen dataclass, pickled
         torch_config=TorchConfig(backend="nccl" if gpu else "gloo"),
         scaling_config=ScalingConfig(num_workers=cfg.parallel.workers, use_gpu=gpu,
@@ -326,7 +327,7 @@ class _Interrupt:
     driver exits 1 with that notice alone, and the handler stays installed after fit() returns.
     Ours asks the controller to abort (it stops the workers; a checkpoint is resumed from only once
     Ray Train has registered it, rundir.last_checkpoint), lets the wait end with the controller's
-    death, and `_fit` turns that into a KeyboardInterrupt; a second Ctrl-C stops waiting at once.
+    death, and `fit` turns that into a KeyboardInterrupt; a second Ctrl-C stops waiting at once.
     tests/training/train/test_train_run_paths.py pins the upstream call this relies on."""
 
     def __init__(self):
@@ -344,7 +345,7 @@ class _Interrupt:
         self.controller.abort.remote()  # not awaited: the controller exits, ending fit()'s wait
 
 
-def _fit(cfg, progress, before_restart=lambda: None):
+def fit(cfg, progress, before_restart=lambda: None, loop=train_loop_per_worker):
     """Ray Train's fit(), restarted after a worker failure from the last checkpoint (a new trainer
     of the same RunConfig resumes it) up to parallel.max_failures times (-1: always); a
     failures.FatalError of any worker ends the run at once. `before_restart`: the lock's check.
@@ -355,7 +356,7 @@ def _fit(cfg, progress, before_restart=lambda: None):
     while True:
         interrupt, previous = _Interrupt(), signal.getsignal(signal.SIGINT)
         try:
-            trainer = _trainer(cfg, progress)
+            trainer = _trainer(cfg, progress, loop)
             trainer._register_sigint_handler = interrupt.install  # see _Interrupt
             return trainer.fit()
         except BaseException as e:
@@ -375,7 +376,8 @@ def _fit(cfg, progress, before_restart=lambda: None):
         before_restart()
         _say(f"the workers failed ({failures.summary(failed)}); restart {restarts} of "
              f"{'unlimited' if limit == -1 else limit} (--max-failures) from the last checkpoint")
-        cfg = _saved_micro_batch(cfg, rundir.read_saved_config(cfg.output))
+        if loop is train_loop_per_worker:
+            cfg = _saved_micro_batch(cfg, rundir.read_saved_config(cfg.output))
 
 
 def _lock_command(cfg) -> str:
@@ -486,7 +488,7 @@ def _pretrain(cfg) -> dict:
     if why:
         _say(f"no validation loss or accuracy in this run: {why}")
     tracking.check(cfg)  # an MLflow server that cannot be reached: said before Ray starts
-    started = _connect(cfg)
+    started = connect(cfg)
     try:
         cfg = resolve_with_data(cfg, dataset, ray.cluster_resources().get("GPU", 0), saved)
         # Before the lock creates the output: a run the cluster cannot place leaves nothing behind.
@@ -502,7 +504,7 @@ def _pretrain(cfg) -> dict:
             if late:
                 _say(f"no validation loss or accuracy in this run: {late}")
             with metrics.ProgressPrinter(t.max_steps) as progress:
-                result = _fit(cfg, progress.sink, before_restart=lock.check)
+                result = fit(cfg, progress.sink, before_restart=lock.check)
             lock.check()  # another driver took the output over: write no summary or export over its run
             if not t.micro_batch:
                 cfg = _saved_micro_batch(cfg, rundir.read_saved_config(cfg.output))
@@ -526,4 +528,4 @@ def _pretrain(cfg) -> dict:
         raise
     finally:
         if started:
-            _disconnect()
+            disconnect()

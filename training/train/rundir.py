@@ -13,6 +13,11 @@ any fsspec URL; and the one summary of its metrics.jsonl, which summary.json, `c
     OUTPUT/hf/                    HF: the Hugging Face export (training/train/export.py)
     OUTPUT/hf-stepN/              an export of the checkpoint of step N (`export_dir`): never the final's HF
     OUTPUT/curves.png             CURVES: `canine report`'s loss and accuracy curves
+A fine-tuning run (`canine finetune`, training/finetune/) writes the same files, the HF export
+being its task model's, and:
+    OUTPUT/best/model_fp32.pt     BEST: the fp32 weights of the evaluation with the best dev F1
+    OUTPUT/scores.json            SCORES: that evaluation's dev and test figures (conlleval's), finished or not
+    OUTPUT/predictions/ROLE-LANG.txt   PREDICTIONS: those predictions, each input file with a tag column
 
 It imports no torch: `canine report` reads runs without it. `join` is contract/files.py's, one join
 for every URL; `absolute` makes a local path absolute, as every command does with the paths it is
@@ -47,6 +52,15 @@ CONSOLIDATED = "final/model_fp32.pt"
 SUMMARY = "summary.json"
 HF = "hf"
 CURVES = "curves.png"
+BEST = "best/model_fp32.pt"
+SCORES = "scores.json"
+PREDICTIONS = "predictions"
+
+
+def prediction_file(role: str, lang: str, index: int = 0) -> str:
+    """The predictions of a file of `role` (dev, test) in language `lang`; `index`: how many files
+    of that role and language came before it."""
+    return f"{PREDICTIONS}/{role}-{index}-{lang}.txt" if index else f"{PREDICTIONS}/{role}-{lang}.txt"
 
 EDGE_STEPS = 5  # losses are the mean of the first / last 5 steps: one step is noisy
 

@@ -153,7 +153,7 @@ def test_a_config_error_found_against_the_data_leaves_no_output(contract_shards,
 
     from training.train import run
 
-    monkeypatch.setattr(run, "_connect", lambda cfg: False)  # no cluster needed to get that far
+    monkeypatch.setattr(run, "connect", lambda cfg: False)  # no cluster needed to get that far
     monkeypatch.setattr(ray, "cluster_resources", lambda: {})
     output = tmp_path / "run"
     assert cli.main(["pretrain", "--data", contract_shards, "--output", str(output), "--seq-len", "128"]) == 2

@@ -1,7 +1,7 @@
 """Errors no restart can fix end a run at their first occurrence; the rest are restarted.
 
 Without Ray: how a worker names an error (failures.fatal_error), that the name survives the
-pickling Ray does on its way to the driver, the driver's restart loop (run._fit) on made-up
+pickling Ray does on its way to the driver, the driver's restart loop (run.fit) on made-up
 WorkerGroupErrors, and the CLI's exit code. On the local Ray cluster (2 CPU workers, the tiny
 model): an injected CUDA out-of-memory, a config the data cannot serve and a corrupt shard, each
 with --max-failures 2, stop the run in its first start. That a killed worker is still restarted
@@ -93,14 +93,14 @@ def test_the_driver_restarts_worker_failures_and_stops_at_a_fatal_one(monkeypatc
                                                                        max_failures, errors, calls, raises):
     made = []
     errors = [WorkerGroupError("worker errors", {1: e}) for e in errors]
-    monkeypatch.setattr(run, "_trainer", lambda cfg, progress: _Trainer(errors, made))
+    monkeypatch.setattr(run, "_trainer", lambda cfg, progress, loop: _Trainer(errors, made))
     checks = []
     cfg = _resolved(**{"parallel.max_failures": max_failures, "output": str(tmp_path)})
     if raises is None:
-        assert run._fit(cfg, None, before_restart=lambda: checks.append(1)) == "result"
+        assert run.fit(cfg, None, before_restart=lambda: checks.append(1)) == "result"
     else:
         with pytest.raises(raises):
-            run._fit(cfg, None, before_restart=lambda: checks.append(1))
+            run.fit(cfg, None, before_restart=lambda: checks.append(1))
     assert len(made) == calls and len(checks) == capsys.readouterr().err.count("canine pretrain: the workers failed")
     if raises is not None and issubclass(raises, failures.FatalError):
         assert len(checks) == calls - 1

@@ -17,7 +17,7 @@ import sys, time
 import psutil
 from training.train import config, run
 
-run._connect(config.load_config("tiny", {"parallel.workers": 1}))
+run.connect(config.load_config("tiny", {"parallel.workers": 1}))
 print(" ".join(str(p.pid) for p in psutil.Process().children(recursive=True)), flush=True)
 time.sleep(600)
 """
@@ -80,7 +80,7 @@ def _flaky_start(monkeypatch, errors: list):
 
 
 def test_a_local_start_that_times_out_is_stopped_and_made_once_more(monkeypatch):
-    """run._connect: Ray's fixed wait for a new raylet ran out once in the suite (run.py says
+    """run.connect: Ray's fixed wait for a new raylet ran out once in the suite (run.py says
     when); the processes of that start are stopped, one line says so, and the second start is the
     run's, whose processes the reaper stops with the run."""
     from training.train import config, run
@@ -89,13 +89,13 @@ def test_a_local_start_that_times_out_is_stopped_and_made_once_more(monkeypatch)
     monkeypatch.setattr(run, "_say", said.append)
     started = _flaky_start(monkeypatch, [Exception(TIMED_OUT), None])
     try:
-        assert run._connect(config.load_config("tiny", {"parallel.workers": 1})) is True
+        assert run.connect(config.load_config("tiny", {"parallel.workers": 1})) is True
         assert started[0].wait(timeout=10) is not None and started[1].poll() is None
         assert said[0].startswith("starting a local Ray cluster on 127.0.0.1")
         assert said[1:] == [f"the local Ray cluster did not come up in Ray's {run.RAYLET_WAIT_S} s (its raylet "
                             "did not register); stopped it, starting it once more ..."]
     finally:
-        run._disconnect()
+        run.disconnect()
         for p in started:
             p.kill()
     assert started[1].wait(timeout=10) is not None
@@ -111,7 +111,7 @@ def test_a_second_time_out_or_another_failure_ends_the_start_with_nothing_left(m
     started = _flaky_start(monkeypatch, errors)
     try:
         with pytest.raises(BaseException) as raised:
-            run._connect(config.load_config("tiny", {"parallel.workers": 1}))
+            run.connect(config.load_config("tiny", {"parallel.workers": 1}))
         tries = 2 if str(raised_in_order[0]) == TIMED_OUT else 1  # only a time-out is tried again
         assert len(started) == tries and raised.value is raised_in_order[tries - 1]
         assert all(p.wait(timeout=10) is not None for p in started)  # stopped, none left running

@@ -1,0 +1,139 @@
+"""`canine finetune ner`: fine-tune a CANINE on named-entity recognition (character-level sequence
+labelling, paper §4) as a canine run (Ray Train + DeepSpeed, resume, MLflow), scored as conlleval
+scores; docs/downstream.md.
+
+    canine finetune ner --train swa=data/swa/train.txt --dev swa=data/swa/dev.txt --test swa=data/swa/test.txt \\
+        --init runs/tiny --output runs/ner-swa
+    canine finetune ner --train data/swa/train.txt --train data/hau/train.txt --dev data/swa/dev.txt \\
+        --dev data/hau/dev.txt --init /models/canine-c --output runs/ner --workers 8       # two languages, one model
+    canine finetune ner --train data/swa/train.txt --dev data/swa/dev.txt --size tiny --output runs/ner-random
+    canine finetune ner --output runs/ner-swa --predict data/swa/test.txt --to swa.pred   # conlleval.pl < swa.pred
+    canine evaluate runs/ner-swa                                                          # the scores again
+
+Files are CoNLL text (token ... tag per line, blank line between sentences), LANG=PATH or PATH
+(its folder names the language: MasakhaNER's data/swa/train.txt is swa). --init takes what
+`canine pretrain --init` takes: a run (--init-step N: its checkpoint), a canine export, a Hugging
+Face CANINE directory; without it a fresh encoder of --size (the random-initialisation baseline).
+The same command again resumes a stopped run (Ctrl-C: exit 130 and the step it resumes from) or
+says a finished one has nothing to do. Exit codes as `canine pretrain`'s (jobs/cli.py).
+"""
+
+import json
+import sys
+
+from jobs import flags, quiet
+
+# Flag dest -> dotted key of training/finetune/schema.py's FinetuneConfig.
+FLAGS = {
+    "output": "output", "init": "init.path", "init_step": "init.step", "size": "model.size",
+    "max_length": "task.max_length", "stride": "task.stride", "workers": "parallel.workers",
+    "max_steps": "train.max_steps", "epochs": "train.epochs", "global_batch": "train.global_batch",
+    "micro_batch": "train.micro_batch", "lr": "optim.lr", "seed": "train.seed", "eval_every": "train.eval_every",
+    "stop_at_step": "train.stop_at_step", "checkpoint_every": "checkpoint.every", "zero_stage": "parallel.zero_stage",
+    "precision": "parallel.precision", "device": "parallel.device", "ray_address": "parallel.ray_address",
+    "max_failures": "parallel.max_failures", "mlflow": "log.mlflow",
+}
+
+
+def add_arguments(parser) -> None:
+    from training.finetune.schema import FinetuneConfig
+
+    parser.add_argument("task", choices=("ner",), help="the downstream task: ner (CoNLL files)")
+    for role, what in (("train", "training"), ("dev", "development (picks the kept weights)"),
+                       ("test", "test (its figures at the best dev F1 are the run's)")):
+        parser.add_argument(f"--{role}", action="append", default=None, metavar="[LANG=]PATH",
+                            help=f"a CoNLL {what} file (repeatable; LANG= names its language, else its folder does; "
+                                 "default: none)")
+    parser.add_argument("--config", default="", help="a YAML file of FinetuneConfig values (only what differs; "
+                        "default: none, the built-in defaults)")
+    flags.add_field_flags(parser, FinetuneConfig, FLAGS, defaults=False)
+    flags.add_set_flag(parser, "optim.warmup_fraction=0.05 or model.hidden_dropout_prob=0.2")
+    parser.add_argument("--predict", metavar="PATH", help="tag this CoNLL file with the run's kept weights (--output), "
+                        "no training: its lines with a predicted tag column, conlleval's input (default: train)")
+    parser.add_argument("--to", default="-", help="with --predict: the file to write ('-': stdout)")
+    parser.add_argument("--json", action="store_true", help="print the run's summary as JSON on stdout")
+    parser.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
+
+
+def overrides_from_args(args) -> dict:
+    from contract.options import parse_settings
+
+    values = flags.values_of(args, FLAGS)
+    for role in ("train", "dev", "test"):
+        if getattr(args, role):
+            values[f"task.{role}"] = list(getattr(args, role))
+    return {**values, **parse_settings(args.set)}
+
+
+def main(args) -> int:
+    from jobs import errors
+    from training.finetune import config
+
+    objects = {args.output or "": "the run directory (--output)"}
+    try:
+        cfg = config.load_config(overrides_from_args(args), args.config)
+    except Exception as e:
+        return errors.report("finetune", e, objects, as_json=args.json)
+    if args.dry_run:
+        print(config.to_yaml(cfg), end="", file=quiet.document())
+        return 0
+    if args.predict:
+        return _predict(args, cfg)
+    missing = [flag for flag, value in (("--output", cfg.output), ("--train", cfg.task.train)) if not value]
+    if missing:
+        print(f"canine finetune: {' and '.join(missing)}: required (canine finetune --help)", file=sys.stderr)
+        return 2
+
+    from ray.train import TrainingFailedError
+
+    from training.finetune.run import finetune
+    from training.train import failures
+
+    try:
+        summary = finetune(cfg)  # stdout holds the JSON alone with --json (jobs/cli.py JSON_STDOUT)
+    except TrainingFailedError as e:
+        limit = cfg.parallel.max_failures
+        print(f"canine finetune: training failed after {limit} restart(s) (--max-failures {limit}): "
+              f"{failures.summary(e)}; the workers' tracebacks are in Ray's logs (/tmp/ray/session_latest/logs); "
+              "the same command resumes from the last checkpoint", file=sys.stderr)
+        return 1
+    except Exception as e:
+        if cfg.init.path:
+            objects[cfg.init.path] = "the init weights (--init)"
+        return errors.report("finetune", e, objects, as_json=args.json)
+    if args.json:
+        print(json.dumps(summary, indent=1), file=quiet.document())
+    else:
+        _print_scores(summary)
+    return 0
+
+
+def _print_scores(summary: dict) -> None:
+    from training.finetune import score
+
+    lines = [f"kept the weights of step {summary.get('best_step')} ({summary.get('selection')}) of "
+             f"{summary.get('max_steps')}"]
+    for role in ("dev", "test"):
+        if summary.get(role):
+            lines += score.format_scores(summary[role], role)
+    if summary.get("hf_export"):
+        lines.append(f"export: {summary['hf_export']} (transformers: pipeline('token-classification', model=..., "
+                     "aggregation_strategy='simple'))")
+    print("\n".join(lines), file=sys.stderr)
+
+
+def _predict(args, cfg) -> int:
+    from jobs import errors
+    from training.finetune import predict
+
+    try:
+        figures = predict.predict_file(cfg.output, args.predict, args.to)
+    except Exception as e:
+        return errors.report("finetune", e, {args.predict: "the file to tag (--predict)",
+                                              cfg.output: "the run directory (--output)"})
+    from training.finetune import score
+
+    where = "stdout" if args.to == "-" else args.to
+    print("\n".join([f"canine finetune: tagged {args.predict} -> {where}", *score.format_scores(figures, "that file")]),
+          file=sys.stderr)
+    return 0

@@ -1,0 +1,81 @@
+"""The fine-tuning run's configuration: the task's section, and the pretraining run's sections
+(training/train/schema.py) where they mean the same, with fine-tuning's defaults.
+
+A fine-tuning run is a canine run: the same Ray Train workers, DeepSpeed engine (engine.py reads
+train.global_batch / micro_batch / max_steps, optim and parallel, which these sections have),
+checkpoints, metrics, MLflow and console. What differs is the data (CoNLL files read whole by
+every worker: a NER corpus is megabytes) and the defaults, BERT's fine-tuning recipe (Devlin et
+al. 2019 §A.3: AdamW, lr 5e-5, batch 32, a few epochs, 10% warm-up), which is also MasakhaNER's
+baseline recipe (Adelani et al. 2021 §5: lr 5e-5, batch 32, max 200 subwords).
+"""
+
+from dataclasses import dataclass
+
+from contract.options import option
+from training.train.schema import CheckpointConfig, InitConfig, LogConfig, ModelSpec, OptimConfig, ParallelConfig
+
+
+@dataclass(frozen=True)
+class NerTaskConfig:
+    # LANG=PATH, or PATH named by its folder (MasakhaNER's data/swa/train.txt: swa); training/conll.py.
+    train: tuple[str, ...] = option((), "CoNLL training files (LANG=PATH or PATH, repeatable): one model for all")
+    dev: tuple[str, ...] = option((), "CoNLL development files: the evaluations during training pick the kept "
+                                  "weights (best dev F1)")
+    test: tuple[str, ...] = option((), "CoNLL test files: scored at every evaluation; the figures of the best-dev "
+                                   "evaluation are the run's", resumable=True)
+    # 2048 is CANINE's pretraining length; a NER sentence is ~100-300 characters (MasakhaNER, CoNLL),
+    # so 512 holds almost all of them whole at a quarter of the attention cost; longer ones are windowed.
+    max_length: int = option(512, "characters per window, [CLS] and [SEP] included; a longer sentence is read in "
+                             "overlapping windows (never truncated)")
+    stride: int = option(0, "characters between the starts of a long sentence's windows; 0: half a window")
+
+
+@dataclass(frozen=True)
+class FinetuneTrainConfig:
+    global_batch: int = option(32, "windows per optimizer step over all workers (BERT / MasakhaNER: 32)")
+    micro_batch: int = option(16, "windows per worker per forward/backward; the rest is gradient accumulation")
+    epochs: float = option(10.0, "passes over the training windows, when train.max_steps is 0")
+    max_steps: int = option(0, "optimizer steps, also the length of the LR schedule; 0: train.epochs' worth, set "
+                            "at the run's first start from the data and saved with the run")
+    seed: int = option(0, "classifier init, data order and dropout seed")
+    eval_every: int = option(0, "steps between evaluations on dev and test (the best dev F1 is kept); 0: once "
+                             "an epoch (and always at the last step)", resumable=True)
+    stop_at_step: int = option(0, "checkpoint and exit cleanly at this step, to resume later; 0: run to max_steps",
+                               resumable=True)
+
+
+@dataclass(frozen=True)
+class FinetuneOptimConfig(OptimConfig):
+    lr: float = option(5e-5, "peak learning rate (BERT fine-tuning: 5e-5)")
+    warmup_fraction: float = option(0.1, "linear warm-up over this share of max_steps (BERT: 10%), then linear "
+                                    "decay to 0")
+
+
+@dataclass(frozen=True)
+class FinetuneCheckpointConfig(CheckpointConfig):
+    every: int = option(500, "steps between checkpoints (one is always written at the last step)", resumable=True)
+    keep: int = option(2, "checkpoints kept in the run's storage (Ray Train num_to_keep)", resumable=True)
+
+
+@dataclass(frozen=True)
+class FinetuneConfig:
+    output: str = option("", "run directory or fsspec URL: checkpoints, metrics, scores, the export; an existing "
+                         "run there is resumed", resumable=True)
+    task: NerTaskConfig = option(factory=NerTaskConfig, help="the task's files and windows")
+    # With init.path the architecture is the init's (model.size is ignored); without, a fresh
+    # encoder of model.size: the random-initialisation baseline.
+    model: ModelSpec = option(factory=lambda: ModelSpec(size="tiny"), help="the encoder's shape without --init")
+    init: InitConfig = option(factory=InitConfig, help="the pretrained encoder fine-tuning starts from")
+    train: FinetuneTrainConfig = option(factory=FinetuneTrainConfig, help="batch, schedule length, evaluations")
+    optim: FinetuneOptimConfig = option(factory=FinetuneOptimConfig, help="optimizer and learning rate")
+    parallel: ParallelConfig = option(factory=ParallelConfig, help="Ray workers, DeepSpeed")
+    checkpoint: FinetuneCheckpointConfig = option(factory=FinetuneCheckpointConfig, help="when, how many")
+    log: LogConfig = option(factory=LogConfig, help="console, TensorBoard, MLflow")
+    # Set by the driver at the first start from the training files (training/conll.py label_list),
+    # saved with the run: the classifier's rows mean these labels.
+    labels: tuple[str, ...] = option((), "the label set, set by the driver from the training files", internal=True)
+
+    def accumulation_steps(self, workers: int | None = None) -> int:
+        """Micro batches per worker per optimizer step, so that global_batch is reached."""
+        w = workers or self.parallel.workers
+        return self.train.global_batch // (self.train.micro_batch * w)
