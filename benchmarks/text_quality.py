@@ -6,7 +6,8 @@
 
 Every tool gets the same articles (ns 0, not redirects) and its own best settings for plain
 text: ours is `pipeline.wikitext.clean.clean_page` (the whole cleaner: NFC and the special-codepoint
-escape included), once with the defaults and once with `keep_tables` and `keep_end_matter`;
+escape included), once with the defaults and once with `keep_tables` and `keep_end_matter`, both
+keeping disambiguation pages, which the others keep and a job drops (`keep_disambiguation`);
 wikiextractor is `Extractor.clean_text` on the page's XML-escaped text, as its own dump reader
 hands it over, with headings marked (`mark_headers`) so they can be found, without HTML
 escaping and without template expansion (a dump's templates are not in an article excerpt);
@@ -157,9 +158,12 @@ def main(argv=None):
              if p.ns == 0 and not p.redirect and p.error is None and p.text]
     mb = sum(len(p.text.encode("utf-8")) for p in pages) / 1e6
     print(f"{len(pages)} articles, {mb:.2f} MB of wikitext, from {', '.join(Path(f).name for f in files)}")
+    # Every tool cleans the same articles: ours keeps the disambiguation pages here, as the others do
+    # (a job drops them by default, pipeline/wikitext/disambiguation.py; 4 of the 38 real ones).
     tools = {
-        "ours": ours(PreprocessConfig()),
-        "ours, keep tables + end matter": ours(PreprocessConfig(keep_tables=True, keep_end_matter=True)),
+        "ours": ours(PreprocessConfig(keep_disambiguation=True)),
+        "ours, keep tables + end matter": ours(PreprocessConfig(keep_tables=True, keep_end_matter=True,
+                                                                keep_disambiguation=True)),
         "wikiextractor 3.1": wikiextractor_text,
         "mwparserfromhell strip_code": strip_code_text,
     }

@@ -61,6 +61,9 @@ class Language:
     sampling_weight: float  # share^alpha smoothing (PreprocessConfig.alpha), rounded to 6 places
     replaced_characters: int  # input characters that aliased a special codepoint
     dropped: dict[str, int]  # schema.CONSTRUCT_DROPS reason -> constructs removed from kept pages
+    # Articles that are disambiguation pages (schema.PAGE_OUTCOMES). Outputs made before it existed
+    # counted them as kept, and read as 0.
+    disambiguation: int = 0
     # What the text and the masks look like, for a language nobody checked by hand
     # (pipeline/beam/stats.py writes them, `canine inspect` shows them). Outputs made before they
     # existed read as {}.
@@ -237,8 +240,10 @@ class _Fields:
 
 
 def _read(cls, fields: _Fields, **nested):
-    """An instance of the flat dataclass `cls` from its fields (`nested`: those read already)."""
-    kinds = {f.name: f.type for f in dataclasses.fields(cls) if f.default_factory is dataclasses.MISSING}
+    """An instance of the flat dataclass `cls` from its fields (`nested`: those read already). A
+    field with a default value may be absent (an output made before it existed)."""
+    kinds = {f.name: f.type for f in dataclasses.fields(cls) if f.default_factory is dataclasses.MISSING
+             and (f.default is dataclasses.MISSING or f.name in fields.raw)}
     values = {name: fields.get(name, kind) for name, kind in kinds.items() if name not in nested}
     fields.no_others()
     return cls(**values, **nested)

@@ -60,7 +60,9 @@ STAGING_PREFIX = ".staging-"  # + config sha: a run's work in progress, removed 
 LEGACY_MANIFEST = "manifest.json"  # schema 1's name, recognised only to say the output is too old
 
 # Per-language accounting in the manifest. Identity: pages_read = sum(PAGE_OUTCOMES).
-PAGE_OUTCOMES = ("redirects", "non_article", "parse_errors", "empty", "kept")
+# disambiguation: articles that are a wiki's disambiguation pages (pipeline/wikitext/disambiguation.py),
+# not kept unless the config says so; an output made before it counted them as kept.
+PAGE_OUTCOMES = ("redirects", "non_article", "disambiguation", "parse_errors", "empty", "kept")
 LANGUAGE_KEYS = ("pages_read",) + PAGE_OUTCOMES + (
     "examples",
     "sampling_weight",

@@ -20,7 +20,7 @@ from contract.files import join, redact
 # How many headings of each kind a manifest records: pipeline/beam/stats.py TOP_HEADINGS, copied so that
 # inspect does not import Beam for it (tests/jobs/test_inspect_headings.py keeps the two equal).
 TOP_HEADINGS = 20
-_HEADINGS = ("read", "redirect", "non-art", "parse-err", "empty", "kept", "examples", "weight", "replaced")
+_HEADINGS = ("read", "redirect", "non-art", "disambig", "parse-err", "empty", "kept", "examples", "weight", "replaced")
 
 
 def add_arguments(p):

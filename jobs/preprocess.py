@@ -41,7 +41,7 @@ from pipeline.preprocess_config import PreprocessConfig, max_pages_problem
 
 # PreprocessConfig fields with a flag of their own (--seq-len for seq_len); help, type, default from the field.
 FLAGS = ["seq_len", "seed", "alpha", "validation_fraction", "lang", "sentence_order", "keep_tables", "keep_end_matter",
-         "char_spans", "char_span_max",
+         "keep_disambiguation", "char_spans", "char_span_max",
          "shard_codepoints", "pack_group_codepoints", "tokenizer_pages", "streams_per_item", "max_pages"]
 
 

@@ -58,6 +58,13 @@ class PreprocessConfig:
     keep_tables: bool = option(False, "keep table cells' text, a row a line, cells joined by ' | ' (default: drop tables)")
     keep_end_matter: bool = option(False, "keep References, See also, External links, ... sections "
                                    "(pipeline/wikitext/endmatter.py; default: drop them)")
+    # Disambiguation pages ("X may refer to:" and links) are no prose; mBERT's WikiExtractor text kept
+    # them, the default drops them as an outcome of their own. In the fingerprint always, as the two
+    # above: the default's output differs from a run before the option existed (it kept them), so its
+    # config_sha256 must too, or that older output would read as this config's, complete.
+    keep_disambiguation: bool = option(False, "keep disambiguation pages ('X may refer to:' lists, told by "
+                                       "__DISAMBIG__ and each wiki's disambiguation templates: "
+                                       "pipeline/wikitext/disambiguation.py; default: drop and count them)")
     # Language-variant markup `-{...}-` (pipeline/wikitext/variants.py): by default each wiki's own
     # no-conversion view (zh: the text as written, a rule's zh-hans text first); the text around the markup
     # is never converted to the variant's script.

@@ -2,6 +2,7 @@
 
 One idea per module:
     clean.py       a page's outcome (kept, redirect, empty, ...) and its text: the rules, in order
+    disambiguation.py  which articles are disambiguation pages (__DISAMBIG__, each wiki's templates)
     sections.py    the line structure found before parsing: quotes, headings, tables
     variants.py    language-variant markup -{...}- as MediaWiki's LanguageConverter shows it (zh, sr, kk, ...)
     convert.py     a whole page in one variant (zh-hans, sr-el, ...), as MediaWiki shows a reader who picked one

@@ -3,9 +3,11 @@
 Rules; the choices follow mBERT's data, which CANINE
 pretrained on (paper §4.1): WikiExtractor-style text without templates and tables.
 - Namespace 0 only; redirects (the dump's <redirect/> or `#REDIRECT [[...]]`, also the
-  localized keywords below) are dropped. Disambiguation pages are ns-0 articles and are kept:
-  their "X may refer to: ..." lists are real prose in the language, and telling them apart
-  needs per-wiki template names that the cleaner would have to guess.
+  localized keywords below) are dropped. Disambiguation pages ("X may refer to:" and a list of
+  links) are ns-0 articles but no prose: they are dropped and counted as `disambiguation`, told
+  by the `__DISAMBIG__` magic word and each wiki's disambiguation templates
+  (pipeline/wikitext/disambiguation.py), unless `CleanOptions.keep_disambiguation`. Set-index
+  articles (a surname's page) stay articles.
 - Broken markup never takes text with it: bold/italic, headings and tables are found line by
   line first, as MediaWiki does (pipeline/wikitext/sections.py), so an unclosed construct ends at its
   line, its table or its section. Every heading is kept, or dropped on purpose and counted.
@@ -69,7 +71,7 @@ from pipeline.wikitext.sections import split_sections, split_tables, strip_quote
 from pipeline.sources import RawPage, lone_surrogate
 from pipeline.sources.common import SiteInfo
 from pipeline.sources import namespaces
-from pipeline.wikitext import convert
+from pipeline.wikitext import convert, disambiguation
 from pipeline.wikitext.templates import FALLBACK_OPEN
 from pipeline.wikitext.variants import check_variants, render as render_variants
 
@@ -154,22 +156,25 @@ _MARKUP_RE = re.compile(r"[\[\]{}<>&'_~:|]|https?:|//")  # what a heading title 
 class CleanOptions:
     """What the cleaner takes of a job's config, each choice resolved once (`of`), not per page:
     keep tables' cells, keep end matter, the variant each language's `-{...}-` markup renders
-    in ({lang: variant}, from PreprocessConfig.variants) and the variant each language's pages
-    are converted to ({lang: variant}, PreprocessConfig.convert). The defaults: the job's own."""
+    in ({lang: variant}, from PreprocessConfig.variants), the variant each language's pages
+    are converted to ({lang: variant}, PreprocessConfig.convert) and keep disambiguation pages.
+    The defaults: the job's own."""
 
     keep_tables: bool = False
     keep_end_matter: bool = False
     variants: dict = field(default_factory=dict)
     convert: dict = field(default_factory=dict)
+    keep_disambiguation: bool = False
 
     @classmethod
     def of(cls, cfg) -> "CleanOptions":
-        """From a PreprocessConfig (its keep_tables, keep_end_matter, variants and convert). An
-        unknown variant, or a conversion whose package is missing, raises its ValueError here,
-        once, when the job starts cleaning: not as a parse error on every page."""
+        """From a PreprocessConfig (its keep_tables, keep_end_matter, variants, convert and
+        keep_disambiguation). An unknown variant, or a conversion whose package is missing, raises
+        its ValueError here, once, when the job starts cleaning: not as a parse error on every page."""
         chosen = convert.check_convert(tuple(cfg.convert)) if cfg.convert else {}
         convert.require(chosen)
-        return cls(cfg.keep_tables, cfg.keep_end_matter, check_variants(cfg.variants) if cfg.variants else {}, chosen)
+        return cls(cfg.keep_tables, cfg.keep_end_matter, check_variants(cfg.variants) if cfg.variants else {}, chosen,
+                   cfg.keep_disambiguation)
 
 
 _DEFAULTS = CleanOptions()
@@ -208,6 +213,8 @@ def clean_page(page: RawPage, options: CleanOptions = _DEFAULTS) -> CleanResult:
     target = redirect_target(page.text) if wikitext else None
     if page.redirect or target is not None:
         return CleanResult("redirects", None, 0, f"redirect to {target if target else '(unknown)'}")
+    if wikitext and not options.keep_disambiguation and (mark := disambiguation.marker(page.text, page.lang)):
+        return CleanResult("disambiguation", None, 0, f"disambiguation page: {mark}")
     dropped, headings, stats = {}, Headings(), {}
     try:
         text = clean_wikitext(page.text, page.lang, options, dropped, headings, stats, page.site) if wikitext else page.text

@@ -35,11 +35,22 @@ def test_round_trip_keeps_the_record_and_the_bytes(tmp_path):
     assert back.seq_len == 512 and back.splits["train"].shards[0].rows == 3 and back.languages["de"].kept == 3
     assert not back.languages["de"].accounting_error()
     assert dataclasses.replace(back.languages["de"], kept=2).accounting_error() == (
-        "pages_read 5 != redirects + non_article + parse_errors + empty + kept = 4")
+        "pages_read 5 != redirects + non_article + disambiguation + parse_errors + empty + kept = 4")
 
 
 def test_language_fields_are_the_contracts_keys():
-    assert tuple(f.name for f in dataclasses.fields(Language)) == schema.LANGUAGE_KEYS + ("dropped", "text", "masks")
+    # disambiguation has a default (outputs made before it read as 0), so it comes after the
+    # fields without one: the same names, not the same order.
+    assert {f.name for f in dataclasses.fields(Language)} == {*schema.LANGUAGE_KEYS, "dropped", "text", "masks"}
+
+
+def test_a_manifest_made_before_the_disambiguation_outcome_reads_it_as_zero(tmp_path):
+    """Outputs made before it counted disambiguation pages as kept: their identity still holds."""
+    raw = small_manifest().to_dict()
+    del raw["languages"]["de"]["disambiguation"]
+    (tmp_path / schema.MANIFEST).write_text(json.dumps(raw), encoding="utf-8")
+    de = read_manifest(str(tmp_path)).languages["de"]
+    assert de.disambiguation == 0 and not de.accounting_error()
 
 
 def test_config_sha256_is_the_pipeline_configs_own():

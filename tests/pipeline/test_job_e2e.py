@@ -55,8 +55,8 @@ def test_sample_output_obeys_the_contract(sample_run):
 
 
 def test_every_sample_language_holds_out_its_share_of_pages(sample_run):
-    """The split is drawn per language, so each of the sample's languages (28 or 29
-    kept pages: 5% is 1.4, one page) has validation pages; a global page-hash split gave en and
+    """The split is drawn per language, so each of the sample's languages (27 or 28
+    kept pages, its disambiguation page apart: 5% is 1.4, one page) has validation pages; a global page-hash split gave en and
     hi two each and the five others none, and `canine evaluate` could score only those two."""
     out, manifest = sample_run
     held = {}
@@ -128,6 +128,8 @@ def test_accounting_identity_and_drop_reasons(sample_run):
         assert c.pages_read == sum(getattr(c, k) for k in schema.PAGE_OUTCOMES) and not c.accounting_error(), lang
     total = {k: sum(getattr(c, k) for c in langs.values()) for k in schema.LANGUAGE_KEYS}
     assert total["redirects"] > 0 and total["non_article"] > 0 and total["parse_errors"] > 0
+    # each language's disambiguation page, counted and not kept; like redirects, not in the rejects files
+    assert {lang: c.disambiguation for lang, c in langs.items()} == dict.fromkeys(langs, 1)
     assert total["replaced_characters"] >= 1  # the sample's U+E003 was escaped
     # what cleaning dropped from kept pages, per reason: every sample language has infoboxes, tables
     # and See also / External links sections in its own words
