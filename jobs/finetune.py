@@ -117,8 +117,8 @@ def _print_scores(summary: dict) -> None:
         if summary.get(role):
             lines += score.format_scores(summary[role], role)
     if summary.get("hf_export"):
-        lines.append(f"export: {summary['hf_export']} (transformers: pipeline('token-classification', model=..., "
-                     "aggregation_strategy='simple'))")
+        lines.append(f"export: {summary['hf_export']} (transformers: pipeline('token-classification', model=PATH, "
+                     "aggregation_strategy='simple', trust_remote_code=True))")
     print("\n".join(lines), file=sys.stderr)
 
 

@@ -130,7 +130,7 @@ def _step(w: _Worker, at: dict) -> dict:
     """One optimizer step (and its evaluation when due) -> the step's metrics record."""
     import torch.distributed as dist
 
-    cfg, t, state = w.cfg, w.cfg.train, w.state
+    t, state = w.cfg.train, w.state
     windows = w.task.splits["train"].windows
     start = time.perf_counter()
     lr = float(w.engine.get_lr()[0])

@@ -20,8 +20,6 @@ from training.train import rundir
 
 def load_run(output: str):
     """(the run's config, its classifier with the kept weights, in eval mode)."""
-    import torch  # noqa: F401 (the model's)
-
     from training.downstream import CanineForTokenClassification
     from training.train import checkpoint
 

@@ -110,7 +110,19 @@ def finished(output: str) -> bool:
     return bool(scores and scores.get("finished")) and rundir.exists(rundir.join(output, rundir.SUMMARY))
 
 
-def summary_of(cfg, records: list[dict]) -> dict:
+def windows_of(task: data.TaskData) -> dict:
+    """Per role: sentences, windows, and the sentences longer than a window (read in several)."""
+    out = {}
+    for role, split in task.splits.items():
+        per_sentence = {}
+        for w in split.windows:
+            per_sentence[w.sentence] = per_sentence.get(w.sentence, 0) + 1
+        out[role] = {"sentences": len(split.sentences), "windows": len(split.windows),
+                     "sentences_over_one_window": sum(1 for n in per_sentence.values() if n > 1)}
+    return out
+
+
+def summary_of(cfg, records: list[dict], task: data.TaskData | None = None) -> dict:
     scores = read_scores(cfg.output) or {}
     return {"output": cfg.output, "task": "ner", "max_steps": cfg.train.max_steps,
             "finished": bool(scores.get("finished")), **rundir.run_figures(records),
@@ -118,6 +130,7 @@ def summary_of(cfg, records: list[dict]) -> dict:
             "dev": scores.get("dev"), "test": scores.get("test"), "labels": list(cfg.labels),
             "workers": cfg.parallel.workers, "zero_stage": cfg.parallel.zero_stage,
             "precision": cfg.parallel.precision, "micro_batch": cfg.train.micro_batch,
+            **({"windows": windows_of(task), "max_length": cfg.task.max_length} if task else {}),
             **({"init": dataclasses.asdict(cfg.init)} if cfg.init.path else {"init": None})}
 
 
@@ -156,8 +169,11 @@ def model_card(cfg) -> str:
             lines += score.format_scores(scores[role], role)
     lines += ["```", "", "Use (character offsets on a raw sentence):", "", "```python",
               "from transformers import pipeline",
-              'ner = pipeline("token-classification", model="PATH", aggregation_strategy="simple")',
-              'ner("Rais Samia Suluhu Hassan alizuru Dodoma.")', "```", ""]
+              'ner = pipeline("token-classification", model="PATH", aggregation_strategy="simple", '
+              'trust_remote_code=True)',
+              'ner("Rais Samia Suluhu Hassan alizuru Dodoma.")  # [{"entity_group": "PER", "start": 5, "end": 24, ...}]',
+              "```", "", "`trust_remote_code` loads pipeline_canine_token.py beside the weights: transformers' own "
+              "pipeline with each character's offsets (CANINE's tokenizer is a slow one, which gives none).", ""]
     return "\n".join(lines)
 
 
@@ -230,7 +246,7 @@ def _finetune(cfg) -> dict:
             with metrics.ProgressPrinter(t.max_steps) as progress:
                 run.fit(cfg, progress.sink, before_restart=lock.check, loop=train_loop_per_worker)
             lock.check()
-            summary = summary_of(cfg, rundir.read_metrics(cfg.output))
+            summary = summary_of(cfg, rundir.read_metrics(cfg.output), task)
             if summary["finished"]:
                 summary["hf_export"] = export(cfg)
             atomic_write(rundir.join(cfg.output, rundir.SUMMARY), json.dumps(summary, indent=1).encode("utf-8"))
@@ -247,10 +263,11 @@ def _finetune(cfg) -> dict:
 def _data_line(task: data.TaskData, cfg) -> str:
     """What was read: sentences and windows per role, languages, labels, how long sentences were cut."""
     parts = []
-    for role, split in task.splits.items():
-        longer = len(split.windows) - len(split.sentences)
-        parts.append(f"{role} {len(split.sentences)} sentences ({', '.join(split.languages())}) in "
-                     f"{len(split.windows)} windows" + (f", {longer} more for sentences over "
-                                                        f"{cfg.task.max_length - 2} characters" if longer else ""))
+    for role, w in windows_of(task).items():
+        longer = w["sentences_over_one_window"]
+        parts.append(f"{role} {w['sentences']} sentences ({', '.join(task.splits[role].languages())}) in "
+                     f"{w['windows']} windows" + (f" ({longer} sentence{'s' * (longer != 1)} over "
+                                                  f"{cfg.task.max_length - 2} characters in overlapping windows)"
+                                                  if longer else ""))
     types = sorted({label[2:] for label in task.labels if label != "O"})
     return f"read {'; '.join(parts)}; entity types {', '.join(types)}"

@@ -136,7 +136,10 @@ def console_line(r: dict, max_steps: int, now: float | None = None, steps_per_s:
         parts.append(f"ETA {h}:{m:02d}:{s % 60:02d}" if h else f"ETA {m}:{s % 60:02d}")
     if "eval_loss" in r:
         parts.append(f"| eval loss {r['eval_loss']:.4f} acc {r['eval_accuracy']:.3f}"
-                     + (f" sop acc {r['eval_sop_accuracy']:.3f}" if "eval_sop_accuracy" in r else ""))
+                     + (f" sop acc {r['eval_sop_accuracy']:.3f}" if "eval_sop_accuracy" in r else "")
+                     # a fine-tuning run's entity-level F1 (training/finetune/loop.py): dev, then test
+                     + (f" F1 dev {r['eval_f1']:.3f}" if "eval_f1" in r else "")
+                     + (f" test {r['test_f1']:.3f}" if "test_f1" in r else ""))
     return "  ".join(parts)
 
 

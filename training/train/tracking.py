@@ -191,7 +191,8 @@ class Tracker:
         import tempfile
 
         with tempfile.TemporaryDirectory(prefix="canine-mlflow-") as tmp:
-            for name in (rundir.SUMMARY, rundir.CONFIG, rundir.CURVES, os.path.join(rundir.HF, "README.md")):
+            for name in (rundir.SUMMARY, rundir.CONFIG, rundir.CURVES, rundir.SCORES,
+                         os.path.join(rundir.HF, "README.md")):
                 raw = rundir.read(rundir.join(output, name))
                 if raw is None:
                     continue

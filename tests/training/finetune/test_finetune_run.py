@@ -50,6 +50,8 @@ def test_the_run_keeps_its_best_dev_evaluation_and_scores_it_like_conlleval(unin
     assert summary["best_step"] == best["step"] and summary["selection"] == "best dev F1"
     assert summary["test"]["overall"]["f1"] == pytest.approx(best["test_f1"])
     assert set(summary["test"]["languages"]) == {"swa", "eng"} == set(summary["dev"]["languages"])
+    # each test file's long sentence is read in overlapping windows, not truncated, and the summary says so
+    assert summary["windows"]["test"]["sentences_over_one_window"] == 2 and summary["max_length"] == 128
     assert records[-1]["loss"] < records[0]["loss"] - 0.5
     # 60 steps from the pretrained tiny encoder find most entities of these regular sentences (0.68
     # dev / 0.73 test F1 when written; a model that found none scores 0)
@@ -113,3 +115,46 @@ def test_ctrl_c_leaves_the_line_that_says_the_same_command_resumes(task_files, r
         finetune(_cfg(task_files, tmp_path, reference_run[0]))
     saved = json.loads(json.dumps(rundir.read_saved_config(str(tmp_path))))
     assert saved["labels"] == ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+
+
+def test_the_command_as_readme_shows_it_json_mlflow_evaluate_and_predict(task_files, ray_local, tmp_path, monkeypatch,
+                                                                        capsys):
+    """README's commands from a working directory of their own, relative paths: a random-init
+    baseline (--size tiny) tracked in MLflow (log.mlflow=on), its --json summary the whole of stdout,
+    `canine evaluate` reprinting the scores, --predict tagging a file for conlleval."""
+    import shutil
+
+    import mlflow
+
+    from jobs import cli
+    from training.train import tracking
+
+    for lang in ("swa", "eng"):
+        shutil.copytree(os.path.dirname(task_files["train"][0 if lang == "swa" else 1]), tmp_path / "data" / lang)
+    monkeypatch.chdir(tmp_path)
+    args = ["finetune", "ner", "--train", "data/swa/train.txt", "--train", "data/eng/train.txt",
+            "--dev", "data/swa/dev.txt", "--test", "eng=data/eng/test.txt", "--size", "tiny", "--output", "runs/ner",
+            "--max-steps", "4", "--global-batch", "16", "--micro-batch", "8", "--max-length", "128", "--workers", "2",
+            "--mlflow", "on", "--json"]
+    capsys.readouterr()
+    assert cli.main(args) == 0
+    out, err = capsys.readouterr()
+    summary = json.loads(out)  # stdout is the JSON document alone
+    assert summary["finished"] and summary["init"] is None and summary["hf_export"].endswith("runs/ner/hf")
+    assert set(summary["test"]["languages"]) == {"eng"} and set(summary["dev"]["languages"]) == {"swa"}
+    assert "no --init: a fresh tiny encoder" in err and "read train 240 sentences (swa, eng)" in err
+    client = mlflow.MlflowClient(tracking_uri=tracking.tracking_uri("on", str(tmp_path / "runs" / "ner")))
+    run_id = json.loads((tmp_path / "runs" / "ner" / tracking.RECORD).read_text())["run_id"]
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED" and "eval_f1" in run.data.metrics and "test_f1" in run.data.metrics
+    assert {"summary.json", "scores.json", "README.md"} <= {a.path for a in client.list_artifacts(run_id)}
+
+    assert cli.main(["evaluate", "runs/ner", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["test"] == summary["test"]
+    assert cli.main(["evaluate", "runs/ner"]) == 0
+    assert "test: processed" in capsys.readouterr().out
+    assert cli.main(["finetune", "ner", "--output", "runs/ner", "--predict", "eng=data/eng/test.txt",
+                     "--to", "eng.pred"]) == 0
+    tagged = (tmp_path / "eng.pred").read_text().splitlines()
+    assert tagged[0] == "-DOCSTART- -X- O O" and all(len(line.split()) == 4 for line in tagged if line)
+    assert f"found: {summary['test']['overall']['predicted_entities']} phrases" in capsys.readouterr().err
