@@ -10,6 +10,7 @@ One idea per module:
     config.py   loading, validation and resolution (workers, device, precision, steps from the data)
     data.py     the task's examples on every worker: files read whole, windows, a step's batch (seeded)
     score.py    conlleval's figures (entity-level P/R/F1 overall, per type, per language) through seqeval
+    tydi_score.py  TyDi QA's official figures (tydi_eval.py): passage and minimal P/R/F1, macro over languages
     loop.py     the Ray Train worker function: train, evaluate on dev and test, keep the best-dev weights
     run.py      `finetune(cfg)`: the driver (checks before Ray, the cluster, the lock, the trainer, the export)
     predict.py  `--predict`: a finished run's best weights tag a CoNLL file, conlleval's input
