@@ -26,7 +26,9 @@ SETTINGS = {"task.max_length": 128, "train.max_steps": STEPS, "train.global_batc
 
 @pytest.fixture(scope="module")
 def task_files(tmp_path_factory) -> dict:
-    return write_task(tmp_path_factory.mktemp("ner"))
+    """The task's files under ROOT/data/{swa,eng}/ (their folders name the languages), ROOT as "root"."""
+    root = tmp_path_factory.mktemp("ner")
+    return {**write_task(root / "data"), "root": root}
 
 
 def _cfg(files, output, init, **extra):
@@ -34,11 +36,29 @@ def _cfg(files, output, init, **extra):
                                "task.test": files["test"], "init.path": init, "output": str(output), **extra})
 
 
+def _readme_command(init: str) -> list[str]:
+    """README's `canine finetune ner` line with relative paths, SETTINGS as flags, 1 worker, MLflow on."""
+    return ["finetune", "ner", *[a for lang in ("swa", "eng") for role in ("train", "dev", "test")
+                                 for a in (f"--{role}", f"data/{lang}/{role}.txt")],
+            "--init", init, "--output", "runs/ner", "--workers", "1", "--mlflow", "on", "--json",
+            *[a for key, value in SETTINGS.items() for a in ("--set", f"{key}={value}")]]
+
+
 @pytest.fixture(scope="module")
-def uninterrupted(task_files, reference_run, ray_local, tmp_path_factory):
-    output = tmp_path_factory.mktemp("ner-run")
-    summary = finetune(_cfg(task_files, output, reference_run[0], **{"parallel.workers": 1}))
-    return str(output), summary, rundir.read_metrics(str(output))
+def uninterrupted(task_files, reference_run, ray_local):
+    """(output, summary, records) of README's command run from a working directory of its own
+    (the task's root), relative paths, on the session's cluster, from the pretrained reference run."""
+    from jobs import cli
+
+    here = os.getcwd()
+    os.chdir(task_files["root"])
+    try:
+        assert cli.main(_readme_command(reference_run[0])) == 0
+    finally:
+        os.chdir(here)
+    output = str(task_files["root"] / "runs" / "ner")
+    summary = json.loads(open(os.path.join(output, rundir.SUMMARY)).read())
+    return output, summary, rundir.read_metrics(output)
 
 
 def test_the_run_keeps_its_best_dev_evaluation_and_scores_it_like_conlleval(uninterrupted, task_files):
@@ -66,8 +86,6 @@ def test_the_run_keeps_its_best_dev_evaluation_and_scores_it_like_conlleval(unin
         recorded = summary["test"]["languages"][lang]
         assert (again["correct"], again["predicted_entities"], again["gold_entities"]) == (
             recorded["correct"], recorded["predicted_entities"], recorded["gold_entities"])
-    # Finished: the same call says so without Ray and returns the saved summary.
-    assert finetune(_cfg(task_files, output, "", **{"parallel.workers": 1})) == summary
 
 
 def test_the_export_is_a_transformers_token_classifier(uninterrupted):
@@ -117,34 +135,25 @@ def test_ctrl_c_leaves_the_line_that_says_the_same_command_resumes(task_files, r
     assert saved["labels"] == ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
 
 
-def test_the_command_as_readme_shows_it_json_mlflow_evaluate_and_predict(task_files, ray_local, tmp_path, monkeypatch,
-                                                                        capsys):
-    """README's commands from a working directory of their own, relative paths: a random-init
-    baseline (--size tiny) tracked in MLflow (log.mlflow=on), its --json summary the whole of stdout,
-    `canine evaluate` reprinting the scores, --predict tagging a file for conlleval."""
-    import shutil
-
+def test_readme_commands_json_mlflow_evaluate_and_predict(uninterrupted, task_files, reference_run, monkeypatch,
+                                                         capsys):
+    """The finished run again (no Ray: its summary, stdout the JSON document alone), its MLflow run,
+    `canine evaluate` reprinting the scores, --predict tagging a file for conlleval, all from the
+    task's root with relative paths."""
     import mlflow
 
     from jobs import cli
     from training.train import tracking
 
-    for lang in ("swa", "eng"):
-        shutil.copytree(os.path.dirname(task_files["train"][0 if lang == "swa" else 1]), tmp_path / "data" / lang)
-    monkeypatch.chdir(tmp_path)
-    args = ["finetune", "ner", "--train", "data/swa/train.txt", "--train", "data/eng/train.txt",
-            "--dev", "data/swa/dev.txt", "--test", "eng=data/eng/test.txt", "--size", "tiny", "--output", "runs/ner",
-            "--max-steps", "4", "--global-batch", "16", "--micro-batch", "8", "--max-length", "128", "--workers", "2",
-            "--mlflow", "on", "--json"]
+    output, summary, _ = uninterrupted
+    monkeypatch.chdir(task_files["root"])
     capsys.readouterr()
-    assert cli.main(args) == 0
+    assert cli.main(_readme_command(reference_run[0])) == 0
     out, err = capsys.readouterr()
-    summary = json.loads(out)  # stdout is the JSON document alone
-    assert summary["finished"] and summary["init"] is None and summary["hf_export"].endswith("runs/ner/hf")
-    assert set(summary["test"]["languages"]) == {"eng"} and set(summary["dev"]["languages"]) == {"swa"}
-    assert "no --init: a fresh tiny encoder" in err and "read train 240 sentences (swa, eng)" in err
-    client = mlflow.MlflowClient(tracking_uri=tracking.tracking_uri("on", str(tmp_path / "runs" / "ner")))
-    run_id = json.loads((tmp_path / "runs" / "ner" / tracking.RECORD).read_text())["run_id"]
+    assert json.loads(out) == summary and "finished at step 60; nothing to do" in err
+    assert summary["hf_export"] == os.path.join(output, "hf") and summary["init"]["path"] == reference_run[0]
+    client = mlflow.MlflowClient(tracking_uri=tracking.tracking_uri("on", output))
+    run_id = json.loads(open(os.path.join(output, tracking.RECORD)).read())["run_id"]
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED" and "eval_f1" in run.data.metrics and "test_f1" in run.data.metrics
     assert {"summary.json", "scores.json", "README.md"} <= {a.path for a in client.list_artifacts(run_id)}
@@ -155,6 +164,7 @@ def test_the_command_as_readme_shows_it_json_mlflow_evaluate_and_predict(task_fi
     assert "test: processed" in capsys.readouterr().out
     assert cli.main(["finetune", "ner", "--output", "runs/ner", "--predict", "eng=data/eng/test.txt",
                      "--to", "eng.pred"]) == 0
-    tagged = (tmp_path / "eng.pred").read_text().splitlines()
+    tagged = (task_files["root"] / "eng.pred").read_text().splitlines()
     assert tagged[0] == "-DOCSTART- -X- O O" and all(len(line.split()) == 4 for line in tagged if line)
-    assert f"found: {summary['test']['overall']['predicted_entities']} phrases" in capsys.readouterr().err
+    found = summary["test"]["languages"]["eng"]["predicted_entities"]
+    assert f"found: {found} phrases" in capsys.readouterr().err
