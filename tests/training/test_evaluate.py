@@ -157,6 +157,24 @@ def test_evaluate_refuses_what_it_cannot_read(tmp_path, contract_shards, capsys)
     assert "no consolidated weights" in capsys.readouterr().err
 
 
+def test_data_without_validation_rows_is_refused_before_the_weights_are_read(tmp_path, monkeypatch, capsys):
+    """From the manifest (evaluate.check_data): a checkpoint's weights are consolidated first,
+    minutes of a large run, before the empty split was found."""
+    from pipeline.synthetic import write_contract_shards
+
+    shards = write_contract_shards(str(tmp_path / "shards"), train_rows=(64,), validation_rows=0)
+    run = tmp_path / "run"
+    write_run(str(run), shards)
+
+    def read(*args):
+        raise AssertionError("the weights were read")
+
+    monkeypatch.setattr(evaluate, "load_consolidated", read)
+    assert cli.main(["evaluate", str(run)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"canine evaluate: {shards}: the validation split has no rows: nothing was held out"), line
+
+
 @pytest.mark.slow
 def test_the_reference_run_beats_its_initialization_on_held_out_text(reference_run):
     """The real thing: 30 steps of Ray Train + DeepSpeed ZeRO-2 on the pipeline's shards of the

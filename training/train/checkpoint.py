@@ -271,6 +271,16 @@ def read_state(directory: str) -> dict:
         return json.load(f)
 
 
+def check_same_data(state: dict, data_sha256: str, where: str) -> None:
+    """A checkpoint (its train_state.json, `state`) resumes only on the data it was trained on:
+    its position (epoch, rows per stream) names rows of that data. The driver checks it before
+    Ray starts (run.check_data), a worker again as it restores."""
+    if state.get("data_sha256") and data_sha256 and state["data_sha256"] != data_sha256:
+        raise ValueError(f"{where} was trained on data with config_sha256 {state['data_sha256']}, "
+                         f"--data has {data_sha256}: the data position would not mean the same rows; resume with "
+                         "the --data it was trained on, or start a new --output")
+
+
 def restore(engine, directory: str, shapes: dict, rank: int, world: int, data_sha256: str) -> dict:
     """Load the checkpoint in `directory` into the engine and this process; returns the train
     state. A checkpoint of another worker count loads from its universal form (`make_universal`,
@@ -278,10 +288,7 @@ def restore(engine, directory: str, shapes: dict, rank: int, world: int, data_sh
     state = read_state(directory)
     with open(os.path.join(directory, SHAPES_FILE)) as f:
         check_shapes(json.load(f), shapes, f"checkpoint {directory}")
-    if state.get("data_sha256") and data_sha256 and state["data_sha256"] != data_sha256:
-        raise ValueError(f"checkpoint {directory} was trained on data with config_sha256 {state['data_sha256']}, "
-                         f"--data has {data_sha256}: the data position would not mean the same rows; resume with "
-                         "the --data it was trained on, or start a new --output")
+    check_same_data(state, data_sha256, f"checkpoint {directory}")
     universal = bool(getattr(engine, "load_universal_checkpoint", lambda: False)())
     load_dir = os.path.join(directory, UNIVERSAL_DIR if universal else DS_DIR)
     try:

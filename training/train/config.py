@@ -23,8 +23,8 @@ from contract import options
 from training.canine_config import CanineConfig, of_size
 from training.train.schema import PretrainConfig
 
-__all__ = ["RESUMABLE_CHANGES", "from_dict", "load_config", "model_config", "resolve", "resume_conflicts",
-           "saved_run_config", "to_dict", "to_yaml", "validate"]
+__all__ = ["RESUMABLE_CHANGES", "from_dict", "load_config", "model_config", "resolve", "resolve_data",
+           "resume_conflicts", "saved_run_config", "to_dict", "to_yaml", "validate"]
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
@@ -136,11 +136,33 @@ def model_config(cfg: PretrainConfig, num_subword_vocab: int = 0) -> CanineConfi
     return of_size(cfg.model.size, **{**cfg.model.overrides, **extra})
 
 
+def resolve_data(cfg: PretrainConfig, *, manifest_seq_len: int, num_subword_vocab: int, saved: dict | None = None,
+                 where: str = "data", train_units: int | None = None) -> PretrainConfig:
+    """What the data decides, whatever the cluster: data.seq_len (the shards' length), the CANINE-S
+    vocabulary size and data.streams; then validates (the model's positions hold the length). The
+    driver calls it before Ray starts (run.check_data), so a config the data cannot serve fails
+    there; `resolve` calls it first."""
+    streams = cfg.data.streams or (saved or {}).get("data", {}).get("streams") or _canonical_streams(cfg, train_units)
+    seq_len = cfg.data.seq_len or manifest_seq_len
+    if not seq_len:
+        raise ValueError(f"{where}: the manifest does not record config.seq_len; set data.seq_len (--seq-len)")
+    if manifest_seq_len and manifest_seq_len > seq_len:
+        raise ValueError(f"{where}: the shards hold examples of up to {manifest_seq_len} characters; "
+                         f"data.seq_len {seq_len} is shorter")
+    overrides = dict(cfg.model.overrides)
+    if cfg.train.objective == "subword":
+        overrides["num_subword_vocab"] = num_subword_vocab
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, overrides=overrides),
+                              data=dataclasses.replace(cfg.data, seq_len=seq_len, streams=streams))
+    validate(cfg)
+    return cfg
+
+
 def resolve(cfg: PretrainConfig, *, manifest_seq_len: int, num_subword_vocab: int, cluster_gpus: float,
             saved: dict | None = None, where: str = "data", train_units: int | None = None) -> PretrainConfig:
     """The one place that fills in what "auto" / 0 leave open; then validates again. A run's first
-    start takes them from the data and the cluster; a resumption (`saved`: the run's config.yaml)
-    from the run, so a resized cluster never changes them silently. Another worker count on
+    start takes them from the data (`resolve_data`) and the cluster; a resumption (`saved`: the
+    run's config.yaml) from the run, so a resized cluster never changes them silently. Another worker count on
     resume must be asked for (--workers M) and continues elastically; another device or precision
     is refused (resume_conflicts) and a saved GPU run on a cluster without GPUs fails the
     placement check, never falling back to CPU. data.streams 0 becomes data.canonical_streams of the
@@ -151,7 +173,6 @@ def resolve(cfg: PretrainConfig, *, manifest_seq_len: int, num_subword_vocab: in
     workers = p.workers or sp.get("workers") or (int(cluster_gpus) if device == "cuda" else 2)
     precision = (p.precision if p.precision != "auto" else
                  sp.get("precision") or ("bf16" if device == "cuda" else "fp32"))
-    streams = cfg.data.streams or (saved or {}).get("data", {}).get("streams") or _canonical_streams(cfg, train_units)
     if sp.get("workers") and workers != sp["workers"] and cfg.parallel.zero_stage == 3:
         # Measured with DeepSpeed 0.19.8: a ZeRO-3 universal-checkpoint resume on 1 of a 2-worker
         # run's checkpoint has the right weights (the first step's loss is exact) but not the
@@ -160,19 +181,9 @@ def resolve(cfg: PretrainConfig, *, manifest_seq_len: int, num_subword_vocab: in
         raise ValueError(f"{cfg.output} was trained with {sp['workers']} workers under ZeRO-3; resuming it on "
                          f"{workers} is not exact (DeepSpeed's ZeRO-3 universal checkpoint loses optimizer state): "
                          f"resume with --workers {sp['workers']}, or train with ZeRO 0-2 to resize")
-    seq_len = cfg.data.seq_len or manifest_seq_len
-    if not seq_len:
-        raise ValueError(f"{where}: the manifest does not record config.seq_len; set data.seq_len (--seq-len)")
-    if manifest_seq_len and manifest_seq_len > seq_len:
-        raise ValueError(f"{where}: the shards hold examples of up to {manifest_seq_len} characters; "
-                         f"data.seq_len {seq_len} is shorter")
-    overrides = dict(cfg.model.overrides)
-    if cfg.train.objective == "subword":
-        overrides["num_subword_vocab"] = num_subword_vocab
-    cfg = dataclasses.replace(
-        cfg, model=dataclasses.replace(cfg.model, overrides=overrides),
-        data=dataclasses.replace(cfg.data, seq_len=seq_len, streams=streams),
-        parallel=dataclasses.replace(p, device=device, workers=workers, precision=precision))
+    cfg = resolve_data(cfg, manifest_seq_len=manifest_seq_len, num_subword_vocab=num_subword_vocab, saved=saved,
+                       where=where, train_units=train_units)
+    cfg = dataclasses.replace(cfg, parallel=dataclasses.replace(p, device=device, workers=workers, precision=precision))
     validate(cfg)
     return cfg
 

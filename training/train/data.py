@@ -249,9 +249,9 @@ def epoch_order(shards, unit_rows: int, seed: int, epoch: int, streams: int, glo
     if steps == 0:
         total = sum(s.rows for s in shards)
         raise ValueError(
-            f"the train split ({total} rows in {len(shards)} shards, units of {unit_rows} rows) cannot give each of "
-            f"{streams} data streams {q} rows for one global batch; lower train.global_batch, data.unit_rows or "
-            "data.streams")
+            f"the train split ({total} rows in {len(shards)} shard{'s' * (len(shards) != 1)}, units of {unit_rows} "
+            f"rows) cannot give each of {streams} data streams {q} rows for one global batch; lower "
+            "train.global_batch, data.unit_rows or data.streams")
     return EpochOrder(epoch, tuple(tuple(units) for units in dealt), steps, q)
 
 

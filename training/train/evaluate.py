@@ -60,12 +60,28 @@ def read_rows(shards, limit: int, split: str = "", data_url: str = "", kept_page
             tables.append(data.read_unit(shard.url, shard.sha256, 0, n))
             left -= n
     if not tables:
-        where = f"{redact(data_url)}: the {split or 'data'} split" if data_url else f"the {split or 'data'} split"
-        fix = (f"nothing was held out to evaluate on (a language under {holdout.MIN_PAGES_FOR_VALIDATION} kept pages "
-               f"gets only its share of them): {holdout.hint(kept_pages or {})}; pretrain on that output"
-               if split == "validation" else "nothing to evaluate on; rerun `canine preprocess` with more input")
-        raise ValueError(f"{where} has no rows: {fix}")
+        raise _no_rows(split, data_url, kept_pages)
     return pa.concat_tables(tables)
+
+
+def _no_rows(split: str, data_url: str, kept_pages) -> ValueError:
+    where = f"{redact(data_url)}: the {split or 'data'} split" if data_url else f"the {split or 'data'} split"
+    fix = (f"nothing was held out to evaluate on (a language under {holdout.MIN_PAGES_FOR_VALIDATION} kept pages "
+           f"gets only its share of them): {holdout.hint(kept_pages or {})}; pretrain on that output"
+           if split == "validation" else "nothing to evaluate on; rerun `canine preprocess` with more input")
+    return ValueError(f"{where} has no rows: {fix}")
+
+
+def check_data(cfg, dataset: data.Dataset) -> None:
+    """What the run's data must give an evaluation, from its manifest, before any weights are read
+    (a checkpoint's are consolidated first: minutes for a large run): validation rows, and
+    examples no longer than the run's data.seq_len (the data rewritten since the run trained)."""
+    if not sum(s.rows for s in dataset.splits.get("validation", ())):
+        raise _no_rows("validation", dataset.url, dataset.kept_pages)
+    if cfg.data.seq_len and dataset.seq_len > cfg.data.seq_len:
+        raise ValueError(f"{redact(dataset.url)}: the shards hold examples of up to {dataset.seq_len} characters; "
+                         f"the run trained at data.seq_len {cfg.data.seq_len} (the data was rewritten since): "
+                         "evaluate on the data the run trained on")
 
 
 def load_run(run: str, weights=None):
@@ -76,6 +92,7 @@ def load_run(run: str, weights=None):
     cfg = rundir.read_config(run)
     weights = weights or rundir.weights(run, cfg=cfg)
     dataset = data.open_dataset(cfg.data.path)
+    check_data(cfg, dataset)
     model_cfg = config.model_config(cfg)
     if cfg.train.objective == "subword" and not model_cfg.num_subword_vocab:
         model_cfg = config.model_config(cfg, data.vocab_size(dataset.tokenizer_url))

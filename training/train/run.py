@@ -15,8 +15,8 @@ with whatever config it is given (a smaller micro batch after an out-of-memory a
 
 Local paths are made absolute first (rundir.absolute_paths): the workers run in another working
 directory. What the driver can check it checks before Ray starts (the config, the manifest, every
-shard's Parquet footer, a finished run), so a bad input fails in seconds and leaves no run
-directory. A Ctrl-C stops the workers through Ray Train's controller (`_Interrupt`) and leaves as
+shard's Parquet footer, a finished run, and what the manifest and the config decide together:
+`check_data`), so a bad input fails in seconds and leaves no run directory. A Ctrl-C stops the workers through Ray Train's controller (`_Interrupt`) and leaves as
 contract's Interrupted, whose line (`interrupted`) says how far the run got and that the same
 command resumes.
 
@@ -224,6 +224,33 @@ def resolve_with_data(cfg, dataset: data.Dataset, cluster_gpus: float, saved: di
     cfg = config.resolve(cfg, manifest_seq_len=dataset.seq_len, num_subword_vocab=vocab,
                              cluster_gpus=cluster_gpus, saved=saved, where=dataset.url, train_units=units)
     return _saved_micro_batch(cfg, saved)
+
+
+def check_data(cfg, dataset: data.Dataset, saved: dict | None = None, checkpointed: tuple | None = None):
+    """What the manifest and the config decide together, before Ray starts: each of these was met
+    by the workers at step 1, after a minute or two of Ray's start-up, and left a run directory.
+    Checked: the shards' length against data.seq_len and the model's positions, the CANINE-S
+    vocabulary (the pipeline's tokenizer.json), that the train split gives every data stream its
+    rows of a global batch (data.epoch_order of the first epoch; the workers still check each
+    epoch's), and that a resumed checkpoint (`checkpointed`: (step, URL)) was trained on this data.
+    Returns cfg with what the data resolves (config.resolve_data); errors name the data."""
+    where = redact(dataset.url)
+    vocab = data.vocab_size(dataset.tokenizer_url) if cfg.train.objective == "subword" else 0
+    units = len(data.make_units(dataset.splits["train"], cfg.data.unit_rows))
+    cfg = config.resolve_data(cfg, manifest_seq_len=dataset.seq_len, num_subword_vocab=vocab, saved=saved,
+                              where=where, train_units=units)
+    d, t = cfg.data, cfg.train
+    try:
+        data.epoch_order(dataset.splits["train"], d.unit_rows, t.seed, 0, d.streams, t.global_batch)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    if checkpointed:
+        from training.train.checkpoint import STATE_FILE, check_same_data
+
+        raw = rundir.read(rundir.join(checkpointed[1], STATE_FILE))
+        if raw is not None:  # a checkpoint without it: the worker's restore says so
+            check_same_data(json.loads(raw), dataset.config_sha256, f"checkpoint {redact(checkpointed[1])}")
+    return cfg
 
 
 def _saved_micro_batch(cfg, saved: dict | None):
@@ -482,6 +509,7 @@ def _pretrain(cfg) -> dict:
     if saved is not None:  # a resumption's device, workers and precision come from its config.yaml, not
         # the cluster (config.resolve): a changed config is refused before Ray starts
         _check_config(resolve_with_data(cfg, dataset, 0, saved), saved)
+    check_data(cfg, dataset, saved, checkpointed)  # what the manifest decides: no Ray start to find it out
     if saved is None and cfg.init.path:  # the run's first start: read and check the init before Ray starts
         cfg = _init(cfg, dataset)
     why = _no_evaluation(cfg, dataset)

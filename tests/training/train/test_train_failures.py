@@ -148,19 +148,6 @@ def test_an_out_of_memory_ends_the_run_at_its_first_occurrence(contract_shards, 
 
 
 @pytest.mark.slow
-def test_a_config_the_data_cannot_serve_ends_the_run_at_once(contract_shards, ray_local, tmp_path, starts, capsys):
-    """Met by the workers, not the driver: the 400 training rows cannot give each of 8 streams (the
-    canonical count of their 8 units) 64 rows for a global batch of 512 (data.epoch_order)."""
-    with pytest.raises(failures.BadInput, match=r"^rank \d, step 1: the train split \(400 rows in 3 shards.*cannot "
-                                                r"give each of 8 data streams 64 rows.*lower train\.global_batch.*"
-                                                r"\(cpu, fp32, ZeRO-2.*global batch 512\); a restart would fail"):
-        run.pretrain(_cfg(contract_shards, tmp_path / "run", **{"parallel.max_failures": 2,
-                                                                "train.global_batch": 512}))
-    assert starts() == 1
-    assert "canine pretrain: the workers failed" not in capsys.readouterr().err  # no restart
-
-
-@pytest.mark.slow
 def test_a_corrupt_shard_ends_the_run_at_once(contract_shards, ray_local, tmp_path, starts, capsys, monkeypatch):
     """Every train shard overwritten after the manifest was written: the input pipeline's first
     read of one fails its sha256 check (data.verify_shard) in a Ray task. (A first start's driver

@@ -111,6 +111,71 @@ def test_a_changed_byte_inside_a_shard_fails_a_first_start_before_ray(contract_s
     assert not (tmp_path / "run").exists()
 
 
+@pytest.fixture(scope="module")
+def small_shards(tmp_path_factory) -> str:
+    """The issue's real 33-page zh export in size: 71 train rows in one shard, so tiny's units of 64
+    rows are 64 and 7, and its 2 data streams cannot each give a global batch of 16 its 8 rows."""
+    from pipeline.synthetic import write_contract_shards
+
+    return write_contract_shards(str(tmp_path_factory.mktemp("small")), train_rows=(71,), validation_rows=8)
+
+
+def _without_tokenizer(shards, tmp_path) -> str:
+    from contract import schema
+
+    copy = shutil.copytree(shards, tmp_path / "shards")
+    (copy / schema.TOKENIZER).unlink()
+    return str(copy)
+
+
+@pytest.mark.parametrize("data, extra, line", [
+    ("small", [], "{data}: the train split (71 rows in 1 shard, units of 64 rows) cannot give each of 2 data streams "
+                  "8 rows for one global batch; lower train.global_batch, data.unit_rows or data.streams"),
+    ("contract", ["--set", "model.max_position_embeddings=128"],
+     "invalid pretraining config: data.seq_len 256 exceeds the model's max_position_embeddings 128 (size 'tiny')"),
+    ("no tokenizer", ["--objective", "subword"],
+     "{data}/{tokenizer}: missing; the subword objective needs the pipeline's tokenizer"),
+], ids=["too small for a global batch", "longer than the positions", "subword without a vocabulary"])
+def test_what_the_manifest_decides_is_refused_before_ray_starts(data, extra, line, small_shards, contract_shards,
+                                                                 tmp_path, monkeypatch, capsys):
+    """Issue 52: `canine pretrain --data zh --output runs/small --config tiny --max-steps 5` on 71
+    train rows was refused by rank 0 at step 1, after ~100 s of Ray's start-up, and left
+    runs/small (config.yaml, an empty metrics.jsonl, ray_train/, tensorboard/). The manifest and
+    the config decide it (run.check_data): one line, exit 2, nothing made. README's command, from
+    a working directory; the address names a closed port, so a check made after Ray's start would
+    say that instead (whether or not an earlier test of this process left Ray running)."""
+    import ray
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.chdir(tmp_path)
+    shards = {"small": small_shards, "contract": contract_shards}.get(data) or _without_tokenizer(contract_shards,
+                                                                                                 tmp_path)
+    args = ["pretrain", "--data", shards, "--output", "runs/small", "--config", "tiny", "--max-steps", "5",
+            "--ray-address", f"127.0.0.1:{_free_port()}", *extra]
+    assert cli.main(args) == 2
+    from contract import schema
+
+    said = line.format(data=shards, tokenizer=schema.TOKENIZER)
+    assert capsys.readouterr().err.strip().splitlines() == [f"canine pretrain: {said}"]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_checkpoint_of_other_data_is_refused_by_the_driver(contract_shards, tmp_path):
+    """A resumption's checkpoint names the data it was trained on (train_state.json): the driver
+    reads it before Ray starts; the workers' restore met it after Ray's start-up."""
+    from training.train.checkpoint import STATE_FILE
+
+    (tmp_path / "checkpoint").mkdir()
+    (tmp_path / "checkpoint" / STATE_FILE).write_text('{"step": 4, "data_sha256": "abc"}')
+    cfg = config.load_config("tiny", {"data.path": contract_shards, "output": str(tmp_path / "run")})
+    dataset = data.open_dataset(contract_shards)
+    with pytest.raises(ValueError, match=rf"^checkpoint {tmp_path}/checkpoint was trained on data with config_sha256 "
+                                         rf"abc, --data has {dataset.config_sha256}"):
+        run_mod.check_data(cfg, dataset, checkpointed=(4, str(tmp_path / "checkpoint")))
+    assert run_mod.check_data(cfg, dataset).data.seq_len == 256  # the same data: resolved from its manifest
+
+
 def test_ray_train_does_what_the_driver_relies_on():
     """run._Interrupt replaces the SIGINT handler that Train V2's fit() installs, by the method fit()
     calls, with the controller whose abort() it then calls; rundir.last_checkpoint reads the snapshot
