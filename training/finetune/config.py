@@ -110,7 +110,8 @@ def resolve(cfg: FinetuneConfig, *, train_windows: int, cluster_gpus: float, lab
     p, sp, st = cfg.parallel, (saved or {}).get("parallel", {}), (saved or {}).get("train", {})
     device = p.device if p.device != "auto" else sp.get("device") or ("cuda" if cluster_gpus > 0 else "cpu")
     workers = p.workers or sp.get("workers") or (int(cluster_gpus) if device == "cuda" else 2)
-    precision = p.precision if p.precision != "auto" else sp.get("precision") or ("bf16" if device == "cuda" else "fp32")
+    precision = (p.precision if p.precision != "auto" else
+                 sp.get("precision") or ("bf16" if device == "cuda" else "fp32"))
     t = cfg.train
     max_steps = t.max_steps or st.get("max_steps") or data.steps_for(t.epochs, train_windows, t.global_batch)
     per_epoch = max(1, round(train_windows / t.global_batch))

@@ -162,7 +162,8 @@ def model_card(cfg) -> str:
              "# CANINE fine-tuned for named-entity recognition", "",
              f"Fine-tuned with `canine finetune ner` from {redact(cfg.init.path) or 'a random initialisation'} "
              f"({cfg.train.max_steps} steps, batch {cfg.train.global_batch}, lr {cfg.optim.lr:g}); the weights of the "
-             f"evaluation at step {scores.get('step')} ({scores.get('selection')}). Labels: {', '.join(cfg.labels)}.", "",
+             f"evaluation at step {scores.get('step')} ({scores.get('selection')}). "
+             f"Labels: {', '.join(cfg.labels)}.", "",
              "Scores (conlleval's entity-level figures):", "", "```"]
     for role in ("dev", "test"):
         if scores.get(role):
@@ -171,7 +172,7 @@ def model_card(cfg) -> str:
               "from transformers import pipeline",
               'ner = pipeline("token-classification", model="PATH", aggregation_strategy="simple", '
               'trust_remote_code=True)',
-              'ner("Rais Samia Suluhu Hassan alizuru Dodoma.")  # [{"entity_group": "PER", "start": 5, "end": 24, ...}]',
+              'ner("Rais Samia Suluhu Hassan alizuru Dodoma.")  # [{"entity_group": "PER", "start": 5, ...}, ...]',
               "```", "", "`trust_remote_code` loads pipeline_canine_token.py beside the weights: transformers' own "
               "pipeline with each character's offsets (CANINE's tokenizer is a slow one, which gives none).", ""]
     return "\n".join(lines)

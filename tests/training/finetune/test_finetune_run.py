@@ -63,7 +63,8 @@ def uninterrupted(task_files, reference_run, ray_local):
 
 def test_the_run_keeps_its_best_dev_evaluation_and_scores_it_like_conlleval(uninterrupted, task_files):
     output, summary, records = uninterrupted
-    assert summary["finished"] and summary["steps"] == STEPS and [r["step"] for r in records] == list(range(1, STEPS + 1))
+    assert summary["finished"] and summary["steps"] == STEPS
+    assert [r["step"] for r in records] == list(range(1, STEPS + 1))
     evals = [r for r in records if "eval_f1" in r]
     assert [r["step"] for r in evals] == [30, 60]
     best = max(evals, key=lambda r: (r["eval_f1"], -r["step"]))  # ties: the earlier one
@@ -81,7 +82,8 @@ def test_the_run_keeps_its_best_dev_evaluation_and_scores_it_like_conlleval(unin
     for lang, path in (("swa", task_files["test"][0]), ("eng", task_files["test"][1])):
         written = (open(os.path.join(output, rundir.prediction_file("test", lang))).read().splitlines())
         source = open(path).read().splitlines()
-        assert [line.rsplit(" ", 1)[0] for line in written if line] == [" ".join(line.split()) for line in source if line]
+        assert [line.rsplit(" ", 1)[0] for line in written if line] == [
+            " ".join(line.split()) for line in source if line]
         again = predict.predict_file(output, f"{lang}={path}", os.path.join(output, f"again-{lang}.txt"))
         recorded = summary["test"]["languages"][lang]
         assert (again["correct"], again["predicted_entities"], again["gold_entities"]) == (
