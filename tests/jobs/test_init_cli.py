@@ -68,7 +68,11 @@ def test_readmes_init_command_with_relative_paths_starts_from_the_weights(workdi
     done = _canine([*args, "--config", "tiny", "--max-steps", "2", "--set", "train.eval_every=0"], cwd=workdir)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stderr.splitlines() if line.startswith("canine pretrain: init")]
-    assert lines[0].startswith(f"canine pretrain: init from {workdir / init} (a Hugging Face CanineModel)")
+    # The first line, said before the weights are read (issue 52: an --init run was silent 52 s before it).
+    assert done.stderr.splitlines()[0] == lines[0]
+    assert lines[0].startswith("canine pretrain: init: reading the init weights (") and \
+        f" MB) from {workdir / init}/model.safetensors and building the model to load them into ..." in lines[0]
+    assert lines[1].startswith(f"canine pretrain: init from {workdir / init} (a Hugging Face CanineModel)")
     summary = json.loads(done.stdout)
     assert summary["init"]["path"] == str(workdir / init) and summary["finished"]
     import hashlib

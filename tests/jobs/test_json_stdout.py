@@ -46,6 +46,14 @@ def _json(result):
 STEPS, EARLIER = 6, 4
 
 
+# What the run says it waits for, in this order (issue 52: the minute between the workers' line
+# and step 1 was silent); "checking the MLflow server at ..." besides, where the check is slow.
+WAITS = ("starting a local Ray cluster on 127.0.0.1 ", "2 cpu workers, ", "starting 2 Ray Train workers ...",
+         "2 workers up; building the model, initialising DeepSpeed (ZeRO-2), opening the MLflow run ...",
+         "the model and DeepSpeed's engine are ready; reading the first batches ", "exporting the final weights to ",
+         "Hugging Face CanineModel exported to ")
+
+
 @pytest.mark.slow
 def test_pretrain_with_mlflow_prints_only_its_summary(tracked_run):
     run, result = tracked_run
@@ -53,6 +61,11 @@ def test_pretrain_with_mlflow_prints_only_its_summary(tracked_run):
     assert summary["steps"] == STEPS
     assert "View run" not in result.stdout + result.stderr and "View experiment" not in result.stderr
     assert (run / "mlflow.json").is_file()
+    ours = [line.removeprefix("canine pretrain: ") for line in result.stderr.splitlines()
+            if line.startswith("canine pretrain: ") and not line.startswith("canine pretrain: checking the MLflow")]
+    assert len(ours) == len(WAITS) and all(line.startswith(w) for line, w in zip(ours, WAITS)), result.stderr
+    first_step = next(i for i, line in enumerate(result.stderr.splitlines()) if "  step 1/6  " in line)
+    assert result.stderr.splitlines()[first_step - 1].startswith("canine pretrain: the model and DeepSpeed's")
 
 
 def _loopback(ip: str) -> bool:

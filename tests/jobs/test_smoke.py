@@ -28,12 +28,18 @@ STDOUT = [r"\[1/3\] preprocessing the bundled sample .*", r"    \d+ train / \d+ 
           *(rf"  {lang} +\d+( +\d\.\d{{3}}){{5}}" for lang in ("ar", "de", "en", "hi", "ko", "ru", "zh")),
           r"tensorboard  +tensorboard --logdir .*/tensorboard", r"hf export  +.*/hf .*", r"smoke run finished in \d+ s"]
 # stderr: the preprocessing progress (first and last line; one more every 30 s of reading), then
-# pretraining's own lines: what it starts, a line per console step, where it exported
+# pretraining's own lines: what it starts and waits for (issue 52: the minute from the workers'
+# line to step 1 was silent), a line per console step, where it exported
 PROGRESS = rf"{STAMP} preprocess: .*"
 PRETRAIN = [r"canine pretrain: starting a local Ray cluster on 127\.0\.0\.1 "
             r"\((\d+ CPUs|\d+ logical CPUs on \d+ cores?: \d+ for the 2 training workers, \d+ for reading the data)\) \.\.\.",
-            r"canine pretrain: 2 cpu workers, ZeRO-2, fp32, char objective, 8 steps -> .*"] + [
+            r"canine pretrain: 2 cpu workers, ZeRO-2, fp32, char objective, 8 steps -> .*",
+            r"canine pretrain: starting 2 Ray Train workers \.\.\.",
+            r"canine pretrain: 2 workers up; building the model, initialising DeepSpeed \(ZeRO-2\) \.\.\.",
+            r"canine pretrain: the model and DeepSpeed's engine are ready; reading the first batches \(Ray tasks build "
+            r"them on the cluster's CPUs\) \.\.\."] + [
     rf"{STAMP}  step {s}/8  loss .* steps/s .*" for s in (1, 2, 4, 6, 8)] + [
+    r"canine pretrain: exporting the final weights to .*/train/hf \.\.\.",
     r"canine pretrain: Hugging Face CanineModel exported to .*/train/hf"]
 RETRY = r"canine pretrain: the local Ray cluster did not come up in Ray's \d+ s \(its raylet did not register\); .*"
 

@@ -17,9 +17,13 @@ holds, rather than the driver following metrics.jsonl: on an object store that f
 rewritten whole, so following it would mean re-uploading a growing file every few seconds (or
 seeing progress only at checkpoints), and the driver polling the store every second.
 A fire-and-forget actor call costs rank 0 well under a millisecond per console line, makes no
-store request, and works alike for local and remote outputs.
+store request, and works alike for local and remote outputs. Rank 0 says through the same actor
+what the workers do before their first step (`ProgressSink.say`): Ray Train's workers up, the
+model and DeepSpeed's engine built, the first batches read, 20-60 s that were silent.
+`said_if_slow` says what the driver waits for when a wait that is usually short runs long.
 """
 
+import contextlib
 import json
 import os
 import resource
@@ -150,8 +154,9 @@ def on_console(record: dict, every: int, max_steps: int) -> bool:
 
 
 class ProgressSink:
-    """The records rank 0 sends (`put`, fire and forget) until the driver takes them. Run as a
-    Ray actor of 0 CPUs, so it takes nothing from the workers or the input pipeline."""
+    """The records rank 0 sends (`put`, fire and forget) until the driver takes them, and its
+    status lines (`say`: what the workers do before their first step, which takes a minute or
+    more). Run as a Ray actor of 0 CPUs, so it takes nothing from the workers or the input pipeline."""
 
     def __init__(self):
         self._records = []
@@ -159,17 +164,49 @@ class ProgressSink:
     def put(self, record: dict) -> None:
         self._records.append(record)
 
+    def say(self, text: str) -> None:
+        self._records.append({"status": text})
+
     def take(self) -> list[dict]:
         records, self._records = self._records, []
         return records
 
 
+SLOW_S = 5.0  # a wait said once it has lasted this long (`said_if_slow`)
+
+
+@contextlib.contextmanager
+def said_if_slow(say, text: str, after_s: float | None = None):
+    """Say `text` once, from a timer thread, if the block still runs after `after_s` seconds (default
+    SLOW_S): for a wait that is usually short and sometimes minutes (an MLflow server slow to
+    answer), so a fast one adds no line. `say` None: nothing."""
+    if say is None:
+        yield
+        return
+    timer = threading.Timer(SLOW_S if after_s is None else after_s, say, (text,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def stamped(text: str) -> None:
+    """A status line on stderr in the progress lines' style: the time, then the text."""
+    import time
+
+    sys.stderr.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')}  {text}\n")
+    sys.stderr.flush()
+
+
 class ProgressPrinter:
     """A driver thread that prints a console line for each record rank 0 sends to `self.sink`
-    (see `on_console`). A step printed once is not printed again when workers restarted from a
-    checkpoint train it a second time."""
+    (see `on_console`), and each status line rank 0 says through it with `say` (the command's
+    own voice, run.py's `_say`; by default `stamped`). A step printed once is not printed again
+    when workers restarted from a checkpoint train it a second time."""
 
-    def __init__(self, max_steps: int, interval_s: float = 1.0):
+    def __init__(self, max_steps: int, interval_s: float = 1.0, say=stamped):
         import ray
 
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -178,7 +215,7 @@ class ProgressPrinter:
         # progress of a run that Ray Train restarts on the remaining nodes.
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         self.sink = ray.remote(num_cpus=0)(ProgressSink).options(scheduling_strategy=here).remote()
-        self.max_steps, self.interval_s = max_steps, interval_s
+        self.max_steps, self.interval_s, self.say = max_steps, interval_s, say
         self.last_step = 0
         self.closed = False  # stderr's reader went away: no more lines, the run stopped for it
         self._stop = threading.Event()
@@ -188,13 +225,17 @@ class ProgressPrinter:
         import ray
 
         for r in ray.get(self.sink.take.remote()):
-            if r["step"] > self.last_step and not self.closed:
-                self.last_step = r["step"]
-                try:
+            if self.closed:
+                continue
+            try:
+                if "status" in r:
+                    self.say(r["status"])
+                elif r["step"] > self.last_step:
+                    self.last_step = r["step"]
                     sys.stderr.write(console_line(r, self.max_steps) + "\n")
                     sys.stderr.flush()
-                except BrokenPipeError:
-                    self._reader_gone()
+            except BrokenPipeError:
+                self._reader_gone()
 
     def _reader_gone(self) -> None:
         """`canine pretrain ... 2>&1 | head`: the reader of the lines went away. The run stops as

@@ -310,6 +310,8 @@ def export(cfg, consolidated_url: str) -> str | None:
     from training.train.export import ExportError, export_run
 
     target = rundir.join(cfg.output, rundir.HF)
+    # Measured: 11.6 s of a 5-step tiny run on a loaded 2-core machine, silent until its line.
+    _say(f"exporting the final weights to {redact(target)} ...")
     try:
         export_run(cfg.output, to=target, cfg=cfg, consolidated=consolidated_url)
     except ExportError as e:
@@ -407,6 +409,13 @@ def fit(cfg, progress, before_restart=lambda: None, loop=train_loop_per_worker):
             cfg = _saved_micro_batch(cfg, rundir.read_saved_config(cfg.output))
 
 
+def run_line(cfg) -> str:
+    """How a resolved config runs, in a line: "2 cpu workers, ZeRO-2, fp32, char objective, 100 steps -> OUT"."""
+    p, t = cfg.parallel, cfg.train
+    return (f"{p.workers} {p.device} worker{'s' * (p.workers != 1)}, ZeRO-{p.zero_stage}, {p.precision}, "
+            f"{t.objective} objective, {t.max_steps} steps -> {redact(cfg.output)}")
+
+
 def _lock_command(cfg) -> str:
     """The command a lock record names (credentials in URLs masked)."""
     return redact(shlex.join(["canine", "pretrain", "--data", cfg.data.path, "--output", cfg.output]))
@@ -449,7 +458,7 @@ def _init(cfg, dataset: data.Dataset):
     subword = cfg.train.objective == "subword"
     vocab = subword_vocab_of(cfg.data.path) if subword else None
     size = data.vocab_size(dataset.tokenizer_url) if subword else 0
-    cfg, lines = init.prepare(cfg, config.model_config(cfg, size), vocab, seq_len)
+    cfg, lines = init.prepare(cfg, config.model_config(cfg, size), vocab, seq_len, say=_say)
     for line in lines:
         _say(line)
     return cfg
@@ -515,7 +524,7 @@ def _pretrain(cfg) -> dict:
     why = _no_evaluation(cfg, dataset)
     if why:
         _say(f"no validation loss or accuracy in this run: {why}")
-    tracking.check(cfg)  # an MLflow server that cannot be reached: said before Ray starts
+    tracking.check(cfg, say=_say)  # an MLflow server that cannot be reached: said before Ray starts
     started = connect(cfg)
     try:
         cfg = resolve_with_data(cfg, dataset, ray.cluster_resources().get("GPU", 0), saved)
@@ -526,12 +535,14 @@ def _pretrain(cfg) -> dict:
             if checkpointed:
                 _say(f"resuming from step {checkpointed[0]} (the last checkpoint, {redact(checkpointed[1])})")
             p, t = cfg.parallel, cfg.train
-            _say(f"{p.workers} {p.device} workers, ZeRO-{p.zero_stage}, {p.precision}, {t.objective} objective, "
-                 f"{t.max_steps} steps -> {redact(cfg.output)}")
+            _say(run_line(cfg))
             late = None if why else _no_evaluation(cfg, dataset, p.workers)  # fewer validation rows than workers
             if late:
                 _say(f"no validation loss or accuracy in this run: {late}")
-            with metrics.ProgressPrinter(t.max_steps) as progress:
+            # Ray Train's controller, then a process per worker that imports torch and DeepSpeed and
+            # joins the process group: 20-40 s on a 2-core machine before rank 0 says it is up.
+            _say(f"starting {p.workers} Ray Train worker{'s' * (p.workers != 1)} ...")
+            with metrics.ProgressPrinter(t.max_steps, say=_say) as progress:
                 result = fit(cfg, progress.sink, before_restart=lock.check)
             lock.check()  # another driver took the output over: write no summary or export over its run
             if not t.micro_batch:
@@ -545,7 +556,7 @@ def _pretrain(cfg) -> dict:
                 summary["consolidated"] = consolidated
                 summary["hf_export"] = export(cfg, consolidated)
             atomic_write(summary_url, json.dumps(summary, indent=1).encode("utf-8"))
-            tracking.finish_run(cfg, "FINISHED" if summary["finished"] else "KILLED")  # artifacts, the run's end
+            tracking.finish_run(cfg, "FINISHED" if summary["finished"] else "KILLED", say=_say)  # artifacts, the end
             if t.stop_at_step and not summary["finished"] and summary["steps"]:
                 _say(f"stopped at step {summary['steps']} of {t.max_steps} (--stop-at-step {t.stop_at_step}), "
                      f"checkpointed in {redact(summary['checkpoint'] or cfg.output)}; to go on, the same command "

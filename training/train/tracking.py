@@ -203,12 +203,24 @@ class Tracker:
         self.client.set_terminated(self.run_id, status=status)
 
 
-def check(cfg, timeout_s: float = 15.0) -> None:
+def check(cfg, timeout_s: float = 15.0, say=None) -> None:
     """Before Ray starts (the driver): log.mlflow names a store this process can reach, or one
     line saying why not. Nothing is created: a run that fails before its first step leaves no
-    MLflow run and no OUTPUT/mlflow.json."""
+    MLflow run and no OUTPUT/mlflow.json. `say` is told what it waits for when the check (MLflow's
+    import, then one request) runs past metrics.SLOW_S: a server that accepts and never answers
+    takes the whole `timeout_s` (16 s measured with the import), and a run tracked on a real
+    server once waited 133 s here before its first line."""
     if not cfg.log.mlflow:
         return
+    from training.train.metrics import said_if_slow
+
+    embedded = cfg.log.mlflow.strip().lower() == EMBEDDED
+    with said_if_slow(None if embedded else say, f"checking the MLflow server at {redact(cfg.log.mlflow)} (one "
+                                                 f"request, {timeout_s:.0f} s at most) ..."):
+        _check(cfg, timeout_s)
+
+
+def _check(cfg, timeout_s: float) -> None:
     Client = _mlflow()
     uri = tracking_uri(cfg.log.mlflow, cfg.output)
     if uri.startswith("sqlite:"):
@@ -241,10 +253,16 @@ def end_run(cfg, status: str) -> None:
         pass
 
 
-def finish_run(cfg, status: str = "FINISHED") -> None:
+def finish_run(cfg, status: str = "FINISHED", say=None) -> None:
     """At the end of `canine pretrain` (the driver): the artifacts and the end of the MLflow run
-    the workers logged into; nothing when log.mlflow is unset or no MLflow run was made."""
+    the workers logged into; nothing when log.mlflow is unset or no MLflow run was made. `say`:
+    told what it waits for if that runs past metrics.SLOW_S."""
     if not cfg.log.mlflow or _read_record(cfg.output) is None:
         return
-    tracker = Tracker.open(cfg, {}, 0)
-    tracker.finish(cfg.output, status)
+    from training.train.metrics import said_if_slow
+
+    embedded = cfg.log.mlflow.strip().lower() == EMBEDDED
+    with said_if_slow(None if embedded else say, f"logging the run's artifacts to the MLflow server at "
+                                                 f"{redact(cfg.log.mlflow)} ..."):
+        tracker = Tracker.open(cfg, {}, 0)
+        tracker.finish(cfg.output, status)

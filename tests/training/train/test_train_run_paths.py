@@ -176,6 +176,12 @@ def test_a_checkpoint_of_other_data_is_refused_by_the_driver(contract_shards, tm
     assert run_mod.check_data(cfg, dataset).data.seq_len == 256  # the same data: resolved from its manifest
 
 
+@pytest.mark.parametrize("workers, said", [(1, "1 cpu worker,"), (2, "2 cpu workers,")])
+def test_the_run_line_counts_its_workers_in_words(workers, said):
+    cfg = config.load_config("tiny", {"parallel.workers": workers, "parallel.device": "cpu", "output": "/r"})
+    assert run_mod.run_line(cfg).startswith(said) and run_mod.run_line(cfg).endswith("100 steps -> /r")
+
+
 def test_ray_train_does_what_the_driver_relies_on():
     """run._Interrupt replaces the SIGINT handler that Train V2's fit() installs, by the method fit()
     calls, with the controller whose abort() it then calls; rundir.last_checkpoint reads the snapshot

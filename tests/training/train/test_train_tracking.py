@@ -92,6 +92,30 @@ def test_unusable_settings_are_refused_in_one_line(tmp_path):
     assert "Connection refused; check the server" in str(caught.value) and caught.value.whole_error
 
 
+def test_a_server_slow_to_answer_is_said_while_the_check_waits(tmp_path, monkeypatch):
+    """Issue 52: a run tracked on a real server was silent 133 s before its first line. A server
+    that accepts and never answers holds the check for its whole time-out: said once it has
+    waited metrics.SLOW_S (here 0.5 s), nothing said when the answer comes at once."""
+    import time
+
+    from training.train import metrics
+
+    monkeypatch.setattr(metrics, "SLOW_S", 0.5)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(4)  # connections queue, nothing answers
+        url = f"http://127.0.0.1:{server.getsockname()[1]}"
+        said = []
+        with pytest.raises(tracking.TrackingError, match=rf"log.mlflow {url}: .*check the server"):
+            tracking.check(_cfg(tmp_path / "run", url), timeout_s=2, say=said.append)
+    assert said == [f"checking the MLflow server at {url} (one request, 2 s at most) ..."]
+    said.clear()
+    with pytest.raises(tracking.TrackingError, match="Connection refused"):
+        tracking.check(_cfg(tmp_path / "run", f"http://127.0.0.1:{_free_port()}"), timeout_s=2, say=said.append)
+    time.sleep(0.6)  # the cancelled timer never says it later
+    assert said == []
+
+
 def test_a_long_cause_is_cut_at_a_word_and_keeps_its_reason():
     cause = Exception("API request to http://h:9/api/2.0/mlflow/experiments/search failed with exception "
                       "HTTPConnectionPool(host='h', port=9): Max retries exceeded with url: /api/2.0/mlflow/"
