@@ -101,7 +101,14 @@ def unknown_flags(words: list[str], parser) -> str | None:
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv and argv[0] in COMMANDS else None
-    parser = build_parser(command)
+    try:
+        parser = build_parser(command)  # imports the command's module: Beam, torch, ... (seconds)
+    except KeyboardInterrupt as e:  # a Ctrl-C then is one line too, not the import's traceback
+        if command is None:
+            raise
+        from jobs import errors
+
+        return errors.report(command, e)
     if command is None:
         if argv and not argv[0].startswith("-"):
             print(unknown_command(argv[0]), file=sys.stderr)

@@ -120,8 +120,8 @@ def install() -> None:
 # Beam logs a step's failure where it happens (apache_beam.runners.common: "ERROR ... [while
 # running 'STEP']" and a traceback; a worker process's records relayed by local_job_service), and
 # what breaks as a job stops (its gRPC channels, its worker handlers; on Ctrl-C the thread that
-# waits for each worker process raises "Worker subprocess exited with return code -2", as the
-# shell Beam starts it with dies of the SIGINT), then raises the failure to the launcher, where
+# waits for each worker process raises "Worker subprocess exited with return code -15", as the
+# launcher stops the workers, which ignore SIGINT: pipeline/run.py), then raises the failure to the launcher, where
 # jobs/errors.py reports it: our one line for a known error (a bad input) or Ctrl-C, its type and
 # a traceback file otherwise. So what they print says again what the report says.
 RUNNER_LOGGERS = "apache_beam.runners"

@@ -36,6 +36,7 @@ import re
 import shlex
 import signal
 import sys
+import threading
 import time
 from contextlib import nullcontext
 
@@ -185,7 +186,7 @@ def run_job(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner
         log.info("%d work items from %d input files", len(work_plan.items), len(cfg.input_fingerprints))
     finished, result = False, None
     try:
-        with _launcher_pid_for_workers():
+        with _launcher_pid_for_workers(), _workers_stopped_on_ctrl_c(bool(_worker_plugins(runner, workers))):
             result = p.run()  # the DirectRunner runs the job here; remote runners return once it is submitted
             link = runners.job_link(result, options)
             if link and watch is not None:
@@ -195,7 +196,7 @@ def run_job(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner
             result.wait_until_finish()
         finished = True
     except KeyboardInterrupt as e:
-        if _worker_plugins(runner, workers):  # the DirectRunner's worker processes
+        if _worker_plugins(runner, workers):  # the DirectRunner's worker processes (stopped already by a Ctrl-C)
             _stop_sdk_workers()
         _cancel(result)
         _closed(watch)
@@ -226,9 +227,9 @@ def run_job(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner
 
 # Ctrl-C in a terminal reaches every process of the foreground group: the DirectRunner's worker
 # processes too, each of which would print its own KeyboardInterrupt traceback while the launcher
-# stops the job. They ignore it instead (pipeline/beam/job.py `set_up_worker_process`, run when a
-# worker imports that module as a Beam plugin, before its harness starts), and the launcher, whose
-# KeyboardInterrupt ends the job, closes them.
+# stops the job. They ignore it instead, from their first instruction (pipeline/beam/direct_runner.py),
+# and the launcher, whose KeyboardInterrupt ends the job, stops them (_workers_stopped_on_ctrl_c).
+# The worker's Beam plugin (pipeline/beam/job.py `set_up_worker_process`) sets up the rest.
 def _worker_plugins(runner: str, workers: int) -> list[str]:
     """Beam options that make the DirectRunner's worker processes import pipeline.beam.job first."""
     return ["--beam_plugins=pipeline.beam.job"] if runner == "DirectRunner" and workers > 1 else []
@@ -249,6 +250,45 @@ def _launcher_pid_for_workers():
             os.environ.pop(LAUNCHER_PID, None)
         else:
             os.environ[LAUNCHER_PID] = previous
+
+
+@contextlib.contextmanager
+def _workers_stopped_on_ctrl_c(workers: bool):
+    """While the DirectRunner runs worker processes (`workers`): a Ctrl-C stops them at once, and
+    every 0.1 s after until the run has ended (_stop_sdk_workers), then raises KeyboardInterrupt
+    as Python's own handler does. Beam's runner, on the way out, closes each worker and waits for
+    its process (FnApiRunner.run_stages' `finally`, worker_handlers.py `close_all`, Beam 2.77); a
+    worker that had not yet connected when its connection was closed (`ControlConnection.close`
+    marks an unstarted one done without telling it) waits for orders forever, and so did the
+    launcher: 3 of 3 tries hung with the SIGINT as the workers started, once they ignored it from
+    their start. Stopped here, they end before Beam waits for them; stopped again after, so is
+    one whose process Beam's thread had not yet started, or not yet exec'd, at the Ctrl-C (with
+    a single stop 1 of 21 tries hung). A launcher that ignores SIGINT (started in the background) or runs in another thread keeps
+    its handler."""
+    if not workers or threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    ended = threading.Event()
+
+    def stop_until_ended():
+        while not ended.wait(0.1):
+            _stop_sdk_workers()
+
+    stopper = threading.Thread(target=stop_until_ended, name="canine-stop-workers", daemon=True)
+
+    def stop(signum, frame):
+        _stop_sdk_workers()
+        if stopper.ident is None:  # the first Ctrl-C
+            stopper.start()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, stop)
+    try:
+        yield
+    finally:
+        ended.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _closed(watch) -> None:
@@ -287,7 +327,7 @@ SDK_WORKER = b"apache_beam.runners.worker.sdk_worker_main"
 
 def _stop_sdk_workers() -> None:
     """SIGTERM this process's DirectRunner worker processes and what they started. They ignore
-    SIGINT (set_up_worker_process, above) and stop when the launcher's runner tells them; a Ctrl-C
+    SIGINT (pipeline/beam/direct_runner.py) and stop when the launcher's runner tells them; a Ctrl-C
     while the runner was still starting them left one waiting for its orders, and the launcher
     waiting for it at interpreter exit (a thread of Beam's that is not a daemon joins its
     process): the right line printed, then a hang. Linux's /proc names the children; elsewhere

@@ -11,11 +11,12 @@ One idea per module:
     stats.py              the job's accounting, per language
     memory.py             a finished step's memory given back: a worker holds its largest step, not their sum
     runners.py            which Beam runner runs the job, with which options
+    direct_runner.py      Beam's DirectRunner with worker processes, which start ignoring Ctrl-C
     dask_runner.py        Beam's DaskRunner, mended
 
 The steps call pipeline/sources (pages), pipeline/wikitext (their text) and pipeline/rows (the
 rows they make); nothing below imports this package. Beam is imported by job.py, elements.py,
-stats.py and dask_runner.py (runners.py when it builds options): split.py and tally.py are plain
+stats.py, direct_runner.py and dask_runner.py (runners.py when it builds options): split.py and tally.py are plain
 Python, so `canine validate` reads the split's rule without it, and importing this package
 imports none of them.
 """

@@ -117,8 +117,8 @@ class _ExitWithoutFinalizing:
 
 def set_up_worker_process() -> None:
     """In a worker process of the launcher named by LAUNCHER_PID: ignore SIGINT (a terminal's
-    Ctrl-C reaches the whole process group; the launcher alone ends the job on it, and closes
-    the workers), drop the harness's printed copy of a failed bundle's traceback, and exit
+    Ctrl-C reaches the whole process group; the launcher alone ends the job on it, and stops
+    the workers; pipeline/beam/direct_runner.py has them start with it ignored already), drop the harness's printed copy of a failed bundle's traceback, and exit
     without the interpreter's finalization (_ExitWithoutFinalizing). Anywhere else (the
     launcher, a process importing this module from another thread) it does nothing."""
     launcher = os.environ.get(LAUNCHER_PID)

@@ -28,6 +28,8 @@ import threading
 
 # Short names Beam does not resolve itself -> the class path it imports.
 RUNNER_PATHS = {"DaskRunner": "pipeline.beam.dask_runner.DaskRunner"}
+# The DirectRunner with worker processes: Beam's, its workers started with SIGINT ignored.
+DIRECT_PROCESSES = "pipeline.beam.direct_runner.DirectRunner"
 # Where a Dataflow launch goes: its staging bucket (Cloud Storage, or the emulator that
 # google-cloud-storage is pointed at by STORAGE_EMULATOR_HOST) and the Dataflow API
 # (--dataflow_endpoint, default below).
@@ -60,6 +62,8 @@ def beam_options(workers: int, runner: str, extra_args=()):
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     path = RUNNER_PATHS.get(runner, runner)
+    if runner == "DirectRunner" and workers > 1:
+        path = DIRECT_PROCESSES
     args = [f"--runner={path}", *extra_args]
     if runner == "DirectRunner":
         # Name the runner and the mode: recent Beam may otherwise pick Prism, which downloads a binary.

@@ -18,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -167,6 +168,51 @@ def test_ctrl_c_while_the_workers_start_ends_and_the_same_command_resumes(tmp_pa
     assert re.fullmatch(r"canine preprocess: interrupted (after \d+ of \d+ work items \(kept\); the same command "
                         r"resumes|before the job started; nothing was written)", line), line
     assert_only_ours(canine(*args[3:], cwd=tmp_path), tmp_path / "out", tmp_path)
+
+
+def _workers_of(group: int) -> list[int]:
+    """The DirectRunner worker processes in process group `group` (Linux's /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            pgid = int(stat.read_text().rsplit(")", 1)[1].split()[2])
+            if pgid == group and b"sdk_worker_main" in (stat.parent / "cmdline").read_bytes():
+                found.append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):  # gone meanwhile
+            pass
+    return found
+
+
+@pytest.mark.slow  # the job's start, interrupted
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the worker processes in /proc")
+@pytest.mark.parametrize("when", ["1 s after the start", "as the workers start"])
+def test_ctrl_c_in_the_first_seconds_is_the_launchers_line_alone(when, tmp_path):
+    """Ctrl-C soon after a 2-worker start (issue 52 item 5): each worker, still importing
+    apache_beam, printed a KeyboardInterrupt traceback (36-92 lines, 5 of 5 tries), and a Ctrl-C
+    during the launcher's own imports printed its traceback. Now the launcher's line alone, 130,
+    and no worker left."""
+    args = [sys.executable, "-m", "jobs.cli", "preprocess", relative(SAMPLE, tmp_path), "--output", "out",
+            "--workers", "2", *FAST]
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        if when == "1 s after the start":
+            time.sleep(1)
+        else:  # the moment Beam has started them: they import apache_beam for a second or more
+            deadline = time.monotonic() + 120
+            while not _workers_of(proc.pid) and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert _workers_of(proc.pid), "no worker process started"
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+        stdout, stderr = proc.communicate(timeout=120)
+    except (subprocess.TimeoutExpired, AssertionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    assert proc.returncode == 130 and stdout == "", stderr[-3000:]
+    [line] = ours(stderr)
+    assert re.fullmatch(r"canine preprocess: interrupted( after 0 of \d+ work items \(kept\); the same command "
+                        r"resumes| before the job started; nothing was written)?", line), line
+    assert _workers_of(proc.pid) == []
 
 
 @pytest.mark.parametrize("kind", ["jsonl", "parquet"])
