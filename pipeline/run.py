@@ -71,7 +71,7 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
     if workers < 1:
         raise ValueError(f"--workers {workers}: must be 1 or more (worker processes of the runner)")
     # The runner as named after `--` too (a flags file's --runner=DataflowRunner): one runner for every check.
-    runner = runners.runner_of(runner, list(beam_args))
+    runner, said = runners.runner_of(runner, list(beam_args))
     if dumps:
         resolved = dump_specs.resolve_dumps(list(dumps), mirror=mirror, lang=cfg.lang)
         cfg = dataclasses.replace(cfg, inputs=(*cfg.inputs, *(d.dump_url for d in resolved)),
@@ -85,8 +85,9 @@ def preprocess(cfg: PreprocessConfig, *, dumps: list[str] = (), mirror: str | No
     # A bad flag or input is found here, before the lock creates the output folder.
     if runner != runners.DEFAULT_RUNNER:  # the default is known good; another may be misspelled or miss its options
         # First: Beam's own option check already contacts Cloud Storage, retrying for minutes.
-        runners.check_launch(runner, cfg.output, cfg.inputs, list(beam_args))
-        runners.check_runner(workers, runner, beam_args)
+        runners.check_launch(runner, cfg.output, cfg.inputs, list(beam_args), said=said,
+                             mirror=mirror if dumps else None)
+        runners.check_runner(workers, runner, beam_args, said=said)
     work_plan = output.prepare(cfg, workers)
     peak, disk_line = _fits_on_disk(work_plan)
     created = output.missing_root(cfg.output)

@@ -8,9 +8,11 @@ same on every runner; only these options differ.
 
 Two checks come before anything is written (pipeline/run.py calls both for a runner other than
 the DirectRunner), on the runner `runner_of` finds however it was named: `--runner`, or Beam's
-`--runner` among the options after `--` (a flags file's, infra/beam/dataflow.flags). `check_runner` makes a Pipeline of the runner's options once, so that Beam's
+`--runner` among the options after `--` (a flags file's, infra/beam/dataflow.flags), in any
+spelling Beam takes (`dataflow` is the DataflowRunner); their refusals name it as it was typed.
+`check_runner` makes a Pipeline of the runner's options once, so that Beam's
 own check names a misspelled runner or a missing option. `check_launch` refuses a DataflowRunner
-run that cannot work: an `--output` or input on this machine's disk (Dataflow's workers run on
+run that cannot work: an `--output`, input or dump `--mirror` on this machine's disk (Dataflow's workers run on
 Google Cloud machines and cannot reach it), a launch without network, and one without Google
 credentials (Beam retries those with a traceback each, then goes on anonymously). Beam would otherwise
 find the latter by waiting: checking the staging bucket retries for minutes, and staging the
@@ -25,6 +27,7 @@ this one and `canine inspect` stays light.
 """
 
 import threading
+from typing import NamedTuple
 
 # Short names Beam does not resolve itself -> the class path it imports.
 RUNNER_PATHS = {"DaskRunner": "pipeline.beam.dask_runner.DaskRunner"}
@@ -39,23 +42,57 @@ DATAFLOW_ENDPOINT = "https://dataflow.googleapis.com"
 DEFAULT_RUNNER = "DirectRunner"
 
 
-def runner_of(runner: str, beam_args=()) -> str:
+class Named(NamedTuple):
+    """A run's runner: `name`, as this module knows it (its class's short name: DataflowRunner),
+    and `said`, as the user typed it, which messages name (`--runner=dataflow`, after `--`)."""
+    name: str
+    said: str
+
+
+def canonical(name: str) -> str:
+    """The short name of the runner Beam resolves `name` to: case-insensitively, `Runner`
+    optional (apache_beam/runners/runner.py `create_runner`, Beam 2.77: `dataflow` is the
+    DataflowRunner), this module's short names (RUNNER_PATHS) too; any other name as it is
+    (check_runner has Beam name it)."""
+    if name == DEFAULT_RUNNER:
+        return name
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    known = {n.lower(): n for n in (*StandardOptions.KNOWN_RUNNER_NAMES, *RUNNER_PATHS)}
+    return known.get(name.lower(), known.get(name.lower() + "runner", name))
+
+
+def runner_of(runner: str, beam_args=()) -> Named:
     """The runner a run gets, however it is named: `--runner` of `canine preprocess`, or Beam's own
     `--runner` among the options after `--` (infra/beam/dataflow.flags passes it there, and the
-    scheduled script hands that file on), read by Beam's parser as the job will read it. The checks
-    (check_launch, check_runner) and the job then see one runner. Raises ValueError when both name
-    one and they differ."""
+    scheduled script hands that file on), read by Beam's parser as the job will read it; in any
+    spelling Beam takes (`--runner=dataflow`). The checks (check_launch, check_runner) and the job
+    then see one runner, and name it as it was typed. Raises ValueError when both name one and
+    they differ."""
+    flag = Named(canonical(runner), f"--runner {runner}")
     if not any(str(a).startswith("--") for a in beam_args):
-        return runner
+        return flag
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
 
     named = PipelineOptions(list(beam_args)).view_as(StandardOptions).runner
-    if not named or named == runner:
-        return runner
+    if not named or canonical(named) == flag.name:
+        return flag
     if runner != DEFAULT_RUNNER:
-        raise ValueError(f"--runner {runner}: the Beam options after `--` name another runner ({named}); "
+        raise ValueError(f"{flag.said}: the Beam options after `--` name another runner ({named}); "
                          "name the runner once, as --runner or after `--`")
-    return named
+    return Named(canonical(named), _typed_runner(beam_args))
+
+
+def _typed_runner(beam_args) -> str:
+    """Beam's `--runner` among `beam_args` as they hold it: `--runner=X` or `--runner X` (its
+    parser reads both; the last one given wins)."""
+    args, said = [str(a) for a in beam_args], ""
+    for i, arg in enumerate(args):
+        if arg.startswith("--runner="):
+            said = arg
+        elif arg == "--runner" and i + 1 < len(args):
+            said = f"--runner {args[i + 1]}"
+    return said
 
 
 def beam_options(workers: int, runner: str, extra_args=()):
@@ -92,17 +129,20 @@ def job_link(result, options) -> str | None:
     return f"https://console.cloud.google.com/dataflow/jobs/{gcp.region}/{job_id()}?project={gcp.project}"
 
 
-def check_launch(runner: str, output: str, inputs=(), beam_args=(), timeout_s: float | None = None) -> None:
-    """Refuse a DataflowRunner run whose --output or inputs are local paths, or whose endpoints
-    (the Dataflow API, Cloud Storage) do not take a TCP connection within `timeout_s`
-    (network.TIMEOUT_S), naming the host and what failed, or for which google-auth finds no
-    credentials; nothing for other runners. Options
-    Beam requires (--project, --temp_location) are left to Beam's own check, which names them:
-    without them there is nothing to launch. Raises ValueError."""
+def check_launch(runner: str, output: str, inputs=(), beam_args=(), timeout_s: float | None = None, *,
+                 said: str | None = None, mirror: str | None = None) -> None:
+    """Refuse a DataflowRunner run whose --output, --mirror (of a --dump run) or inputs are local
+    paths, or whose endpoints (the Dataflow API, Cloud Storage) do not take a TCP connection
+    within `timeout_s` (network.TIMEOUT_S), naming the host and what failed, or for which
+    google-auth finds no credentials; nothing for other runners. `said`: the runner as the user
+    typed it (runner_of), which the refusals name. Options Beam requires (--project,
+    --temp_location) are left to Beam's own check, which names them: without them there is
+    nothing to launch. Raises ValueError."""
     import os
 
     if not runner.endswith("DataflowRunner"):
         return
+    said = said or f"--runner {runner}"
     from apache_beam.options.pipeline_options import GoogleCloudOptions, PipelineOptions
 
     from pipeline.sources import network
@@ -113,6 +153,11 @@ def check_launch(runner: str, output: str, inputs=(), beam_args=(), timeout_s: f
     if _local(output):
         raise ValueError(f"--output {output}: a path on this machine, which Dataflow's workers (Google Cloud machines) "
                          "cannot write; give a gs:// URL, e.g. --output gs://BUCKET/shards")
+    if mirror is not None and _local(mirror):
+        raise ValueError(f"--mirror {mirror}: a dump mirror on this machine, which Dataflow's workers cannot read; "
+                         "give a gs:// --mirror that holds the same LANGwiki/DATE/ folders (gcloud storage cp -r "
+                         f"{mirror.rstrip('/')}/LANGwiki gs://BUCKET/wikimedia/), or leave --mirror out for "
+                         "Wikimedia's own server")
     for path in inputs:
         if _local(path):
             raise ValueError(f"{path}: an input on this machine, which Dataflow's workers cannot read; copy it to a "
@@ -125,11 +170,11 @@ def check_launch(runner: str, output: str, inputs=(), beam_args=(), timeout_s: f
             failed = network.connect(url, timeout_s)
         if failed is not None:
             where, why = failed
-            raise ValueError(f"--runner {runner}: cannot reach {where} ({why}): {what}; check the network (and "
+            raise ValueError(f"{said}: cannot reach {where} ({why}): {what}; check the network (and "
                              "HTTPS_PROXY if this machine needs a proxy), then run the same command again")
     missing = _no_credentials(timeout_s)
     if missing:
-        raise ValueError(f"--runner {runner}: no Google Cloud credentials on this machine ({missing}); set "
+        raise ValueError(f"{said}: no Google Cloud credentials on this machine ({missing}); set "
                          "GOOGLE_APPLICATION_CREDENTIALS to a service account key file or run `gcloud auth "
                          "application-default login`, then run the same command again")
 
@@ -168,10 +213,11 @@ def _local(path: str) -> bool:
     return "://" not in last or last.split("://", 1)[0] in ("file", "local", "memory")
 
 
-def check_runner(workers: int, runner: str, beam_args=()) -> None:
+def check_runner(workers: int, runner: str, beam_args=(), *, said: str | None = None) -> None:
     """Beam checks the runner's name and its options (Dataflow's --project, --region, ...) when a
-    Pipeline is made: made here once, so that a mistake is named before anything is written.
-    Raises ValueError."""
+    Pipeline is made: made here once, so that a mistake is named before anything is written,
+    with the runner as the user typed it (`said`). Raises ValueError."""
+    said = said or f"--runner {runner}"
     import logging
     import shutil
 
@@ -189,8 +235,8 @@ def check_runner(workers: int, runner: str, beam_args=()) -> None:
         text = " ".join(str(e).split())
         if "validation" in text:  # "Pipeline has validations errors: Missing required option: project. ..."
             text += " Give the runner's options after a bare `--`: canine preprocess ... -- --project P --region R ..."
-        raise ValueError(f"--runner {runner}: {text}") from None
+        raise ValueError(f"{said}: {text}") from None
     except ImportError as e:  # Beam's own words: "Google Cloud Dataflow runner not available, please install ..."
-        raise ValueError(f"--runner {runner}: {e}") from None
+        raise ValueError(f"{said}: {e}") from None
     finally:
         root.setLevel(level)

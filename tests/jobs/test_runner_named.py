@@ -59,7 +59,12 @@ def test_dataflow_named_after_the_double_dash_gets_the_same_refusals(tmp_path):
     result = _canine("preprocess", xml, "--output", "out/shards", "--", "--runner", "DataflowRunner", *BEAM[1:],
                      cwd=tmp_path, env=_env(tmp_path))
     assert _one_line(result).startswith("--output out/shards: a path on this machine")
-    assert time.monotonic() - t < 60
+    # Beam's own spelling of the runner (issue 52 item 7): Beam ran the job on Dataflow with none of
+    # the checks, retrying credentials and the staging bucket for minutes with a traceback each.
+    result = _canine("preprocess", xml, "--output", "out/shards", "--", "--runner=dataflow", *BEAM[1:],
+                     cwd=tmp_path, env=_env(tmp_path))
+    assert _one_line(result).startswith("--output out/shards: a path on this machine")
+    assert time.monotonic() - t < 80
     assert not (tmp_path / "out").exists()
 
 
@@ -72,12 +77,16 @@ def test_two_runners_named_are_refused(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("named", ["flag", "after --"])
-def test_a_launch_without_credentials_is_named_before_the_lock(named, tmp_path):
+@pytest.mark.parametrize("runner, said", [
+    (["--runner", "DataflowRunner", "--", *BEAM[1:]], "--runner DataflowRunner"),
+    (["--", *BEAM], "--runner=DataflowRunner"),
+    (["--", "--runner=dataflow", *BEAM[1:]], "--runner=dataflow"),  # Beam's short name: as typed
+], ids=["flag", "after --", "beam's short name after --"])
+def test_a_launch_without_credentials_is_named_before_the_lock(runner, said, tmp_path):
     """Both endpoints take connections (listening sockets standing in for the Dataflow API and the
     storage emulator), so the launch gets as far as credentials: google-auth finds none in this
-    clean environment, and the run says so in one line instead of Beam's retries."""
-    runner = ["--runner", "DataflowRunner", "--", *BEAM[1:]] if named == "flag" else ["--", *BEAM]
+    clean environment, and the run says so in one line instead of Beam's retries, naming the
+    runner as it was typed (issue 52 item 7: `--runner DataflowRunner:` for `--runner=dataflow`)."""
     with socket.socket() as api, socket.socket() as storage:
         for s in (api, storage):
             s.bind(("127.0.0.1", 0))
@@ -88,7 +97,7 @@ def test_a_launch_without_credentials_is_named_before_the_lock(named, tmp_path):
                          "--output", "gs://canine-test-bucket/shards", *runner,
                          f"--dataflow_endpoint=http://127.0.0.1:{api.getsockname()[1]}", cwd=tmp_path, env=env)
     line = _one_line(result)
-    assert line.startswith("--runner DataflowRunner: no Google Cloud credentials on this machine ("), line
+    assert line.startswith(f"{said}: no Google Cloud credentials on this machine ("), line
     assert "GOOGLE_APPLICATION_CREDENTIALS" in line
     assert time.monotonic() - t < 45  # Beam's own retries: 2+4+8+16 s of tracebacks, then staging's 10 minutes
 
@@ -109,3 +118,18 @@ def test_the_scheduled_script_with_the_dataflow_flags_file_refuses_a_local_outpu
     assert "Traceback" not in r.stderr and "WARNING" not in r.stderr
     assert time.monotonic() - t < 60
     assert not (tmp_path / "shards").exists()
+
+
+def test_a_dump_from_a_local_mirror_is_told_to_give_a_bucket_mirror(tmp_path, make_multistream):
+    """A --dump run on Dataflow with --mirror on this machine: the mirror is named, and a gs:// one
+    asked for (issue 52 item 7: the refusal named the dump's file and said to copy it)."""
+    mirror = tmp_path / "mirror"
+    make_multistream(SAMPLE / "kowiki-20261101-pages-articles.xml", mirror / "kowiki" / "20261101")
+    result = _canine("preprocess", "--dump", "ko:20261101", "--mirror", mirror, "--output",
+                     "gs://canine-test-bucket/shards", "--", *BEAM, cwd=tmp_path, env=_env(tmp_path))
+    assert result.stderr.count("canine preprocess: --dump ko:20261101: kowiki 20261101") == 1
+    line = result.stderr.strip().splitlines()[-1].removeprefix("canine preprocess: ")
+    assert result.returncode == 2 and line.startswith(
+        f"--mirror {mirror}: a dump mirror on this machine, which Dataflow's workers cannot read; give a gs:// "
+        "--mirror"), result.stderr[-3000:]
+    assert "Traceback" not in result.stderr and "WARNING" not in result.stderr
