@@ -124,8 +124,11 @@ def windows_of(task: data.TaskData) -> dict:
 
 def summary_of(cfg, records: list[dict], task: data.TaskData | None = None) -> dict:
     scores = read_scores(cfg.output) or {}
+    # pretraining's figures that mean nothing here: no sentence order, no input pipeline to wait for
+    figures = {k: v for k, v in rundir.run_figures(records).items()
+               if k not in ("eval_sop_accuracy", "data_wait_fraction")}
     return {"output": cfg.output, "task": "ner", "max_steps": cfg.train.max_steps,
-            "finished": bool(scores.get("finished")), **rundir.run_figures(records),
+            "finished": bool(scores.get("finished")), **figures,
             "best_step": scores.get("step"), "selection": scores.get("selection"),
             "dev": scores.get("dev"), "test": scores.get("test"), "labels": list(cfg.labels),
             "workers": cfg.parallel.workers, "zero_stage": cfg.parallel.zero_stage,

@@ -46,9 +46,19 @@ class FinetuneTrainConfig:
 
 @dataclass(frozen=True)
 class FinetuneOptimConfig(OptimConfig):
-    lr: float = option(5e-5, "peak learning rate (BERT fine-tuning: 5e-5)")
+    # 5e-5 suits a base-size encoder (google/canine-c, --config base runs); the tiny model learns
+    # nothing at it in a few hundred steps (benchmarks/downstream_ner.py uses 3e-3 there).
+    lr: float = option(5e-5, "peak learning rate (BERT fine-tuning of a base-size model: 5e-5; a tiny model needs "
+                       "~1e-3 or more)")
     warmup_fraction: float = option(0.1, "linear warm-up over this share of max_steps (BERT: 10%), then linear "
                                     "decay to 0")
+
+
+@dataclass(frozen=True)
+class FinetuneModelSpec(ModelSpec):
+    # Only without --init (the random-initialisation baseline); with it the shape is the init's.
+    size: str = option("tiny", "the fresh encoder's shape without --init (tiny, small, base); with --init the "
+                       "init's own shape is used")
 
 
 @dataclass(frozen=True)
@@ -64,7 +74,7 @@ class FinetuneConfig:
     task: NerTaskConfig = option(factory=NerTaskConfig, help="the task's files and windows")
     # With init.path the architecture is the init's (model.size is ignored); without, a fresh
     # encoder of model.size: the random-initialisation baseline.
-    model: ModelSpec = option(factory=lambda: ModelSpec(size="tiny"), help="the encoder's shape without --init")
+    model: FinetuneModelSpec = option(factory=FinetuneModelSpec, help="the encoder's shape without --init")
     init: InitConfig = option(factory=InitConfig, help="the pretrained encoder fine-tuning starts from")
     train: FinetuneTrainConfig = option(factory=FinetuneTrainConfig, help="batch, schedule length, evaluations")
     optim: FinetuneOptimConfig = option(factory=FinetuneOptimConfig, help="optimizer and learning rate")
