@@ -89,11 +89,12 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
 
         torch.cuda.set_device(ray.train.torch.get_device())
         torch.backends.cuda.matmul.allow_tf32 = True
+    restored = ray.train.get_checkpoint()
+    _status(progress, rank, _setting_up(cfg, world, restored is not None))
     task = data.read_task(cfg.task, cfg.labels)
     model_cfg = config.model_config(cfg)
     seeds.seed_all(cfg.train.seed)  # the same classifier on every rank
     model = CanineForTokenClassification(model_cfg, len(cfg.labels))
-    restored = ray.train.get_checkpoint()
     if restored is None and cfg.init.path:  # the run's first start: the encoder from the init
         from training.finetune.run import load_init
 
@@ -115,11 +116,31 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
     tracker = tracking.Tracker.open(cfg, config.to_dict(cfg), state["step"]) if rank == 0 and cfg.log.mlflow else None
     log = metrics.MetricsLog(cfg.output, state["step"], cfg.log.tensorboard, tracker) if rank == 0 else None
     t = cfg.train
+    _status(progress, rank, "the model and DeepSpeed's engine are ready; training ...")
     return _Worker(cfg=cfg, rank=rank, world=world, on_gpu=on_gpu, engine=engine, device=engine.device, task=task,
                    shapes=shapes, state=state, stop=min(t.max_steps, t.stop_at_step or t.max_steps),
                    accum=cfg.accumulation_steps(world), multiple=model_cfg.downsampling_rate,
                    step_guard=guard.StepGuard(engine, cfg, rank, state["step"]), faults=faults, log=log,
                    progress=progress)
+
+
+def _status(progress, rank: int, text: str) -> None:
+    """A status line of rank 0's through the driver's ProgressSink, as pretraining's loop says
+    them (train/loop.py): Ray Train's start and DeepSpeed's set-up are 20-40 s before step 1."""
+    if rank == 0 and progress is not None:
+        progress.say.remote(text)
+
+
+def _setting_up(cfg, world: int, restoring: bool) -> str:
+    parts = ["reading the task's files", "building the model"]
+    if cfg.init.path and not restoring:
+        parts.append("loading the init's encoder")
+    parts.append(f"initialising DeepSpeed (ZeRO-{cfg.parallel.zero_stage})")
+    if restoring:
+        parts.append("restoring the checkpoint")
+    if cfg.log.mlflow:
+        parts.append("opening the MLflow run")
+    return f"{world} worker{'s' * (world != 1)} up; {', '.join(parts)} ..."
 
 
 def _to(batch: dict, device) -> dict:

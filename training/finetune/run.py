@@ -149,6 +149,7 @@ def export(cfg) -> str | None:
     if why:
         _say(f"no Hugging Face export: {why}")
         return None
+    _say(f"exporting the kept weights to {redact(target)} ...")
     model = CanineForTokenClassification(config.model_config(cfg), len(cfg.labels))
     checkpoint.load_consolidated(model, rundir.join(cfg.output, rundir.BEST))
     hf.export_token_classifier(model.eval(), target, dict(enumerate(cfg.labels)), max_length=cfg.task.max_length,
@@ -230,8 +231,8 @@ def _finetune(cfg) -> dict:
                          f"({model_cfg.max_position_embeddings} characters); give --max-length "
                          f"{model_cfg.max_position_embeddings} or less")
     _say(_data_line(task, cfg))
-    tracking.check(cfg)
-    started = run.connect(cfg, say=_say)
+    tracking.check(cfg, say=_say)
+    started = run.connect(cfg, say=_say, reading=0)  # the workers read the files themselves
     try:
         cfg = config.resolve(cfg, train_windows=train_windows, cluster_gpus=ray.cluster_resources().get("GPU", 0),
                              labels=task.labels, saved=saved)
@@ -247,14 +248,15 @@ def _finetune(cfg) -> dict:
                  f"{redact(cfg.output)}")
             from training.finetune.loop import train_loop_per_worker
 
-            with metrics.ProgressPrinter(t.max_steps) as progress:
+            _say(f"starting {p.workers} Ray Train worker{'s' * (p.workers != 1)} ...")
+            with metrics.ProgressPrinter(t.max_steps, say=_say) as progress:
                 run.fit(cfg, progress.sink, before_restart=lock.check, loop=train_loop_per_worker)
             lock.check()
             summary = summary_of(cfg, rundir.read_metrics(cfg.output), task)
             if summary["finished"]:
                 summary["hf_export"] = export(cfg)
             atomic_write(rundir.join(cfg.output, rundir.SUMMARY), json.dumps(summary, indent=1).encode("utf-8"))
-            tracking.finish_run(cfg, "FINISHED" if summary["finished"] else "KILLED")
+            tracking.finish_run(cfg, "FINISHED" if summary["finished"] else "KILLED", say=_say)
             return summary
     except BaseException as e:
         tracking.end_run(cfg, "KILLED" if isinstance(e, KeyboardInterrupt) else "FAILED")

@@ -122,10 +122,11 @@ def init_local(num_cpus: float, **kwargs) -> None:
             os.environ[ONE_MACHINE_ENV] = env
 
 
-def connect(cfg, say=_say) -> bool:
+def connect(cfg, say=_say, reading: int = 2) -> bool:
     """Use the current Ray cluster, the one cfg / RAY_ADDRESS names, or start a local one on
     127.0.0.1, saying which first (a local start takes 10-50 s) with `say`. Returns True if this
-    call started Ray (and so should stop it: `disconnect`)."""
+    call started Ray (and so should stop it: `disconnect`). `reading`: the logical CPUs a local
+    cluster keeps for the input pipeline's Ray tasks (`local_cpus`; a fine-tuning run has none)."""
     import ray
 
     if ray.is_initialized():
@@ -144,7 +145,7 @@ def connect(cfg, say=_say) -> bool:
         except ConnectionError as e:  # something answers, not a Ray head: "Failed to connect to Ray cluster at ..."
             raise ClusterUnreachable(f"{redact(where)}: {e}; {_CHECK_ADDRESS}") from None
         return True
-    cpus, said = local_cpus(cfg.parallel.workers or 2, cfg.parallel.cpus_per_worker, os.cpu_count() or 1)
+    cpus, said = local_cpus(cfg.parallel.workers or 2, cfg.parallel.cpus_per_worker, os.cpu_count() or 1, reading)
     say(f"starting a local Ray cluster on 127.0.0.1 ({said}) ...")
     # Worker logs stay in /tmp/ray/session_*/logs: the console gets our progress lines
     # (metrics.ProgressPrinter) and, on failure, the error that fit() raises.
@@ -185,16 +186,17 @@ def _start_timed_out(e: BaseException) -> bool:
     return type(e) is Exception and "timed out during startup" in str(e)
 
 
-def local_cpus(workers: int, cpus_per_worker: float, cores: int) -> tuple[int, str]:
+def local_cpus(workers: int, cpus_per_worker: float, cores: int, reading: int = 2) -> tuple[int, str]:
     """(logical CPUs a local cluster is started with, the words for them). Training workers
-    reserve their CPUs; at least 2 more are left to the input pipeline's read tasks, so a small
+    reserve their CPUs; `reading` more (2; 0 for a fine-tuning run) go to the input pipeline's read tasks, so a small
     machine gets more logical CPUs than it has cores, on purpose: said so, never as its size."""
     training = int(workers * cpus_per_worker)
-    cpus = max(cores, training + 2)
+    cpus = max(cores, training + reading)
     if cpus == cores:
         return cpus, f"{cores} CPUs"
-    return cpus, (f"{cpus} logical CPUs on {cores} core{'s' * (cores != 1)}: {training} for the {workers} "
-                  f"training worker{'s' * (workers != 1)}, {cpus - training} for reading the data")
+    said = (f"{cpus} logical CPUs on {cores} core{'s' * (cores != 1)}: {training} for the {workers} "
+            f"training worker{'s' * (workers != 1)}")
+    return cpus, said + (f", {cpus - training} for reading the data" if cpus > training else "")
 
 
 _reaper = None  # the reaper of the local cluster connect started (reaper.py), until disconnect

@@ -11,4 +11,6 @@ def test_a_small_machine_is_not_said_to_have_more_cpus_than_it_has():
 
 def test_a_machine_with_enough_cores_is_said_as_it_is():
     assert local_cpus(2, 1.0, 16) == (16, "16 CPUs")
+    # a fine-tuning run reads its files in the workers: no CPUs kept for reading
+    assert local_cpus(3, 1.0, 2, reading=0) == (3, "3 logical CPUs on 2 cores: 3 for the 3 training workers")
     assert local_cpus(2, 1.0, 4) == (4, "4 CPUs")
