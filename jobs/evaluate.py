@@ -1,4 +1,5 @@
-"""`canine evaluate RUN`: does the pretrained encoder beat its own initialization on held-out data?
+"""`canine evaluate RUN`: does the pretrained encoder beat its own initialization on held-out data
+(and an `--init` run the weights it started from, the baseline it must beat)?
 
     canine evaluate runs/smoke/train
     canine evaluate runs/smoke/train --step 50          # the checkpoint saved at step 50
@@ -11,9 +12,10 @@ Masked prediction on the validation split (pretrained, initial, unigram baseline
 probe of the pooled output for language identification of short snippets, overall and per
 language, with the languages that had no validation example to score (training/train/evaluate.py
 says how each is measured; --json: the same under "masked", "probe", "languages" and
-"unscored_languages"). Reads the run's config, its consolidated weights (written after the
-last step) or, with --step N or --checkpoint PATH, a saved checkpoint's (consolidated here, no Ray
-or GPU needed; the output names the step, --json under "step" and "max_steps"), and its shards.
+"unscored_languages"; an --init run's init under "init"; the weights to beat under "baseline").
+Reads the run's config, its consolidated weights (written after the last step) or, with --step
+N or --checkpoint PATH, a saved checkpoint's (consolidated here, no Ray or GPU needed; the output
+names the step, --json under "step" and "max_steps"), and its shards.
 RUN and PATH are local paths (relative to the working directory) or any fsspec URL. Exit codes: 0
 evaluated, 2 refused (no such run, not finished, no checkpoint at that step: the line lists the
 saved ones, no validation rows), with one line on stderr (jobs/errors.py).

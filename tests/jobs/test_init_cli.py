@@ -79,3 +79,14 @@ def test_readmes_init_command_with_relative_paths_starts_from_the_weights(workdi
 
     assert summary["init"]["sha256"] == hashlib.sha256((workdir / init / "model.safetensors").read_bytes()).hexdigest()
     assert (workdir / "runs" / "cont" / "hf" / "config.json").is_file()
+
+    # canine evaluate measures the run against the weights it started from, besides a fresh
+    # initialization (issue 52: a continued run was credited with what it inherited).
+    done = _canine(["evaluate", "runs/cont", "--json", "--examples", "64", "--train-examples", "256"], cwd=workdir)
+    assert done.returncode == 0, done.stderr[-3000:]
+    r = json.loads(done.stdout)
+    start = r["init"]
+    assert r["baseline"] == "init" and (start["path"], start["sha256"]) == (str(workdir / init), summary["init"]["sha256"])
+    assert start["masked"]["predictions"] == r["masked"]["initial"]["predictions"] > 0
+    assert start["masked"] != r["masked"]["initial"] and set(start["probe"]) == {"mean", "cls"}
+    assert set(start["languages"]) == set(r["languages"])

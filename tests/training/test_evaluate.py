@@ -186,3 +186,59 @@ def test_the_reference_run_beats_its_initialization_on_held_out_text(reference_r
     p = r["probe"]
     assert p["languages"] == ["ar", "de", "en", "hi", "ko", "ru", "zh"] and p["test_snippets"] > 100
     assert p["pretrained"]["mean"] > max(p["initial"]["mean"], p["majority"]), p  # 0.870 vs 0.830 when written
+
+
+def test_an_init_run_is_measured_against_the_weights_it_started_from(tmp_path, contract_shards, capsys):
+    """Issue 52: `canine evaluate` of an --init run compared it with a fresh initialization only,
+    so a continued run was credited with what it inherited. Here run B starts from run A's
+    trained weights (init.path A) and is not trained further: B beats its initialization as A
+    did, and equals its init exactly, which is the baseline named and measured."""
+    import hashlib
+
+    import yaml
+
+    from training.heads import CaninePretrainingModel
+    from training.seeds import seed_all
+    from training.train import init, rundir
+    from training.train.checkpoint import save_consolidated
+
+    source, run = tmp_path / "A", tmp_path / "B"
+    write_run(str(source), contract_shards)
+    _train_briefly(str(source), contract_shards, steps=10)
+    write_run(str(run), contract_shards)
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    saved["init"] = {"path": str(source), "step": 0,
+                     "sha256": hashlib.sha256((source / "final" / "model_fp32.pt").read_bytes()).hexdigest()}
+    (run / "config.yaml").write_text(yaml.safe_dump(saved, sort_keys=False))
+    cfg = rundir.read_config(str(run))
+    seed_all(cfg.train.seed)  # what B's first start built (training/train/loop.py)
+    start = CaninePretrainingModel(config.model_config(cfg), "char")
+    init.load_into(start, cfg, None)
+    trained = torch.load(source / "final" / "model_fp32.pt", weights_only=True)
+    assert all(torch.equal(start.state_dict()[k], v) for k, v in trained.items())  # a run source: every tensor
+    save_consolidated(start.state_dict(), str(run / "final" / "model_fp32.pt"))
+
+    args = ["evaluate", str(run), "--examples", "16", "--train-examples", "64"]
+    assert cli.main([*args, "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    m, p, init = r["masked"], r["probe"], r["init"]
+    assert r["baseline"] == "init" and (init["path"], init["sha256"]) == (str(source), saved["init"]["sha256"])
+    assert init["masked"] == m["pretrained"] and init["probe"] == p["pretrained"]  # nothing gained since the init
+    assert m["pretrained"]["loss"] < m["initial"]["loss"]  # inherited: what the comparison credited before
+    assert not evaluate.beats_initialization(r)
+    assert all(init["languages"][lang]["masked"] == x["masked"]["pretrained"] for lang, x in r["languages"].items())
+    assert "init" not in m and "init" not in p  # the init's figures are under their own key only
+    text = evaluate.format_evaluation(r)
+    assert text.splitlines()[1] == (f"baseline       init, the weights this run started from ({source}): the "
+                                    "pretrained weights must beat it; initial is a fresh initialization")
+    assert f"  init         {m['pretrained']['accuracy']:>10.3f}{m['pretrained']['loss']:>9.3f}" in text
+    assert f"  init         {p['pretrained']['mean']:>10.3f}{p['pretrained']['cls']:>9.3f}" in text
+    assert " examples pretrained     init  initial  unigram  pretrained     init  initial" in text
+
+    (source / "final" / "model_fp32.pt").unlink()  # the init gone: still evaluated, against initial, said so
+    assert cli.main(["evaluate", str(run), "--examples", "4", "--train-examples", "16", "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["baseline"] == "initial" and "no final weights" in r["init"]["error"] and "masked" not in r["init"]
+    assert evaluate.format_evaluation(r).splitlines()[1].startswith(
+        f"baseline       initial; the init this run started from ({source}) not scored: --init {source}: the run "
+        "has no final weights")

@@ -23,7 +23,11 @@ the output's languages that had no validation example among those read. The over
 figures are the sums over the languages.
 
 The initial model is the run's own: built from the saved config with torch seeded by
-train.seed, exactly as every worker builds it before training (training/train/loop.py).
+train.seed, exactly as every worker builds it before training (training/train/loop.py). A run
+that started from weights (`--init`, init.path in its config.yaml) is also measured against
+them, built as its first start built them (the same model, the init loaded over it: the heads
+an init lacks as drawn): that is the baseline it must beat, since a continued run would
+otherwise be credited with what it inherited (result "init" and "baseline"; `load_init`).
 Runs on one CPU process, no Ray; the shards are read through fsspec and checked against the
 manifest's hashes (training/train/data.py). The pretrained weights are the final ones by default,
 or any saved checkpoint's (`evaluate_run(step=...)` / `checkpoint=...`, consolidated offline by
@@ -109,6 +113,28 @@ def load_run(run: str, weights=None):
                                 f"checkpoint with --step (saved steps: {rundir.saved_steps(run)})")
     load_consolidated(pretrained, weights.url)
     return cfg, dataset, pretrained.eval(), initial
+
+
+def load_init(cfg, model_cfg):
+    """The model an --init run started from, in eval mode: seeded and built as its workers built
+    it at the first start, then the init's weights loaded over it (training/train/init.py
+    load_into, which checks they are still those the run recorded by sha256)."""
+    from training.hf import subword_vocab_of
+    from training.train import init
+
+    seed_all(cfg.train.seed)
+    model = CaninePretrainingModel(model_cfg, cfg.train.objective)
+    init.load_into(model, cfg, subword_vocab_of(cfg.data.path) if cfg.train.objective == "subword" else None)
+    return model.eval()
+
+
+def _init_or_why(cfg, model_cfg) -> tuple[object, str | None]:
+    """(load_init's model, None), or (None, why it cannot be read): the init moved, deleted or
+    changed since the run started. The run is still evaluated without it."""
+    try:
+        return load_init(cfg, model_cfg), None
+    except (OSError, ValueError) as e:  # InitError is a ValueError; a missing file an OSError
+        return None, redact(" ".join(str(e).split()))
 
 
 def _batches(rows: pa.Table, cfg, model_cfg, batch_size: int):
@@ -255,6 +281,9 @@ def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, sni
     # Masked prediction per language; the overall figures are the sums (in sorted order: the same every time).
     unigram = _unigram_model(batches(train_rows), objective, classes)
     models = {"pretrained": pretrained, "initial": initial}
+    start, why = _init_or_why(cfg, model_cfg) if cfg.init.path else (None, None)
+    if start is not None:
+        models["init"] = start  # measured like the others, then moved under result["init"]
     sums, languages = {}, {}
     for lang, rows in by_language(val_rows).items():
         b = batches(rows)
@@ -266,7 +295,9 @@ def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, sni
         "run": run, "step": weights.step, "max_steps": weights.max_steps, "weights": redact(weights.url),
         "checkpoint": weights.checkpoint, "objective": objective, "validation_examples": val_rows.num_rows,
         "masked": {name: _figures(sum((x[name] for x in sums.values()), np.zeros(3)))
-                   for name in ("pretrained", "initial", "unigram")},
+                   for name in (*models, "unigram")},
+        # What the pretrained weights must beat: those the run started from.
+        "baseline": "init" if start is not None else "initial",
     }
     snippet_chars = min(snippet_chars, cfg.data.seq_len - 2)
     train_ids, train_langs = snippets(train_rows, snippet_chars, snippets_per_row, cfg.train.seed)
@@ -293,27 +324,62 @@ def evaluate_run(run: str, examples: int = 1024, train_examples: int = 2048, sni
                 languages[lang]["probe"][name] = {kind: float(r[mask].float().mean()) for kind, r in right.items()}
     result["probe"] = probe
     result["languages"] = languages
+    if cfg.init.path:
+        result["init"] = _init_figures(result, cfg, why)
     # The output's languages that could not be scored: none of their validation examples was read.
     result["unscored_languages"] = [lang for lang, n in dataset.languages.items() if n and lang not in languages]
     return result
+
+
+def _init_figures(result: dict, cfg, why: str | None) -> dict:
+    """The init's figures taken out of `result` (masked, probe, each language's) into their own
+    key, with what names the init (path, step, sha256), or why it was not scored."""
+    out = {"path": redact(cfg.init.path), "step": cfg.init.step, "sha256": cfg.init.sha256}
+    if why is not None:
+        return {**out, "error": why}
+    out["masked"] = result["masked"].pop("init")
+    if "init" in result["probe"]:
+        out["probe"] = result["probe"].pop("init")
+    out["languages"] = {}
+    for lang, x in result["languages"].items():
+        out["languages"][lang] = {"masked": x["masked"].pop("init")}
+        if "init" in x.get("probe", {}):
+            out["languages"][lang]["probe"] = x["probe"].pop("init")
+    return out
+
+
+def _with_init(r: dict, key: str, table: dict) -> dict:
+    """`table` ({model: figures}) with the init's row after the pretrained one, where it was scored."""
+    start = (r.get("init") or {}).get(key)
+    if start is None:
+        return table
+    return {name: x for name, x in table.items() if name == "pretrained"} | {"init": start} | {
+        name: x for name, x in table.items() if name != "pretrained"}
 
 
 def format_evaluation(r: dict) -> str:
     m, p = r["masked"], r["probe"]
     what = "masked characters (CANINE-C)" if r["objective"] == "char" else "masked subwords (CANINE-S)"
     which = f"checkpoint {r['weights']}" if r["checkpoint"] else "the final weights"
-    lines = [f"{'weights':<15}step {r['step']} of {r['max_steps']} ({which})",
-             f"held-out       {r['validation_examples']} validation examples, {m['pretrained']['predictions']} {what}",
-             f"{'':15}{'accuracy':>10}{'loss':>9}"]
-    for name in ("pretrained", "initial", "unigram"):
-        lines.append(f"  {name:<13}{m[name]['accuracy']:>10.3f}{m[name]['loss']:>9.3f}")
+    lines = [f"{'weights':<15}step {r['step']} of {r['max_steps']} ({which})"]
+    start = r.get("init")
+    if start and "error" in start:
+        lines.append(f"{'baseline':<15}initial; the init this run started from ({start['path']}) not scored: "
+                     f"{start['error']}")
+    elif start:
+        lines.append(f"{'baseline':<15}init, the weights this run started from ({start['path']}): the pretrained "
+                     "weights must beat it; initial is a fresh initialization")
+    lines += [f"held-out       {r['validation_examples']} validation examples, {m['pretrained']['predictions']} {what}",
+              f"{'':15}{'accuracy':>10}{'loss':>9}"]
+    for name, x in _with_init(r, "masked", {k: m[k] for k in ("pretrained", "initial", "unigram")}).items():
+        lines.append(f"  {name:<13}{x['accuracy']:>10.3f}{x['loss']:>9.3f}")
     if "pretrained" in p:
         lines.append(f"language probe {len(p['languages'])} languages, snippets of {p['snippet_chars']} characters: "
                      f"{p['train_snippets']} from train, {p['test_snippets']} held out "
                      f"({' '.join(p['test_languages'])}); linear, accuracy on")
         lines.append(f"{'':15}{'mean':>10}{'cls':>9}   (mean: {FEATURES['mean']}; cls: {FEATURES['cls']})")
-        for name in ("pretrained", "initial"):
-            lines.append(f"  {name:<13}{p[name]['mean']:>10.3f}{p[name]['cls']:>9.3f}")
+        for name, x in _with_init(r, "probe", {k: p[k] for k in ("pretrained", "initial")}).items():
+            lines.append(f"  {name:<13}{x['mean']:>10.3f}{x['cls']:>9.3f}")
         lines.append(f"  {'majority':<13}{p['majority']:>10.3f}   (the most frequent held-out language, always)")
     else:
         lines.append(f"language probe skipped: {len(p['languages'])} language(s) in the train snippets, "
@@ -323,23 +389,34 @@ def format_evaluation(r: dict) -> str:
 
 def _language_lines(r: dict) -> list[str]:
     """The per-language table: masked accuracy of each model, probe accuracy on the language's
-    own snippets (mean features; "-" where the probe could not score it)."""
-    lines = [f"{'by language':<24}{'masked accuracy':^29}{'probe (mean)':^21}".rstrip(),
-             f"{'':15}{'examples':>9}{'pretrained':>11}{'initial':>9}{'unigram':>9}{'pretrained':>12}{'initial':>9}"]
+    own snippets (mean features; "-" where the probe could not score it); an init column after
+    the pretrained one where the run's init was scored."""
+    of_init = (r.get("init") or {}).get("languages")
+    init = [("init", 9)] if of_init is not None else []
+    masked = [("pretrained", 11), *init, ("initial", 9), ("unigram", 9)]
+    probe = [("pretrained", 12), *init, ("initial", 9)]
+    width = {name: sum(w for _, w in columns) for name, columns in (("masked", masked), ("probe", probe))}
+    lines = [f"{'by language':<24}{'masked accuracy':^{width['masked']}}{'probe (mean)':^{width['probe']}}".rstrip(),
+             f"{'':15}{'examples':>9}" + "".join(f"{n:>{w}}" for n, w in masked + probe)]
     for lang, x in r["languages"].items():
-        m, p = x["masked"], x.get("probe", {})
-        probe = "".join(f"{p[name]['mean']:>{w}.3f}" if name in p else f"{'-':>{w}}"
-                        for name, w in (("pretrained", 12), ("initial", 9)))
-        lines.append(f"  {lang:<13}{x['validation_examples']:>9}{m['pretrained']['accuracy']:>11.3f}"
-                     f"{m['initial']['accuracy']:>9.3f}{m['unigram']['accuracy']:>9.3f}{probe}")
+        m, p = dict(x["masked"]), dict(x.get("probe", {}))
+        if of_init is not None and lang in of_init:
+            m["init"] = of_init[lang]["masked"]
+            if "probe" in of_init[lang]:
+                p["init"] = of_init[lang]["probe"]
+        lines.append(f"  {lang:<13}{x['validation_examples']:>9}"
+                     + "".join(f"{m[n]['accuracy']:>{w}.3f}" for n, w in masked)
+                     + "".join(f"{p[n]['mean']:>{w}.3f}" if n in p else f"{'-':>{w}}" for n, w in probe))
     if r["unscored_languages"]:
         lines.append(f"  no validation examples read, not scored: {' '.join(r['unscored_languages'])}")
     return lines
 
 
 def beats_initialization(r: dict) -> bool:
-    """Whether the pretrained encoder predicts held-out masked targets better than the same
-    encoder at its initialization, in accuracy and in loss. (The unigram is the next bar: a short
-    run reaches it first in accuracy, since both predict the most frequent characters.)"""
-    pre, init = r["masked"]["pretrained"], r["masked"]["initial"]
+    """Whether the pretrained encoder predicts held-out masked targets better than the weights it
+    started from (r["baseline"]: its initialization, or an --init run's init), in accuracy and in
+    loss. (The unigram is the next bar: a short run reaches it first in accuracy, since both
+    predict the most frequent characters.)"""
+    pre = r["masked"]["pretrained"]
+    init = r["init"]["masked"] if r.get("baseline") == "init" else r["masked"]["initial"]
     return math.isfinite(pre["loss"]) and pre["accuracy"] > init["accuracy"] and pre["loss"] < init["loss"]
