@@ -62,7 +62,8 @@ def coerce(value, kind, where: str):
         except (TypeError, ValueError):
             number = None
         if number is not None and not math.isfinite(number):  # "nan", "inf": float() takes them
-            raise ValueError(f"{where}: expected a finite number, got {value!r}")
+            # As typed, quoted as any other value: a flag's nan comes as a float, --set's as text.
+            raise ValueError(f"{where}: expected a finite number, got {str(value)!r}")
         if number is not None and (kind is float or float(value) == number):
             return number
     elif kind is str:

@@ -46,7 +46,7 @@ from jobs.commands import COMMANDS
 # The commands whose stdout is one JSON document (pretrain's summary always, the others with
 # --json) that import torch, DeepSpeed, Ray or MLflow, whose own lines would otherwise come first:
 # they print it to quiet.document().
-JSON_STDOUT = ("pretrain", "evaluate", "report", "finetune")
+JSON_STDOUT = ("pretrain", "evaluate", "report", "finetune", "export")
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):

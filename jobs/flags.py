@@ -19,6 +19,8 @@ from contract import options
 
 # The namespace attribute that holds the config class whose fields the command's flags and `--set` are.
 _CONFIG = "_set_config"
+# The namespace attribute that holds {flag dest: dotted field key} of the command's field flags.
+_FLAGS = "_field_flags"
 
 
 def _kind(kind):
@@ -43,7 +45,9 @@ def add_field_flags(parser, cls, flags: dict[str, str] | list[str], *, defaults:
     file decides) and its help names the key and the built-in default. `auto`: dests of int
     fields whose 0 means auto, so that the flag takes `auto` too (`--micro-batch auto`)."""
     pairs = flags.items() if isinstance(flags, dict) else [(name, name) for name in flags]
-    parser.set_defaults(**{_CONFIG: cls})  # --set takes cls's keys (check_settings)
+    # --set takes cls's keys, and each flag's value is checked as its field's (check_settings). A
+    # group's defaults are its parser's: the flags of every call are kept.
+    parser.set_defaults(**{_CONFIG: cls, _FLAGS: {**(parser.get_default(_FLAGS) or {}), **dict(pairs)}})
     for dest, key in pairs:
         found = options.field_at(cls, key)
         if found is None:
@@ -82,12 +86,18 @@ def values_of(args, flags: dict[str, str] | list[str]) -> dict:
 
 
 def check_settings(args) -> None:
-    """Refuse the `--set` keys that the command's config (the class of its field flags) does not
-    have, with a did-you-mean and the keys it has. A command without field flags (`canine smoke`:
+    """Refuse a value that a field flag's field cannot take (`--lr nan`), naming the flag as it
+    was typed, and the `--set` keys that the command's config (the class of its field flags) does
+    not have, with a did-you-mean and the keys it has. A command without field flags (`canine smoke`:
     the keys of two configs) leaves its --set to its own loader. The message names the flag, not
     the command, which jobs/errors.py puts before it: `canine pretrain: --set: unknown key(s) ...`."""
     cls = getattr(args, _CONFIG, None)
-    if cls is None or not getattr(args, "set", None):
+    if cls is None:
+        return
+    for dest, key in (getattr(args, _FLAGS, None) or {}).items():  # argparse took float("nan") as a float
+        if getattr(args, dest, None) is not None and (found := options.field_at(cls, key)):
+            options.coerce(getattr(args, dest), options.hints(found[0])[found[1].name], "--" + dest.replace("_", "-"))
+    if not getattr(args, "set", None):
         return
     settings = options.parse_settings(args.set)
     unknown = [key for key in settings if not options.settable(cls, key)]

@@ -95,6 +95,17 @@ ENV_DEFAULTS = {
     "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",
 }
 
+# Warnings filters for the Python processes a command starts (PYTHONWARNINGS, added to any the
+# user set; a process reads it when it starts): (filter, the module that warns, why it is noise).
+# tests/jobs/test_quiet.py checks each module still warns so.
+CHILD_WARNINGS = (
+    ("ignore::UserWarning:multiprocessing.resource_tracker", "multiprocessing.resource_tracker",
+     "a run's processes stopped by a signal (a DaskRunner run's LocalCluster after a SIGTERM, 12 semaphores) "
+     "leave their semaphores to multiprocessing's resource tracker, a process of their own, which removes them "
+     "as designed and warns 'There appear to be 12 leaked semaphore objects to clean up at shutdown': nothing "
+     "is left behind and there is nothing to do; the same command resumes the run"),
+)
+
 
 class DropNoise(logging.Filter):
     def __init__(self, pattern: str):
@@ -109,6 +120,8 @@ def install() -> None:
     """Idempotent: filters already in place are not added twice."""
     for name, value in ENV_DEFAULTS.items():
         os.environ.setdefault(name, value)
+    given = [w for w in os.environ.get("PYTHONWARNINGS", "").split(",") if w]
+    os.environ["PYTHONWARNINGS"] = ",".join([*given, *(w for w, *_ in CHILD_WARNINGS if w not in given)])
     if not faulthandler.is_enabled():
         faulthandler.enable()  # a native crash prints the Python stack of every thread
     for logger_name, pattern, _origin, _why in NOISE:
@@ -121,8 +134,8 @@ def install() -> None:
 # running 'STEP']" and a traceback; a worker process's records relayed by local_job_service), and
 # what breaks as a job stops (its gRPC channels, its worker handlers; on Ctrl-C the thread that
 # waits for each worker process raises "Worker subprocess exited with return code -15", as the
-# launcher stops the workers, which ignore SIGINT: pipeline/run.py), then raises the failure to the launcher, where
-# jobs/errors.py reports it: our one line for a known error (a bad input) or Ctrl-C, its type and
+# launcher stops the workers, which ignore SIGINT: pipeline/run.py), then raises the failure to
+# the launcher, where jobs/errors.py reports it: our one line for a known error (a bad input) or Ctrl-C, its type and
 # a traceback file otherwise. So what they print says again what the report says.
 RUNNER_LOGGERS = "apache_beam.runners"
 

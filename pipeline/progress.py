@@ -64,6 +64,10 @@ def _rate(n: float, unit: str) -> str:
     return f"{n / 1e3:.1f}k {unit}" if n >= 1e3 else f"{n:.1f} {unit}"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def _mb_rate(bytes_per_s: float) -> str:
     mb = bytes_per_s / 1e6
     return f"{mb:.1f} MB/s" if mb >= 1 else f"{mb:.2f} MB/s"
@@ -260,8 +264,8 @@ class ItemProgress:
         self.poll()  # what an earlier run left is counted before this one adds anything
         self.started = self.clock()
         reused = f"; {len(self.reused)} already done by an interrupted run" if self.reused else ""
-        self.note(f"{len(self.sizes)} work items from {input_files} input file{'s' * (input_files != 1)} "
-                  f"({self.total_bytes / 1e6:.1f} MB){reused}")
+        self.note(f"{_count(len(self.sizes), 'work item')} from {_count(input_files, 'input file')} "
+                  f"({self._extent(input_files)}){reused}")
         self._last_line = self.clock()
         if self.terminal:
             self._clear = _ClearLine(self.stream)
@@ -269,6 +273,17 @@ class ItemProgress:
                 handler.addFilter(self._clear)
         self._thread.start()
         return self
+
+    def _extent(self, input_files: int) -> str:
+        """What the run reads: the items' bytes, and where a trial slice's are unknown until it is
+        read (a whole file's first N pages, not a multistream dump's streams), its pages (the
+        sliced single-stream file's line said 0.0 MB: issue 52 item 8)."""
+        if not self.trial:
+            return f"{self.total_bytes / 1e6:.1f} MB"
+        pages, files = max(self.trial.values()), len(self.trial)
+        if files == input_files:
+            return f"a trial slice: the first {pages} pages of {'it' if files == 1 else 'each'}"
+        return f"{self.total_bytes / 1e6:.1f} MB, and the first {pages} pages of {_count(files, 'file')}"
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -302,5 +317,5 @@ class ItemProgress:
             return
         snap = self.poll()
         rate = _mb_rate(snap.read_bytes / snap.elapsed_s) if snap.elapsed_s else "-"
-        self.note(f"done in {duration(snap.elapsed_s)}: {snap.items_done - len(self.reused)} items read "
+        self.note(f"done in {duration(snap.elapsed_s)}: {_count(snap.items_done - len(self.reused), 'item')} read "
                   f"({snap.pages} pages, {snap.read_bytes / 1e6:.1f} MB, {rate}), {snap.shards_total} shards written")

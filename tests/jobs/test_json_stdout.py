@@ -117,7 +117,18 @@ def test_export_at_a_step_prints_only_its_own_line(tracked_run):
     assert line.endswith(f" written to {to}")
 
 
-@pytest.mark.parametrize("command", ["evaluate", "report"])
+@pytest.mark.slow
+def test_export_prints_json(tracked_run):
+    """`canine export --json` was answered `did you mean --to?` (issue 52 item 8)."""
+    run, _ = tracked_run
+    to = run.parent / "hf-json"
+    written = _json(_canine("export", run, "--to", to, "--json", cwd=run.parent))
+    assert written == {"run": str(run), "export": str(to), "step": STEPS, "max_steps": STEPS, "checkpoint": None,
+                       "files": sorted(p.name for p in to.iterdir())}
+    assert {"config.json", "model.safetensors", "README.md"} <= set(written["files"])
+
+
+@pytest.mark.parametrize("command", ["evaluate", "report", "export"])
 def test_an_error_under_json_is_json_on_stdout(command, tmp_path):
     result = _canine(command, tmp_path / "no-run", "--json", cwd=tmp_path)
     assert result.returncode == 2

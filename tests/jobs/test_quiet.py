@@ -5,6 +5,9 @@ import importlib.util
 import logging
 import os
 import re
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -25,6 +28,28 @@ def test_each_silenced_message_is_still_said_where_we_say(logger_name, pattern, 
     literal = re.sub(r"\\(.)", r"\1", pattern.strip("^$"))
     assert literal in _source(origin), f"{origin} no longer says {literal!r}: drop or update this filter"
     assert why
+
+
+@pytest.mark.parametrize("warning_filter, origin, why", quiet.CHILD_WARNINGS)
+def test_each_silenced_warning_is_still_warned_where_we_say(warning_filter, origin, why):
+    action, message, category, module = warning_filter.split(":")
+    assert module == origin and f"warnings.warn('{origin.rsplit('.', 1)[1]}: There appear" in _source(origin)
+    assert why
+
+
+def test_the_resource_trackers_leak_warning_after_a_signal_is_not_printed():
+    """A DaskRunner run stopped by SIGTERM printed `resource_tracker: There appear to be 12 leaked
+    semaphore objects to clean up at shutdown` (issue 52 item 8): the tracker, a process of its own,
+    warns as it removes them. The same here in small: a process that holds a semaphore is killed."""
+    code = ("import multiprocessing, os, signal, sys; from jobs import quiet; quiet.install(); "
+            "lock = multiprocessing.get_context('spawn').Lock(); os.kill(os.getpid(), signal.SIGTERM)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert run.returncode == -signal.SIGTERM and run.stderr == "", run.stderr
+    env["PYTHONWARNINGS"] = "default::DeprecationWarning"  # the user's own filters stay, ours are added
+    run = subprocess.run([sys.executable, "-c", code.replace("os.kill", "print(os.environ['PYTHONWARNINGS']); os.kill")],
+                         capture_output=True, text=True, timeout=60, env=env)
+    assert run.stdout.split() == [f"default::DeprecationWarning,{quiet.CHILD_WARNINGS[0][0]}"] and run.stderr == ""
 
 
 def test_the_failure_signal_switch_is_still_read_by_ray():

@@ -12,6 +12,7 @@ import bz2
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -216,6 +217,9 @@ def test_a_trial_slice_reads_n_pages_of_each_input_on_any_worker_count_and_says_
     assert _shards(tmp_path / "one", first) == {s["path"]: s["sha256"] for split in first["splits"].values()
                                                 for s in split["shards"]}
     for done in (one, two):
+        # Only de's streams have a size before they are read; the other six files' slices, pages.
+        assert re.search(rf"preprocess: \d+ work items from 7 input files \(\d+\.\d MB, and the first {N} pages "
+                         r"of 6 files\)\n", done.stderr), done.stderr[-3000:]
         assert done.stderr.strip().splitlines()[-1] == (
             f"canine preprocess: note: trial slice: {first['trial_slice']}; leave out --max-pages, with another "
             "--output, to preprocess all of it")

@@ -87,7 +87,7 @@ def test_a_log_gets_timestamped_lines_and_a_terminal_a_bar(tmp_path, monkeypatch
     assert len(lines) == 3 and "\r" not in out.getvalue()
     assert lines[0].endswith("preprocess: 5 work items from 2 input files (5.0 MB)")
     assert "preprocess: items 1/5 (20%)" in lines[1] and "ETA 2:20" in lines[1]
-    assert "preprocess: done in 0:35: 1 items read (10 pages, 1.0 MB" in lines[2]
+    assert "preprocess: done in 0:35: 1 item read (10 pages, 1.0 MB" in lines[2]
 
     tty = Terminal()
     watch = progress.ItemProgress(ITEMS, SIZES, str(tmp_path / ".staging-y"), stream=tty, clock=clock)
@@ -150,6 +150,25 @@ def test_a_trial_slice_of_whole_files_counts_pages(tmp_path):
     _report(staging, items[1], 500, 3 * 10**6)
     clock.now += 10
     assert watch.poll().describe() == "items 1/2 (75%)  150.0 pages/s  0.30 MB/s  ETA 0:03"
+
+
+def test_the_first_line_says_a_trial_slices_pages_where_its_size_is_unknown(tmp_path):
+    """A single-stream file's slice said `1 work items from 1 input file (0.0 MB)` (issue 52 item 8)."""
+    def first_line(items, sizes, input_files):
+        out = io.StringIO()
+        watch = progress.ItemProgress(items, sizes, str(tmp_path / ".staging-x"), stream=out, clock=Clock())
+        watch._thread.start = lambda: None  # the line alone: no reporting thread
+        watch.start(input_files=input_files)
+        return out.getvalue().split(" preprocess: ", 1)[1].rstrip("\n")
+
+    sliced = [WorkItem(f"{lang}wiki-20261101-pages-articles.xml.bz2", "xml", max_pages=1000) for lang in ("en", "ko")]
+    assert first_line(sliced[:1], {sliced[0].path: 0}, 1) == (
+        "1 work item from 1 input file (a trial slice: the first 1000 pages of it)")
+    assert first_line(sliced, {}, 2) == "2 work items from 2 input files (a trial slice: the first 1000 pages of each)"
+    streams = WorkItem("dewiki.xml.bz2", "xml", start=0, end=3 * 10**6, max_pages=1000)  # a multistream slice
+    assert first_line([streams, sliced[1]], {}, 2) == (
+        "2 work items from 2 input files (3.0 MB, and the first 1000 pages of 1 file)")
+    assert first_line([streams], {}, 1) == "1 work item from 1 input file (3.0 MB)"
 
 
 def test_a_finished_trial_slice_counts_the_bytes_it_read(tmp_path, input_variants):
