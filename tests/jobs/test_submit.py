@@ -390,7 +390,7 @@ def test_spec_entrypoint_and_runtime_env():
 @pytest.mark.parametrize("words, kw, needle", [
     ([], {}, "got nothing"),
     (["submit"], {}, "got 'submit'"),
-    (["train"], {}, "COMMAND one of evaluate, export, inspect, preprocess, pretrain"),
+    (["train"], {}, "COMMAND one of evaluate, export, finetune, inspect, preprocess, pretrain"),
     (["pretrain"], {"env": ["RAY_AUTH_TOKEN=abc"]}, "never put it in a job's env"),
     (["pretrain"], {"env": ["NOEQUALS"]}, "expected NAME=VALUE"),
     (["pretrain"], {"working_dir": "/no/such/dir"}, "not a directory"),

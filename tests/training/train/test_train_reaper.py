@@ -86,10 +86,9 @@ def test_a_local_start_that_times_out_is_stopped_and_made_once_more(monkeypatch)
     from training.train import config, run
 
     said = []
-    monkeypatch.setattr(run, "_say", said.append)
     started = _flaky_start(monkeypatch, [Exception(TIMED_OUT), None])
     try:
-        assert run.connect(config.load_config("tiny", {"parallel.workers": 1})) is True
+        assert run.connect(config.load_config("tiny", {"parallel.workers": 1}), say=said.append) is True
         assert started[0].wait(timeout=10) is not None and started[1].poll() is None
         assert said[0].startswith("starting a local Ray cluster on 127.0.0.1")
         assert said[1:] == [f"the local Ray cluster did not come up in Ray's {run.RAYLET_WAIT_S} s (its raylet "
