@@ -11,7 +11,10 @@ config.json's `auto_map` points `AutoModelForMaskedLM` at `CanineForMaskedPredic
     model = AutoModelForMaskedLM.from_pretrained(PATH, trust_remote_code=True)
     model.fill("The capital of France is P____.")   # CANINE-C: one character per "_"
 
-config.json's `custom_pipelines` points the "fill-mask" task at `CanineFillMaskPipeline` below.
+config.json's `custom_pipelines` points the "fill-mask" task at `CanineFillMaskPipeline` below;
+`targets=` limits its answers as transformers' own fill-mask pipeline does. `save_pretrained`
+writes the export's layout again (the head in its own file, the character inventory and the
+subword vocabulary beside), so a model saved anew loads and answers as the export did.
 CANINE-C predicts a hash bucket (codepoint % num_hash_buckets), which several codepoints share;
 char_inventory.json, written beside by the export, lists the characters of the training data
 with their counts, and a bucket is answered with its most frequent one of them (so 学 stays a
@@ -33,6 +36,8 @@ model.safetensors, and loads as it did). config.json's
 from __future__ import annotations  # `int | None` on Python 3.9, which transformers 4.x supports
 
 import json
+import os
+import shutil
 
 import torch
 import torch.nn.functional as F
@@ -48,6 +53,12 @@ HEAD_FILE = "pretraining_head.safetensors"  # the head's tensors, under their st
 SUBWORD_VOCAB_FILE = "subword_vocab.json"  # the CANINE-S vocabulary: a JSON list of tokens by id
 # The training data's characters: {"counts": [[codepoint, count], ...] most frequent first, ...}.
 INVENTORY_FILE = "char_inventory.json"
+
+
+def _read_json(path: str, key: str | None = None):
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    return data[key] if key else data
 
 
 def gelu(x, name: str):
@@ -218,6 +229,40 @@ class CanineForMaskedPrediction(CanineModel):
         with safe_open(path, "pt") as f:
             return any(k.startswith("pretraining_head.") for k in f.keys())
 
+    def save_pretrained(self, save_directory, is_main_process: bool = True, state_dict=None, push_to_hub=False,
+                        **kwargs):
+        """transformers' save_pretrained, in the export's layout: model.safetensors holds the
+        encoder alone (a CanineModel's weights, which `AutoModel` loads with nothing unexpected),
+        the head goes to HEAD_FILE, and the files `fill` and the pipeline read, INVENTORY_FILE and
+        SUBWORD_VOCAB_FILE, are copied from where this model was loaded (or written from what was
+        set on it). transformers' own wrote the head's tensors into model.safetensors and left the
+        inventory out: a CJK blank was then answered with the bucket's lowest printable codepoint.
+        push_to_hub is refused: the head's files would not go up with the rest (save, then
+        huggingface_hub's upload_folder)."""
+        if push_to_hub:
+            raise ValueError("save_pretrained(push_to_hub=True) would upload the weights without "
+                             f"{HEAD_FILE} and {INVENTORY_FILE}; save to a directory, then upload it whole: "
+                             "huggingface_hub.upload_folder(repo_id=..., folder_path=DIR)")
+        state_dict = self.state_dict() if state_dict is None else state_dict
+        head = {k: v for k, v in state_dict.items() if k.startswith("pretraining_head.")}
+        super().save_pretrained(save_directory, is_main_process=is_main_process,
+                                state_dict={k: v for k, v in state_dict.items() if k not in head}, **kwargs)
+        if not is_main_process:
+            return
+        from safetensors.torch import save_file
+
+        save_file({k: v.detach().contiguous() for k, v in head.items()}, os.path.join(save_directory, HEAD_FILE),
+                  metadata={"format": "pt"})
+        for name, loaded, key in ((INVENTORY_FILE, self.char_inventory, "counts"),
+                                  (SUBWORD_VOCAB_FILE, self.subword_vocab, None)):
+            target, source = os.path.join(save_directory, name), self._file(name)
+            if source is not None and (loaded is None or _read_json(source, key) == loaded):
+                if not os.path.exists(target) or not os.path.samefile(source, target):
+                    shutil.copyfile(source, target)  # as loaded, byte for byte (the inventory's other keys too)
+            elif loaded:  # set on the model by its user: what it answers with
+                with open(target, "w", encoding="utf-8") as f:
+                    json.dump({key: loaded} if key else loaded, f, ensure_ascii=False, separators=(",", ":"))
+
     def encode(self, input_ids, attention_mask=None, token_type_ids=None):
         """The encoder's final character encodings (B, L, d)."""
         return super().forward(input_ids=input_ids, attention_mask=attention_mask,
@@ -276,14 +321,40 @@ class CanineForMaskedPrediction(CanineModel):
         _, answers = self.candidates(torch.tensor(ids), top_k=1, alphabet=alphabet)
         return [best[0][0] for best in answers]
 
+    def target_ids(self, targets) -> list[int]:
+        """transformers' fill-mask `targets` (a str or a list of them) as the ids answers are
+        limited to, in order, once each: CANINE-C, characters (codepoints); CANINE-S, subwords of
+        subword_vocab.json (their index). A target that is not one (a string of several
+        characters, a subword not in the vocabulary, none at all) is refused; transformers'
+        pipeline would read it as its first token."""
+        targets = [targets] if isinstance(targets, str) else list(targets)
+        if not targets:
+            raise ValueError("targets: at least one target must be given")
+        if self.objective == "char":
+            wrong = [t for t in targets if not isinstance(t, str) or len(t) != 1]
+            if wrong:
+                raise ValueError(f"targets {wrong!r}: CANINE-C answers each masked character with one character; "
+                                 "give single characters")
+            return list(dict.fromkeys(map(ord, targets)))
+        index = {token: i for i, token in enumerate(self._subword_vocab())}
+        unknown = [t for t in targets if t not in index]
+        if unknown:
+            raise ValueError(f"targets {unknown!r}: not in the subword vocabulary ({SUBWORD_VOCAB_FILE}); a word "
+                             "inside a sentence is a subword as it stands, a later piece of one starts with ##")
+        return list(dict.fromkeys(index[t] for t in targets))
+
     @torch.no_grad()
-    def candidates(self, input_ids, top_k: int = 5, alphabet: str | None = None):
+    def candidates(self, input_ids, top_k: int = 5, alphabet: str | None = None, targets=None):
         """(positions, answers) for one example: `input_ids` (L,) codepoints, CLS ... SEP, MASK at
         the masked characters. CANINE-C: a prediction per masked character, left to right, each
         step having seen the best answers of the steps before it; CANINE-S: one per run of
         consecutive masks, at its first. answers[i]: the top_k (text, score, id) of prediction i,
         best first; score is the probability of the bucket (CANINE-C, id the codepoint) or of the
-        subword (CANINE-S, id its index in the vocabulary)."""
+        subword (CANINE-S, id its index in the vocabulary). `targets` (`target_ids`): only those
+        are answered, each scored (top_k at most their number), as transformers' fill-mask does."""
+        if targets is not None and alphabet is not None:
+            raise ValueError("give targets or alphabet, not both: both limit the answers")
+        wanted = None if targets is None else torch.tensor(self.target_ids(targets))
         ids = input_ids.reshape(-1).to(self.device)
         if ids.shape[0] > self.config.max_position_embeddings:
             raise ValueError(f"{ids.shape[0]} characters with CLS and SEP; the model reads at most "
@@ -297,14 +368,19 @@ class CanineForMaskedPrediction(CanineModel):
             head = self.pretraining_head
             probs = head.output(head(hidden[:, starts]))[0].float().softmax(-1)  # (P, V)
             vocab = self._subword_vocab()
-            values, best = probs.topk(min(top_k, probs.shape[-1]))
+            if wanted is not None:
+                values, pick = probs[:, wanted.to(probs.device)].topk(min(top_k, len(wanted)))  # (P, k) of the targets
+                best = wanted.to(pick.device)[pick]
+            else:
+                values, best = probs.topk(min(top_k, probs.shape[-1]))
             return starts, [[(vocab[i], v, i) for v, i in zip(vs, bs)] for vs, bs in zip(values.tolist(), best.tolist())]
         y = hidden[:, masked]  # (1, P, d), steps left to right
         gold = torch.full((1, len(masked)), BOS, device=self.device)  # filled in as they are decided
         head, answers = self.pretraining_head, []
         for t in range(len(masked)):  # steps 0..t depend only on the characters before t
             logits = head.output(head(y[:, : t + 1], gold[:, : t + 1], self.embed_codepoints))[0, t]
-            answers.append(self._top_characters(logits, top_k, alphabet))
+            answers.append(self._top_characters(logits, top_k, alphabet) if wanted is None
+                           else self._top_targets(logits, top_k, wanted))
             gold[0, t] = answers[-1][0][2]
         return masked, answers
 
@@ -315,6 +391,13 @@ class CanineForMaskedPrediction(CanineModel):
         probs = logits.float().softmax(-1).masked_fill(answer < 0, -1.0)  # a bucket nothing answers: never chosen
         values, buckets = probs.topk(min(k, int((answer >= 0).sum())))
         return [(chr(int(answer[b])), v, int(answer[b])) for v, b in zip(values.tolist(), buckets.tolist())]
+
+    def _top_targets(self, logits, k: int, codepoints) -> list[tuple[str, float, int]]:
+        """The k best of the target characters `codepoints` (K,), each scored by its bucket's
+        probability (targets sharing a bucket score alike, listed in the order given)."""
+        probs = logits.float().softmax(-1)[codepoints.to(logits.device) % self.config.num_hash_buckets]  # (K,)
+        order = sorted(range(len(codepoints)), key=lambda i: -probs[i].item())[:k]
+        return [(chr(int(codepoints[i])), probs[i].item(), int(codepoints[i])) for i in order]
 
     def bucket_answers(self, alphabet: str | None = None) -> torch.Tensor:
         """(num_hash_buckets,) the codepoint that answers each bucket, -1 for none: with `alphabet`,
@@ -347,8 +430,7 @@ class CanineForMaskedPrediction(CanineModel):
             if path is None:
                 self.char_inventory = []
             else:
-                with open(path, encoding="utf-8") as f:
-                    self.char_inventory = json.load(f)["counts"]
+                self.char_inventory = _read_json(path, "counts")
         return self.char_inventory
 
     def _file(self, name: str) -> str | None:
@@ -368,8 +450,7 @@ class CanineForMaskedPrediction(CanineModel):
             if path is None:
                 raise ValueError(f"{where or 'this model'} has no {SUBWORD_VOCAB_FILE}: the export could not read the "
                                  "run's subword vocabulary; set model.subword_vocab to the list of tokens by id")
-            with open(path, encoding="utf-8") as f:
-                self.subword_vocab = json.load(f)
+            self.subword_vocab = _read_json(path)
         return self.subword_vocab
 
 
@@ -386,19 +467,29 @@ class CanineFillMaskPipeline(Pipeline):
     `token` is the codepoint, `score` the probability of its hash bucket, and a bucket is answered
     with the training data's most frequent character of it (or the best of `alphabet=`, a
     string). CANINE-S predicts one subword per run of masks. `sequence` is the text with this
-    answer in place and the other masks filled with their best answers."""
+    answer in place and the other masks filled with their best answers. `targets=` (a str or a
+    list) limits the answers to those characters (CANINE-C) or subwords (CANINE-S), each scored,
+    top_k at most their number, as in transformers' FillMaskPipeline; one that is not a single
+    character or a subword of the vocabulary is refused (FillMaskPipeline would answer with its
+    first token instead). Any other parameter is refused, not ignored."""
 
     _load_processor = False
     _load_image_processor = False
     _load_feature_extractor = False
     _load_tokenizer = True
 
-    def _sanitize_parameters(self, top_k=None, alphabet=None, **unused):
+    def _sanitize_parameters(self, top_k=None, alphabet=None, targets=None, **unknown):
+        if unknown:
+            raise TypeError(f"fill-mask: no parameter {', '.join(sorted(unknown))} in this pipeline; it takes "
+                            "top_k, targets and alphabet")
         forward = {}
         if top_k is not None:
             forward["top_k"] = int(top_k)
         if alphabet is not None:
             forward["alphabet"] = alphabet
+        if targets is not None:
+            self.model.target_ids(targets)  # refused now, before any text is read
+            forward["targets"] = targets
         return {}, forward, {}
 
     def preprocess(self, inputs):
@@ -409,8 +500,8 @@ class CanineFillMaskPipeline(Pipeline):
             raise ValueError(f"No mask_token ({mask!r}, U+{ord(mask):04X}: tokenizer.mask_token) found on the input")
         return {"input_ids": torch.tensor([[CLS, *map(ord, inputs), SEP]]), "text": inputs}
 
-    def _forward(self, model_inputs, top_k: int = 5, alphabet: str | None = None):
-        positions, answers = self.model.candidates(model_inputs["input_ids"][0], top_k, alphabet)
+    def _forward(self, model_inputs, top_k: int = 5, alphabet: str | None = None, targets=None):
+        positions, answers = self.model.candidates(model_inputs["input_ids"][0], top_k, alphabet, targets)
         return {"text": model_inputs["text"], "positions": positions, "answers": answers}
 
     def postprocess(self, model_outputs):

@@ -72,13 +72,30 @@ def test_a_run_exports_with_tokenizer_and_model_card(tmp_path, shards, monkeypat
     data = read_manifest(shards)
     for expected in ("library_name: transformers", "- en", f"config sha256 `{data.config_sha256}`",
                      "steps: 4 of 4", "| 2 | 6.5000 | 0.0200 |", "| 4 | 5.2500 | 0.0625 |", "size: tiny",
-                     f"{SEQ_LEN} characters", f"train {data.splits['train'].rows} examples"):
+                     f"{SEQ_LEN} characters", f"train {data.splits['train'].rows} examples",
+                     # the task the export answers, and its call (issue 52 item 9: the card said feature-extraction)
+                     "pipeline_tag: fill-mask", 'fill = pipeline("fill-mask", model=PATH, trust_remote_code=True)',
+                     'fill(f"The capital of France is P{fill.tokenizer.mask_token * 4}.", top_k=3)',
+                     "- licence of the text: not recorded: the manifest names no input files"):  # synthetic shards
         assert expected in card, expected
     marker = json.loads((tmp_path / "run" / "hf" / EXPORT_MARKER).read_text())
     assert set(marker["files"]) >= {"config.json", "model.safetensors", "tokenizer_config.json", "README.md"}
     # Again, over the first: replaced whole, nothing left beside it.
     export_run(run, to=str(tmp_path / "run" / "hf"))
     assert sorted(os.listdir(tmp_path / "run")) == ["config.yaml", "final", "hf", "metrics.jsonl"]
+
+
+def test_the_model_card_names_the_texts_licence_from_the_inputs():
+    """Wikimedia dumps' text is CC BY-SA (and GFDL); other inputs' licence is not recorded, and not guessed."""
+    from training.train.export import WIKIPEDIA_LICENCE, data_licence
+
+    dumps = ["gs://b/enwiki-20261101-pages-articles-multistream.xml.bz2", "/data/kowiki/20261101/"
+             "kowiki-20261101-pages-articles.xml", "zh_yuewiki-latest-pages-articles.xml.gz"]
+    assert data_licence(dumps) == (f"the inputs are Wikimedia dumps (by their file names): {WIKIPEDIA_LICENCE}; "
+                                   "reusing the text means crediting them and sharing alike")
+    assert "CC BY-SA" in WIKIPEDIA_LICENCE and "https://dumps.wikimedia.org/legal.html" in WIKIPEDIA_LICENCE
+    assert data_licence([*dumps, "rows/pages.jsonl"]).startswith("3 of 4 input files are Wikimedia dumps (")
+    assert data_licence(None) == data_licence([]) == "not recorded: the manifest names no input files"
 
 
 def test_the_export_carries_the_train_splits_characters_with_counts(tmp_path, shards):

@@ -380,3 +380,83 @@ def test_transformers_fill_mask_pipeline_runs_offline_on_both_objectives(tmp_pat
     assert all(p["token_str"] == vocab[p["token"]] for p in word)
     assert word[0]["sequence"] == f"The capital of France is P{word[0]['token_str'].removeprefix('##')}."
     assert len(single) == 2 and "No mask_token" in refused
+
+
+_SAVE_AGAIN = """
+import json, logging, os
+from transformers import AutoModel, AutoModelForMaskedLM, pipeline
+logging.getLogger("transformers").setLevel(logging.ERROR)  # the load report is read from its info here
+out = {}
+for name, path in PATHS.items():
+    new = path + "-saved"
+    AutoModelForMaskedLM.from_pretrained(path, trust_remote_code=True).save_pretrained(new)
+    _, info = AutoModel.from_pretrained(new, output_loading_info=True)
+    fill = pipeline("fill-mask", model=new, trust_remote_code=True)
+    m = fill.tokenizer.mask_token
+    out[name] = {"files": sorted(os.listdir(new)), "unexpected": sorted(info["unexpected_keys"]),
+                 "missing": sorted(info["missing_keys"]), "fill": fill(TEXT[name].replace("_", m), top_k=3),
+                 "targets": fill(TEXT[name].replace("_", m), targets=TARGETS[name], top_k=9)}
+    for wrong in ({"targets": WRONG[name]}, {"topk": 3}):
+        try:
+            fill(TEXT[name].replace("_", m), **wrong)
+        except Exception as e:
+            out[name].setdefault("refused", []).append(f"{type(e).__name__}: {e}")
+print(json.dumps(out))
+"""
+
+
+def test_save_pretrained_keeps_the_export_and_targets_are_honoured(tmp_path):
+    """What a transformers user does with a loaded export (issue 52 item 9): save_pretrained
+    dropped char_inventory.json (a Chinese blank was then answered with an Arabic letter) and put
+    the head's 18 tensors in model.safetensors (AutoModel: 18 unexpected keys); fill-mask's
+    targets= was ignored (the top 5 of all characters). Saved again: the export's files, the head
+    in its own file, the same answers; targets limit and score the answers, a wrong one refused."""
+    texts = ["the capital of france is paris", "paris is a city in france", "a city of lights"] * 20
+    tokenizer = train_wordpiece(texts, vocab_size=120)
+    (tmp_path / "data").mkdir()
+    tokenizer.save(str(tmp_path / "data" / schema.TOKENIZER))
+    vocab = subword_vocab_of(str(tmp_path / "data"))
+    inventory = {"split": "train", "codepoints": 99, "complete": True,
+                 "counts": [[ord(c), 100 - i] for i, c in enumerate("北京是中国的首都。" + HAN)]}
+    export_hf(_model("char"), tmp_path / "c", char_inventory=inventory)
+    export_hf(_model("subword", num_subword_vocab=len(vocab)), tmp_path / "s", subword_vocab=vocab)
+    text = {"c": "北京是中国的首_。", "s": "the capital of france is _____"}
+    targets = {"c": ["都", "国", HAN], "s": ["paris", "city"]}
+    paths = {n: str(tmp_path / n) for n in "cs"}
+    code = (f"PATHS = {paths!r}\nTEXT = {text!r}\nTARGETS = {targets!r}\nWRONG = {{'c': ['都城'], 's': ['london']}}\n"
+            + _SAVE_AGAIN)
+    done = _run_as_a_user(tmp_path, code, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.splitlines()[-1])
+    mask = chr(schema.MASK)
+    for name in "cs":
+        saved = got[name]
+        exported = set(os.listdir(tmp_path / name)) - {"canine_export.json", "tokenizer_config.json"}
+        assert set(saved["files"]) == exported, saved["files"]  # nothing the model reads is lost
+        assert saved["unexpected"] == [] and saved["missing"] == []
+        new = tmp_path / f"{name}-saved"
+        with safe_open(new / "model.safetensors", "pt") as f, safe_open(tmp_path / name / "model.safetensors", "pt") as g:
+            assert set(f.keys()) == set(g.keys())  # the encoder alone
+        for kept in (hf_masked.HEAD_FILE, hf_masked.INVENTORY_FILE if name == "c" else hf_masked.SUBWORD_VOCAB_FILE):
+            assert (new / kept).read_bytes() == (tmp_path / name / kept).read_bytes(), kept
+        model = hf_masked.CanineForMaskedPrediction.from_pretrained(tmp_path / name).eval()
+        ids = torch.tensor([schema.CLS, *[schema.MASK if c == "_" else ord(c) for c in text[name]], schema.SEP])
+        _, expected = model.candidates(ids, top_k=3)
+        assert [p["token_str"] for p in saved["fill"]] == [t for t, _, _ in expected[0]]  # as the export answers
+        answered = saved["targets"]
+        assert sorted(p["token_str"] for p in answered) == sorted(targets[name])  # top_k=9: all, and only them
+        scores = [p["score"] for p in answered]
+        assert scores == sorted(scores, reverse=True)
+        _, limited = model.candidates(ids, top_k=9, targets=targets[name])
+        assert [(p["token_str"], p["token"]) for p in answered] == [(t, i) for t, _, i in limited[0]]
+        assert all(p["sequence"] == text[name].replace("_" * (5 if name == "s" else 1), p["token_str"])
+                   for p in answered)
+        first, unknown = saved["refused"]
+        assert first.startswith("ValueError: targets [") and unknown.startswith("TypeError: fill-mask: no parameter topk")
+    assert set(got["c"]["fill"][0]["token_str"]) <= set("北京是中国的首都。" + HAN)  # the data's characters, not U+1B66
+    # Two targets of one bucket score alike: each answered, neither hidden by the other.
+    char = hf_masked.CanineForMaskedPrediction.from_pretrained(tmp_path / "c").eval()
+    ids = torch.tensor([schema.CLS, *map(ord, "北京大" + mask), schema.SEP])
+    _, [row] = char.candidates(ids, top_k=5, targets=[HAN, BALINESE, "a"])
+    assert {t for t, _, _ in row} == {HAN, BALINESE, "a"}
+    assert dict((t, s) for t, s, _ in row)[HAN] == dict((t, s) for t, s, _ in row)[BALINESE]

@@ -21,6 +21,7 @@ import yaml
 
 from contract import options
 from training.canine_config import CanineConfig, of_size
+from training.train import tracking
 from training.train.schema import PretrainConfig
 
 __all__ = ["RESUMABLE_CHANGES", "from_dict", "load_config", "model_config", "resolve", "resolve_data",
@@ -126,6 +127,8 @@ def load_config(name_or_file: str = "tiny", overrides: dict | None = None) -> Pr
     for key, value in (overrides or {}).items():
         _set(values, key, value, "--set")
     cfg = from_dict(values, where)
+    # log.mlflow unset takes MLFLOW_TRACKING_URI, as MLflow's clients do; `off` is off (tracking.setting).
+    cfg = dataclasses.replace(cfg, log=dataclasses.replace(cfg.log, mlflow=tracking.setting(cfg.log.mlflow)))
     validate(cfg)
     return cfg
 

@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import os
 import pickle
+import re
 
 import fsspec
 import yaml
@@ -72,13 +73,51 @@ def _dataset(data_path: str):
 # The model card's fill-in line per objective (training/hf_masked.py `fill`).
 FILL_EXAMPLE = {"char": 'print(model.fill("The capital of France is P____."))  # a character for each _',
                 "subword": 'print(model.fill("The capital of France is _____."))  # a subword for each run of _'}
+# ... and its pipeline call (hf_masked.CanineFillMaskPipeline, config.json's custom_pipelines).
+PIPELINE_EXAMPLE = {
+    "char": 'fill(f"The capital of France is P{fill.tokenizer.mask_token * 4}.", top_k=3)  # top 3 per masked character',
+    "subword": 'fill(f"The capital of France is {fill.tokenizer.mask_token * 5}.", top_k=3)  # a run of masks: a subword'}
+
+# A Wikimedia dump's file (pipeline/sources/dumps.py: <wiki>-<date>-pages-articles[-multistream].xml...).
+_WIKIMEDIA_DUMP = re.compile(r"(^|/)[a-z0-9_]+wiki-(\d{8}|latest)-pages-articles")
+# Wikipedia's text licence, as Wikimedia states it for its dumps.
+WIKIPEDIA_LICENCE = ("Wikipedia's pages, by Wikipedia's contributors, under the Creative Commons Attribution-ShareAlike "
+                     "licence (CC BY-SA) and, most of it, the GNU Free Documentation License (GFDL): "
+                     "https://dumps.wikimedia.org/legal.html")
+
+
+def data_licence(inputs: list[str] | None) -> str:
+    """The model card's line on the licence of the text the shards hold, from the manifest's
+    inputs (`inputs`: their URLs; None where the manifest could not be read): Wikipedia's for
+    Wikimedia dumps; no other licence is recorded anywhere, and none is guessed."""
+    if not inputs:
+        return "not recorded: the manifest names no input files"
+    wiki = sum(1 for url in inputs if _WIKIMEDIA_DUMP.search(url))
+    if wiki == len(inputs):
+        return (f"the inputs are Wikimedia dumps (by their file names): {WIKIPEDIA_LICENCE}; reusing the text "
+                "means crediting them and sharing alike")
+    return (f"{wiki} of {len(inputs)} input files are Wikimedia dumps ({WIKIPEDIA_LICENCE}); the others' licence is "
+            "not recorded: see where they came from")
+
+
+def _inputs(data_path: str) -> list[str] | None:
+    """The input files the shards at `data_path` were made from (the manifest's config), or None."""
+    from contract.manifest import open_manifest
+
+    try:
+        m, _ = open_manifest(data_path)
+    except Exception:  # noqa: BLE001 (missing or unreadable: _dataset says why, in the card)
+        return None
+    return [str(f[0]) for f in m.config.get("input_fingerprints") or []] or list(m.config.get("inputs") or [])
 
 
 def model_card(cfg, encoder_config, records: list[dict], dataset, manifest_missing: str = "",
-               weights: rundir.Weights | None = None) -> str:
-    """README.md of an export: what was trained, on what, for how long, and how well. `weights`
-    (rundir.weights; default the final ones): a checkpoint's are described by the records up to
-    its step, and the card says which step of how many it holds."""
+               weights: rundir.Weights | None = None, inputs: list[str] | None = None) -> str:
+    """README.md of an export: what was trained, on what (`inputs`: the data's input files, for
+    its licence), for how long, and how well. `weights` (rundir.weights; default the final ones):
+    a checkpoint's are described by the records up to its step, and the card says which step of
+    how many it holds. Its pipeline_tag is fill-mask: the export answers transformers' fill-mask
+    pipeline (training/hf_masked.py), shown with its call."""
     from training.train import config
 
     if weights is not None and weights.checkpoint:
@@ -86,7 +125,7 @@ def model_card(cfg, encoder_config, records: list[dict], dataset, manifest_missi
 
     objective = {"char": "CANINE-C (autoregressive character loss)", "subword": "CANINE-S (subword loss)"}
     langs = sorted(dataset.languages) if dataset else []
-    front = {"library_name": "transformers", "pipeline_tag": "feature-extraction",
+    front = {"library_name": "transformers", "pipeline_tag": "fill-mask",
              "tags": ["canine", "character-level", "tokenization-free", "canine-pretrain"]}
     if langs:
         front["language"] = langs
@@ -105,8 +144,13 @@ def model_card(cfg, encoder_config, records: list[dict], dataset, manifest_missi
              'batch = tokenizer(["Hello, world", "안녕하세요"], padding=True, return_tensors="pt")',
              "characters = model(**batch).last_hidden_state  # (batch, characters, hidden_size)",
              "```", "",
-             "A fill-in query with the pretraining head (its code is modeling_canine_masked.py, here):", "",
+             "A fill-in query with the pretraining head (its code is modeling_canine_masked.py, here), with "
+             "transformers' fill-mask pipeline or in a line:", "",
              "```python",
+             "from transformers import pipeline",
+             'fill = pipeline("fill-mask", model=PATH, trust_remote_code=True)',
+             PIPELINE_EXAMPLE[cfg.train.objective],
+             "",
              "from transformers import AutoModelForMaskedLM",
              "model = AutoModelForMaskedLM.from_pretrained(PATH, trust_remote_code=True)",
              FILL_EXAMPLE[cfg.train.objective],
@@ -129,6 +173,7 @@ def model_card(cfg, encoder_config, records: list[dict], dataset, manifest_missi
             lines.append(f"- trial slice: {dataset.trial_slice}")
     else:
         lines.append(f"- shards: `{redact(cfg.data.path)}` (manifest: {manifest_missing})")
+    lines.append(f"- licence of the text: {data_licence(inputs)}")
     lines += ["", "## Training", ""]
     if records:
         summary = rundir.run_figures(records)
@@ -194,7 +239,7 @@ def export_run(run: str, to: str | None = None, cfg=None, consolidated: str | No
         _load_final(model, weights.url)
     records = rundir.read_metrics(run)
     dataset, missing = _dataset(cfg.data.path)
-    card = model_card(cfg, model.encoder.config, records, dataset, missing, weights)
+    card = model_card(cfg, model.encoder.config, records, dataset, missing, weights, _inputs(cfg.data.path))
     try:
         vocab = subword_vocab_of(cfg.data.path) if cfg.train.objective == "subword" else None
         export_hf(model, target, max_length=cfg.data.seq_len, files={"README.md": card.encode("utf-8")},

@@ -135,8 +135,8 @@ class LogConfig:
     profile_steps: int = option(0, "> 0: rank 0 runs torch.profiler over this many steps after 3 warm-up steps "
                                 "and writes the ops with the most self time to OUTPUT/profile.txt", resumable=True)
     mlflow: str = option("", "MLflow tracking (training/train/tracking.py): a tracking URI (http://HOST:PORT, "
-                         "databricks, sqlite:///PATH) or 'on' for an SQLite store in OUTPUT/mlflow.db; '': off",
-                         resumable=True)
+                         "databricks, sqlite:///PATH) or 'on' for an SQLite store in OUTPUT/mlflow.db; '': "
+                         "MLFLOW_TRACKING_URI where it is set, else off; 'off': off", resumable=True)
     mlflow_experiment: str = option("canine", "the MLflow experiment a new run goes in", resumable=True)
 
 

@@ -1,7 +1,14 @@
-"""Experiment tracking with MLflow: `--set log.mlflow=URI` (or `on`).
+"""Experiment tracking with MLflow: `--set log.mlflow=URI` (or `on`), or MLflow's own
+MLFLOW_TRACKING_URI.
 
     canine pretrain ... --set log.mlflow=http://127.0.0.1:5000      # a tracking server
     canine pretrain ... --set log.mlflow=on                          # OUTPUT/mlflow.db, an embedded store
+    MLFLOW_TRACKING_URI=http://127.0.0.1:5000 canine pretrain ...    # as MLflow's clients read it
+    canine pretrain ... --set log.mlflow=off                         # not tracked, whatever the environment says
+
+log.mlflow left unset takes MLFLOW_TRACKING_URI where it is set, as MLflow's own clients do (a
+URI given in code, here log.mlflow, wins over it): `setting`, which the config's loader applies
+in the driver (training/train/config.py `load_config`), so the workers and config.yaml see the URI.
 
 One MLflow run per run directory. It is created at the first start and its id kept in
 OUTPUT/mlflow.json, so a resumed run (any worker count, any restart) logs into the same MLflow
@@ -36,6 +43,8 @@ from training.train import rundir
 
 RECORD = "mlflow.json"  # OUTPUT/mlflow.json: {"run_id", "experiment_id", "tracking_uri" (masked)}
 EMBEDDED = "on"
+OFF = "off"  # log.mlflow=off: no tracking, MLFLOW_TRACKING_URI or not
+ENV = "MLFLOW_TRACKING_URI"  # MLflow's own variable (mlflow.environment_variables), read by its clients
 DB = "mlflow.db"
 ARTIFACTS = "mlartifacts"
 EXPERIMENT = "canine"
@@ -80,6 +89,16 @@ def _mlflow():
         raise TrackingError("log.mlflow: MLflow is not installed in this environment; install the tracking extra "
                             f"({install_hint('tracking')}) or leave log.mlflow unset") from None
     return MlflowClient
+
+
+def setting(value: str, environ=None) -> str:
+    """log.mlflow as a run uses it: `value` where it names a store; unset (''), MLFLOW_TRACKING_URI
+    where the environment sets it, as MLflow's clients take it when no URI is given in code
+    (issue 52: it was ignored without a word); `off`: '' (no tracking) either way."""
+    value = value.strip()
+    if value.lower() == OFF:
+        return ""
+    return value or (os.environ if environ is None else environ).get(ENV, "").strip()
 
 
 def tracking_uri(setting: str, output: str) -> str:

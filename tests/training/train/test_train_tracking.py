@@ -76,6 +76,25 @@ def test_a_run_logs_params_once_and_each_step_once_across_a_resume(tmp_path, mlf
         assert (output / tracking.DB).exists() and (output / tracking.ARTIFACTS).is_dir()
 
 
+def test_mlflow_tracking_uri_alone_is_honoured_as_mlflows_clients_do(tmp_path, mlflow_server, monkeypatch, capsys):
+    """MLFLOW_TRACKING_URI set, log.mlflow not: the run was not tracked, without a word (issue 52
+    item 9). Now it is tracked there; log.mlflow given wins, as a URI given in code does with
+    MLflow's clients; log.mlflow=off is off."""
+    from jobs import cli
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
+    assert cli.main(["pretrain", "--dry-run"]) == 0  # the resolved config, as a user checks it
+    assert f"  mlflow: {mlflow_server}\n" in capsys.readouterr().out
+    cfg = config.load_config("tiny", {"output": str(tmp_path / "run")})
+    tracker = tracking.Tracker.open(cfg, config.to_dict(cfg), 0)
+    run = mlflow.MlflowClient(tracking_uri=mlflow_server).get_run(tracker.run_id)
+    assert run.data.params["log.mlflow"] == mlflow_server
+    assert config.load_config("tiny", {"log.mlflow": "on"}).log.mlflow == "on"
+    assert config.load_config("tiny", {"log.mlflow": "off"}).log.mlflow == ""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")
+    assert config.load_config("tiny").log.mlflow == ""
+
+
 def test_unusable_settings_are_refused_in_one_line(tmp_path):
     with pytest.raises(tracking.TrackingError, match=r"log.mlflow=on keeps an SQLite store .* not a local directory"):
         tracking.tracking_uri("on", "s3://bucket/run")
