@@ -277,7 +277,7 @@ class ItemProgress:
     def _extent(self, input_files: int) -> str:
         """What the run reads: the items' bytes, and where a trial slice's are unknown until it is
         read (a whole file's first N pages, not a multistream dump's streams), its pages (the
-        sliced single-stream file's line said 0.0 MB: issue 52 item 8)."""
+        sliced single-stream file's line said 0.0 MB: a user's report)."""
         if not self.trial:
             return f"{self.total_bytes / 1e6:.1f} MB"
         pages, files = max(self.trial.values()), len(self.trial)

@@ -8,7 +8,7 @@ launcher alone ends the job on it, and stops the workers (pipeline/run.py `_stop
 A worker ignored it once it had imported pipeline.beam.job, its Beam plugin (job.py
 `set_up_worker_process`), but it spends a second or more importing apache_beam before that: a
 Ctrl-C then printed a KeyboardInterrupt traceback per worker (36-92 lines, 2 workers, 5 of 5
-tries, issue 52 item 5). Now the shell Beam starts a worker with ignores SIGINT (`trap '' INT`)
+tries, a user's report). Now the shell Beam starts a worker with ignores SIGINT (`trap '' INT`)
 and execs Python, which inherits the ignored disposition and keeps it ("Python installs ... SIGINT
 ... if the parent process has not changed it", the signal module's documentation): ignored from
 the worker's first instruction.

@@ -68,7 +68,7 @@ def test_readmes_init_command_with_relative_paths_starts_from_the_weights(workdi
     done = _canine([*args, "--config", "tiny", "--max-steps", "2", "--set", "train.eval_every=0"], cwd=workdir)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stderr.splitlines() if line.startswith("canine pretrain: init")]
-    # The first line, said before the weights are read (issue 52: an --init run was silent 52 s before it).
+    # The first line, said before the weights are read (a user's report: an --init run was silent 52 s before it).
     assert done.stderr.splitlines()[0] == lines[0]
     assert lines[0].startswith("canine pretrain: init: reading the init weights (") and \
         f" MB) from {workdir / init}/model.safetensors and building the model to load them into ..." in lines[0]
@@ -81,7 +81,7 @@ def test_readmes_init_command_with_relative_paths_starts_from_the_weights(workdi
     assert (workdir / "runs" / "cont" / "hf" / "config.json").is_file()
 
     # canine evaluate measures the run against the weights it started from, besides a fresh
-    # initialization (issue 52: a continued run was credited with what it inherited).
+    # initialization (a user's report: a continued run was credited with what it inherited).
     done = _canine(["evaluate", "runs/cont", "--json", "--examples", "64", "--train-examples", "256"], cwd=workdir)
     assert done.returncode == 0, done.stderr[-3000:]
     r = json.loads(done.stdout)

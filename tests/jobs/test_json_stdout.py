@@ -46,7 +46,7 @@ def _json(result):
 STEPS, EARLIER = 6, 4
 
 
-# What the run says it waits for, in this order (issue 52: the minute between the workers' line
+# What the run says it waits for, in this order (a user's report: the minute between the workers' line
 # and step 1 was silent); "checking the MLflow server at ..." besides, where the check is slow.
 WAITS = ("starting a local Ray cluster on 127.0.0.1 ", "2 cpu workers, ", "starting 2 Ray Train workers ...",
          "2 workers up; building the model, initialising DeepSpeed (ZeRO-2), opening the MLflow run ...",
@@ -119,7 +119,7 @@ def test_export_at_a_step_prints_only_its_own_line(tracked_run):
 
 @pytest.mark.slow
 def test_export_prints_json(tracked_run):
-    """`canine export --json` was answered `did you mean --to?` (issue 52 item 8)."""
+    """`canine export --json` was answered `did you mean --to?`."""
     run, _ = tracked_run
     to = run.parent / "hf-json"
     written = _json(_canine("export", run, "--to", to, "--json", cwd=run.parent))

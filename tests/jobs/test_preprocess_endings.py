@@ -187,7 +187,7 @@ def _workers_of(group: int) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the worker processes in /proc")
 @pytest.mark.parametrize("when", ["1 s after the start", "as the workers start"])
 def test_ctrl_c_in_the_first_seconds_is_the_launchers_line_alone(when, tmp_path):
-    """Ctrl-C soon after a 2-worker start (issue 52 item 5): each worker, still importing
+    """Ctrl-C soon after a 2-worker start: each worker, still importing
     apache_beam, printed a KeyboardInterrupt traceback (36-92 lines, 5 of 5 tries), and a Ctrl-C
     during the launcher's own imports printed its traceback. Now the launcher's line alone, 130,
     and no worker left."""

@@ -39,7 +39,7 @@ def test_each_silenced_warning_is_still_warned_where_we_say(warning_filter, orig
 
 def test_the_resource_trackers_leak_warning_after_a_signal_is_not_printed():
     """A DaskRunner run stopped by SIGTERM printed `resource_tracker: There appear to be 12 leaked
-    semaphore objects to clean up at shutdown` (issue 52 item 8): the tracker, a process of its own,
+    semaphore objects to clean up at shutdown`: the tracker, a process of its own,
     warns as it removes them. The same here in small: a process that holds a semaphore is killed."""
     code = ("import multiprocessing, os, signal, sys; from jobs import quiet; quiet.install(); "
             "lock = multiprocessing.get_context('spawn').Lock(); os.kill(os.getpid(), signal.SIGTERM)")

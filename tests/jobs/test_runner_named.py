@@ -59,7 +59,7 @@ def test_dataflow_named_after_the_double_dash_gets_the_same_refusals(tmp_path):
     result = _canine("preprocess", xml, "--output", "out/shards", "--", "--runner", "DataflowRunner", *BEAM[1:],
                      cwd=tmp_path, env=_env(tmp_path))
     assert _one_line(result).startswith("--output out/shards: a path on this machine")
-    # Beam's own spelling of the runner (issue 52 item 7): Beam ran the job on Dataflow with none of
+    # Beam's own spelling of the runner: Beam ran the job on Dataflow with none of
     # the checks, retrying credentials and the staging bucket for minutes with a traceback each.
     result = _canine("preprocess", xml, "--output", "out/shards", "--", "--runner=dataflow", *BEAM[1:],
                      cwd=tmp_path, env=_env(tmp_path))
@@ -86,7 +86,7 @@ def test_a_launch_without_credentials_is_named_before_the_lock(runner, said, tmp
     """Both endpoints take connections (listening sockets standing in for the Dataflow API and the
     storage emulator), so the launch gets as far as credentials: google-auth finds none in this
     clean environment, and the run says so in one line instead of Beam's retries, naming the
-    runner as it was typed (issue 52 item 7: `--runner DataflowRunner:` for `--runner=dataflow`)."""
+    runner as it was typed (a user's report: `--runner DataflowRunner:` for `--runner=dataflow`)."""
     with socket.socket() as api, socket.socket() as storage:
         for s in (api, storage):
             s.bind(("127.0.0.1", 0))
@@ -122,7 +122,7 @@ def test_the_scheduled_script_with_the_dataflow_flags_file_refuses_a_local_outpu
 
 def test_a_dump_from_a_local_mirror_is_told_to_give_a_bucket_mirror(tmp_path, make_multistream):
     """A --dump run on Dataflow with --mirror on this machine: the mirror is named, and a gs:// one
-    asked for (issue 52 item 7: the refusal named the dump's file and said to copy it)."""
+    asked for (a user's report: the refusal named the dump's file and said to copy it)."""
     mirror = tmp_path / "mirror"
     make_multistream(SAMPLE / "kowiki-20261101-pages-articles.xml", mirror / "kowiki" / "20261101")
     result = _canine("preprocess", "--dump", "ko:20261101", "--mirror", mirror, "--output",

@@ -28,7 +28,7 @@ STDOUT = [r"\[1/3\] preprocessing the bundled sample .*", r"    \d+ train / \d+ 
           *(rf"  {lang} +\d+( +\d\.\d{{3}}){{5}}" for lang in ("ar", "de", "en", "hi", "ko", "ru", "zh")),
           r"tensorboard  +tensorboard --logdir .*/tensorboard", r"hf export  +.*/hf .*", r"smoke run finished in \d+ s"]
 # stderr: the preprocessing progress (first and last line; one more every 30 s of reading), then
-# pretraining's own lines: what it starts and waits for (issue 52: the minute from the workers'
+# pretraining's own lines: what it starts and waits for (a user's report: the minute from the workers'
 # line to step 1 was silent), a line per console step, where it exported
 PROGRESS = rf"{STAMP} preprocess: .*"
 PRETRAIN = [r"canine pretrain: starting a local Ray cluster on 127\.0\.0\.1 "

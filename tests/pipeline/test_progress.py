@@ -153,7 +153,7 @@ def test_a_trial_slice_of_whole_files_counts_pages(tmp_path):
 
 
 def test_the_first_line_says_a_trial_slices_pages_where_its_size_is_unknown(tmp_path):
-    """A single-stream file's slice said `1 work items from 1 input file (0.0 MB)` (issue 52 item 8)."""
+    """A single-stream file's slice said `1 work items from 1 input file (0.0 MB)`."""
     def first_line(items, sizes, input_files):
         out = io.StringIO()
         watch = progress.ItemProgress(items, sizes, str(tmp_path / ".staging-x"), stream=out, clock=Clock())

@@ -89,7 +89,7 @@ def test_the_validation_split_must_be_each_languages_smallest_hashes():
 
 def test_a_missing_validation_shard_leaves_the_split_checked_only_as_far_as_the_pages_read_allow():
     """Without its validation pages a language's cut cannot be recomputed: the train page with the
-    smallest hash looked held out (issue 52 item 6). What the pages read still show is checked."""
+    smallest hash looked held out. What the pages read still show is checked."""
     from types import SimpleNamespace
 
     from pipeline.beam.split import split_hash

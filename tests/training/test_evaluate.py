@@ -189,7 +189,7 @@ def test_the_reference_run_beats_its_initialization_on_held_out_text(reference_r
 
 
 def test_an_init_run_is_measured_against_the_weights_it_started_from(tmp_path, contract_shards, capsys):
-    """Issue 52: `canine evaluate` of an --init run compared it with a fresh initialization only,
+    """A user's report: `canine evaluate` of an --init run compared it with a fresh initialization only,
     so a continued run was credited with what it inherited. Here run B starts from run A's
     trained weights (init.path A) and is not trained further: B beats its initialization as A
     did, and equals its init exactly, which is the baseline named and measured."""

@@ -73,7 +73,7 @@ def test_a_run_exports_with_tokenizer_and_model_card(tmp_path, shards, monkeypat
     for expected in ("library_name: transformers", "- en", f"config sha256 `{data.config_sha256}`",
                      "steps: 4 of 4", "| 2 | 6.5000 | 0.0200 |", "| 4 | 5.2500 | 0.0625 |", "size: tiny",
                      f"{SEQ_LEN} characters", f"train {data.splits['train'].rows} examples",
-                     # the task the export answers, and its call (issue 52 item 9: the card said feature-extraction)
+                     # the task the export answers, and its call (a user's report: the card said feature-extraction)
                      "pipeline_tag: fill-mask", 'fill = pipeline("fill-mask", model=PATH, trust_remote_code=True)',
                      'fill(f"The capital of France is P{fill.tokenizer.mask_token * 4}.", top_k=3)',
                      "- licence of the text: not recorded: the manifest names no input files"):  # synthetic shards

@@ -406,7 +406,7 @@ print(json.dumps(out))
 
 
 def test_save_pretrained_keeps_the_export_and_targets_are_honoured(tmp_path):
-    """What a transformers user does with a loaded export (issue 52 item 9): save_pretrained
+    """What a transformers user does with a loaded export: save_pretrained
     dropped char_inventory.json (a Chinese blank was then answered with an Arabic letter) and put
     the head's 18 tensors in model.safetensors (AutoModel: 18 unexpected keys); fill-mask's
     targets= was ignored (the top 5 of all characters). Saved again: the export's files, the head

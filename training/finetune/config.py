@@ -57,6 +57,10 @@ def load_config(overrides: dict | None = None, config_file: str = "") -> Finetun
     for key, value in (overrides or {}).items():
         _set(values, key, value, "--set")
     cfg = from_dict(values, where)
+    from training.train import tracking  # MLflow itself is imported only when a run tracks
+
+    # log.mlflow unset takes MLFLOW_TRACKING_URI, as MLflow's clients do; `off` is off (as pretraining's).
+    cfg = dataclasses.replace(cfg, log=dataclasses.replace(cfg.log, mlflow=tracking.setting(cfg.log.mlflow)))
     validate(cfg)
     return cfg
 

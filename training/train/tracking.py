@@ -94,7 +94,7 @@ def _mlflow():
 def setting(value: str, environ=None) -> str:
     """log.mlflow as a run uses it: `value` where it names a store; unset (''), MLFLOW_TRACKING_URI
     where the environment sets it, as MLflow's clients take it when no URI is given in code
-    (issue 52: it was ignored without a word); `off`: '' (no tracking) either way."""
+    (a user's report: it was ignored without a word); `off`: '' (no tracking) either way."""
     value = value.strip()
     if value.lower() == OFF:
         return ""

@@ -1,6 +1,6 @@
 """pipeline/wikitext/disambiguation.py: disambiguation pages are an outcome of their own, told by
 the __DISAMBIG__ magic word and each wiki's disambiguation templates; set-index articles, hatnotes
-and every other page are untouched; `--keep-disambiguation` keeps them (issue 52 item 4)."""
+and every other page are untouched; `--keep-disambiguation` keeps them."""
 
 import json
 import os

@@ -166,7 +166,7 @@ def test_a_marathi_reading_list_is_end_matter_and_literature_as_prose_is_not():
     assert not is_end_matter("साहित्य", "mr", "मराठी साहित्याची परंपरा मोठी आहे.\n")
 
 
-# --- zh titles in any mix of simplified and traditional characters (issue 52 item 3) ---------------
+# --- zh titles in any mix of simplified and traditional characters ---------------
 # zhwiki's editors mix the two in one heading (MediaWiki converts each reader's view); a listed
 # spelling finds every mix of it, by the fold of endmatter._HAN_FOLD.
 MIXED = ["参見", "參见", "參見", "参见", "註释", "注釋", "註釋", "注释", "延伸閱读", "延伸阅讀", "延伸閱讀", "外部連結",

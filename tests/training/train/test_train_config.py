@@ -137,7 +137,7 @@ def test_cli_refuses_a_bad_value_before_creating_the_output(contract_shards, tmp
 
 
 def test_a_float_flag_and_a_config_built_in_code_are_checked_too(capsys):
-    # The flag as typed, the value quoted as --set's is (issue 52 item 8: `--set optim.lr: ... got nan`).
+    # The flag as typed, the value quoted as --set's is (a user's report: `--set optim.lr: ... got nan`).
     for value in ("nan", "inf"):
         assert cli.main(["pretrain", "--lr", value, "--dry-run"]) == 2
         assert capsys.readouterr().err == f"canine pretrain: --lr: expected a finite number, got '{value}'\n"

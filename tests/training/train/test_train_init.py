@@ -207,7 +207,7 @@ def test_step_one_loss_equals_the_saved_weights_plus_fresh_heads(init_runs, hf_d
     assert abs(records[0]["loss"] - expected) <= 1e-6 * expected, (records[0]["loss"], expected)
     # Warm-up applies (the schedule starts fresh): half the peak at step 1 of 2 warm-up steps.
     assert records[0]["lr"] == pytest.approx(records[1]["lr"] / 2) and records[1]["lr"] == pytest.approx(2e-3)
-    # Said before the weights are read (issue 52: an --init run was silent 52 s before its first line).
+    # Said before the weights are read (a user's report: an --init run was silent 52 s before its first line).
     assert said[0].startswith("init: reading the init weights (") and f" MB) from {hf_dir}/model.safetensors " in said[0]
     assert said[1].startswith(f"init from {hf_dir} (a Hugging Face CanineModel)")
     assert said[2].startswith("init: loaded 63 tensors: encoder.* (63)")

@@ -138,7 +138,7 @@ def _without_tokenizer(shards, tmp_path) -> str:
 ], ids=["too small for a global batch", "longer than the positions", "subword without a vocabulary"])
 def test_what_the_manifest_decides_is_refused_before_ray_starts(data, extra, line, small_shards, contract_shards,
                                                                  tmp_path, monkeypatch, capsys):
-    """Issue 52: `canine pretrain --data zh --output runs/small --config tiny --max-steps 5` on 71
+    """A user's report: `canine pretrain --data zh --output runs/small --config tiny --max-steps 5` on 71
     train rows was refused by rank 0 at step 1, after ~100 s of Ray's start-up, and left
     runs/small (config.yaml, an empty metrics.jsonl, ray_train/, tensorboard/). The manifest and
     the config decide it (run.check_data): one line, exit 2, nothing made. README's command, from

@@ -77,8 +77,7 @@ def test_a_run_logs_params_once_and_each_step_once_across_a_resume(tmp_path, mlf
 
 
 def test_mlflow_tracking_uri_alone_is_honoured_as_mlflows_clients_do(tmp_path, mlflow_server, monkeypatch, capsys):
-    """MLFLOW_TRACKING_URI set, log.mlflow not: the run was not tracked, without a word (issue 52
-    item 9). Now it is tracked there; log.mlflow given wins, as a URI given in code does with
+    """MLFLOW_TRACKING_URI set, log.mlflow not: the run was not tracked, without a word. Now it is tracked there; log.mlflow given wins, as a URI given in code does with
     MLflow's clients; log.mlflow=off is off."""
     from jobs import cli
 
@@ -112,7 +111,7 @@ def test_unusable_settings_are_refused_in_one_line(tmp_path):
 
 
 def test_a_server_slow_to_answer_is_said_while_the_check_waits(tmp_path, monkeypatch):
-    """Issue 52: a run tracked on a real server was silent 133 s before its first line. A server
+    """A user's report: a run tracked on a real server was silent 133 s before its first line. A server
     that accepts and never answers holds the check for its whole time-out: said once it has
     waited metrics.SLOW_S (here 0.5 s), nothing said when the answer comes at once."""
     import time
