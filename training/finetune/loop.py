@@ -17,7 +17,6 @@ evaluation one all_gather_object of the predictions and, when dev improves, the 
 import dataclasses
 import io
 import json
-import tempfile
 import time
 
 import numpy as np
@@ -29,6 +28,7 @@ from training.downstream import CanineForTokenClassification
 from training.finetune import config, data, score
 from training.train import checkpoint, failures, guard, metrics, rundir, tracking
 from training.train.engine import global_grad_norm, wrap
+from training.train.loop import save_and_report, status, worker_context
 
 
 def train_loop_per_worker(loop_config: dict) -> None:
@@ -80,17 +80,9 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
 
     cfg, progress = loop_config["config"], loop_config.get("progress")
     config.require_resolved(cfg)
-    ctx = ray.train.get_context()
-    rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    on_gpu = cfg.parallel.device == "cuda"
-    torch.set_num_threads(cfg.parallel.threads_per_worker or max(1, int(cfg.parallel.cpus_per_worker)))
-    if on_gpu:
-        import ray.train.torch
-
-        torch.cuda.set_device(ray.train.torch.get_device())
-        torch.backends.cuda.matmul.allow_tf32 = True
+    rank, world, on_gpu = worker_context(cfg)
     restored = ray.train.get_checkpoint()
-    _status(progress, rank, _setting_up(cfg, world, restored is not None))
+    status(progress, rank, _setting_up(cfg, world, restored is not None))
     task = data.read_task(cfg.task, cfg.labels)
     model_cfg = config.model_config(cfg)
     seeds.seed_all(cfg.train.seed)  # the same classifier on every rank
@@ -116,19 +108,12 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
     tracker = tracking.Tracker.open(cfg, config.to_dict(cfg), state["step"]) if rank == 0 and cfg.log.mlflow else None
     log = metrics.MetricsLog(cfg.output, state["step"], cfg.log.tensorboard, tracker) if rank == 0 else None
     t = cfg.train
-    _status(progress, rank, "the model and DeepSpeed's engine are ready; training ...")
+    status(progress, rank, "the model and DeepSpeed's engine are ready; training ...")
     return _Worker(cfg=cfg, rank=rank, world=world, on_gpu=on_gpu, engine=engine, device=engine.device, task=task,
                    shapes=shapes, state=state, stop=min(t.max_steps, t.stop_at_step or t.max_steps),
                    accum=cfg.accumulation_steps(world), multiple=model_cfg.downsampling_rate,
                    step_guard=guard.StepGuard(engine, cfg, rank, state["step"]), faults=faults, log=log,
                    progress=progress)
-
-
-def _status(progress, rank: int, text: str) -> None:
-    """A status line of rank 0's through the driver's ProgressSink, as pretraining's loop says
-    them (train/loop.py): Ray Train's start and DeepSpeed's set-up are 20-40 s before step 1."""
-    if rank == 0 and progress is not None:
-        progress.say.remote(text)
 
 
 def _setting_up(cfg, world: int, restoring: bool) -> str:
@@ -269,18 +254,7 @@ def _record(w: _Worker, record: dict) -> None:
             w.sent = w.progress.put.remote(record)
     w.step_guard.after(record["step"], record["grad_norm"], record["lr"], record["loss"])
     if record["step"] % w.cfg.checkpoint.every == 0 or record["step"] == w.stop:
-        _save_and_report(w)
-
-
-def _save_and_report(w: _Worker) -> None:
-    import ray.train
-
-    with tempfile.TemporaryDirectory(prefix="canine-ckpt-") as directory:
-        checkpoint.save(w.engine, directory, w.state, w.shapes, w.rank)
-        if w.log is not None:
-            w.log.sync()
-        ray.train.report({"step": w.state["step"]}, checkpoint=ray.train.Checkpoint.from_directory(directory),
-                         checkpoint_dir_name=f"checkpoint_{checkpoint.tag(w.state['step'])}")
+        save_and_report(w.engine, w.state, w.shapes, w.rank, w.log)
 
 
 def _finish(w: _Worker) -> None:

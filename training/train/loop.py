@@ -108,7 +108,9 @@ def _evaluate(engine, batches, device, cfg) -> dict:
             "eval_predictions": int(count), **_sop_record(*sop, prefix="eval_")}
 
 
-def _save_and_report(engine, state: dict, shapes: dict, rank: int, log) -> None:
+def save_and_report(engine, state: dict, shapes: dict, rank: int, log) -> None:
+    """This rank's checkpoint of `state` (checkpoint.py), the metrics it covers made durable, and
+    Ray Train told of it (a fine-tuning run's loop checkpoints the same way)."""
     import ray.train
 
     with tempfile.TemporaryDirectory(prefix="canine-ckpt-") as directory:
@@ -173,6 +175,22 @@ def _train(loop_config: dict, at: dict) -> None:
     _finish(w)
 
 
+def worker_context(cfg) -> tuple[int, int, bool]:
+    """(rank, world size, on a GPU) of this Ray Train worker, its torch threads set and its GPU
+    chosen before anything allocates (a fine-tuning run's loop starts the same way)."""
+    import ray.train
+
+    ctx = ray.train.get_context()
+    on_gpu = cfg.parallel.device == "cuda"
+    torch.set_num_threads(cfg.parallel.threads_per_worker or max(1, int(cfg.parallel.cpus_per_worker)))
+    if on_gpu:
+        import ray.train.torch
+
+        torch.cuda.set_device(ray.train.torch.get_device())  # this worker's GPU, before anything allocates
+        torch.backends.cuda.matmul.allow_tf32 = True
+    return ctx.get_world_rank(), ctx.get_world_size(), on_gpu
+
+
 def _set_up(loop_config: dict, at: dict) -> _Worker:
     """The model, DeepSpeed's engine, the restored state, the data stream and the sinks."""
     import ray.train
@@ -181,17 +199,9 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
 
     cfg, progress = loop_config["config"], loop_config.get("progress")
     config.require_resolved(cfg)
-    ctx = ray.train.get_context()
-    rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    on_gpu = cfg.parallel.device == "cuda"
-    torch.set_num_threads(cfg.parallel.threads_per_worker or max(1, int(cfg.parallel.cpus_per_worker)))
-    if on_gpu:
-        import ray.train.torch
-
-        torch.cuda.set_device(ray.train.torch.get_device())  # this worker's GPU, before anything allocates
-        torch.backends.cuda.matmul.allow_tf32 = True
+    rank, world, on_gpu = worker_context(cfg)
     restored = ray.train.get_checkpoint()
-    _status(progress, rank, _setting_up(cfg, world, restored is not None))
+    status(progress, rank, _setting_up(cfg, world, restored is not None))
     dataset = data.open_dataset(cfg.data.path)
     model_cfg = config.model_config(cfg)
 
@@ -232,7 +242,7 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
     t = cfg.train
     stop = min(t.max_steps, t.stop_at_step or t.max_steps)
     profiler = _Profiler(cfg, state["step"], stop, on_gpu) if rank == 0 and cfg.log.profile_steps else None
-    _status(progress, rank, "the model and DeepSpeed's engine are ready; reading the first batches (Ray tasks build "
+    status(progress, rank, "the model and DeepSpeed's engine are ready; reading the first batches (Ray tasks build "
                             "them on the cluster's CPUs) ...")
     return _Worker(cfg=cfg, rank=rank, world=world, on_gpu=on_gpu, engine=engine, device=device, dataset=dataset,
                    model_cfg=model_cfg, shapes=shapes, flops_per_example=flops_per_example, faults=faults,
@@ -240,7 +250,7 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
                    peak=peak, log=log, progress=progress, profiler=profiler)
 
 
-def _status(progress, rank: int, text: str) -> None:
+def status(progress, rank: int, text: str) -> None:
     """A status line of rank 0's, through the driver's ProgressSink (fire and forget): measured on
     the tiny run (2 cores), 20-40 s from the driver's start of Ray Train to here, 8-30 s of
     DeepSpeed's set-up and 5-9 s to the first batch (the input pipeline's Ray tasks start their
@@ -317,7 +327,7 @@ def _record(w: _Worker, record: dict) -> None:
     if w.profiler is not None:
         w.profiler.after(record["step"])
     if record["step"] % w.cfg.checkpoint.every == 0 or record["step"] == w.stop:
-        _save_and_report(w.engine, w.state, w.shapes, w.rank, w.log)
+        save_and_report(w.engine, w.state, w.shapes, w.rank, w.log)
 
 
 def _finish(w: _Worker) -> None:
