@@ -13,6 +13,7 @@ install (preprocessing) carries it whole.
     holdout.py    which pages of a language go to validation, and the fraction that holds some out
     extras.py     the pip command that installs an optional extra, for hints on both sides
     interrupted.py  Interrupted: Ctrl-C with what the run had done, raised by both drivers
+    tydiqa.py     TyDi QA files -> examples in codepoints (exact byte offsets), and the windows' row contract
 
 Importing the package imports none of its modules, so a command pays only for what it uses.
 """

@@ -6,7 +6,6 @@
     heads.py          the pretraining heads: CANINE-C's character loss, CANINE-S's subword loss, sentence order
     downstream.py     the downstream heads: token classification (NER over characters)
     conll.py          CoNLL NER files -> character-labelled windows, and word tags back (the task's data reading)
-    tydiqa.py         TyDi QA primary-task files -> examples in codepoints (exact byte <-> codepoint offsets)
     flops.py          FLOPs per example for MFU, counted matmul by matmul
     batch.py          rows of the shard contract -> fixed-shape training arrays (masks, targets, noise)
     noise.py          CharBERT's noisy language modeling: typos in the input, clean targets

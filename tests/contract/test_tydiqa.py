@@ -1,4 +1,4 @@
-"""training/tydiqa.py: byte <-> codepoint offsets in every script's widths, the document's ends, offsets
+"""contract/tydiqa.py: byte <-> codepoint offsets in every script's widths, the document's ends, offsets
 inside a character rejected and counted, and the official tiny_dev file read exactly."""
 
 import gzip
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from training.tydiqa import (ByteOffsets, Example, OffsetInsideCharacter, OffsetOutOfRange, ReadStats, Rejected,
+from contract.tydiqa import (ByteOffsets, Example, OffsetInsideCharacter, OffsetOutOfRange, ReadStats, Rejected,
                              parse_example, read_examples, to_bytes)
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "tydiqa")

@@ -1,4 +1,7 @@
-"""TyDi QA's primary-task files in, examples in codepoints out, byte offsets back: `canine finetune tydiqa`'s data.
+"""TyDi QA's primary-task files in, examples in codepoints out, byte offsets back; and the windows'
+contract: what one Parquet row of `pipeline/downstream/` holds, which `canine finetune tydiqa` reads.
+Both sides use it: the pipeline windows the examples, the trainer reads the windows and maps the
+predicted spans back to bytes with the same reader (it imports fsspec, numpy and pyarrow only).
 
     stats = ReadStats()
     for ex in read_examples("tydiqa-v1.0-dev.jsonl.gz", stats):   # streamed, one line at a time
@@ -21,6 +24,24 @@ every drop with its reason. Offsets 0 and len(utf-8 bytes), the document's two e
 
 Streaming: the train file is 1.6 GB gzipped; it is read line by line through fsspec (gzip inferred
 from the name), and only the example at hand is held.
+
+The windows (pipeline/downstream/windows.py builds them; docs/downstream.md "TyDi QA: the windows"):
+Google's CANINE recipe for TyDi QA (google-research/language, language/canine/tydiqa/preproc.py
+`create_entry_from_json` and `convert_single_example`, char_splitter.py), in codepoints. The first
+`max_passages` candidate passages, each after its passage marker, joined by single spaces, are the
+"contexts"; a window is
+
+    position  0    1    2 .. q+1        q+2    doc_start ..                      last
+    input     CLS  [Q]  question[-256:] SEP    a stretch of the contexts         SEP
+    segment   0    0    0               0      1                                 1
+
+so `doc_start` = q + 3 and a position's segment id (token_type_ids) is `position >= doc_start`.
+`doc_chars` maps each position to the document codepoint it holds, -1 for every position that
+holds none (CLS, [Q], the question, the SEPs, the passage markers and the joining spaces): a
+predicted span (start, end), inclusive, is the document's codepoints doc_chars[start] ..
+doc_chars[end] + 1, and `to_bytes` gives the official byte offsets. Labels: `answer_type` is
+Google's data.AnswerType, `start`/`end` the answer's first and last positions in the window
+(inclusive), 0 and 0 (CLS) for UNKNOWN.
 """
 
 from __future__ import annotations
@@ -30,8 +51,13 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import enum
+from functools import cache
+
 import fsspec
 import numpy as np
+
+from contract.schema import CLS, SEP  # noqa: F401 - the windows' CLS and SEP, named here for both sides
 
 YES_NO = ("NONE", "YES", "NO")  # the files' yes_no_answer values (tydi_eval.py lower-cases them)
 
@@ -222,3 +248,69 @@ def to_bytes(example: Example, start_char: int, end_char: int) -> tuple[int, int
         raise ValueError(f"example {example.example_id}: span ({start_char}, {end_char}) starts after its end")
     offsets = example.offsets or ByteOffsets(example.document, example.example_id)
     return offsets.to_byte(start_char), offsets.to_byte(end_char)
+
+
+# --- The windows' contract ------------------------------------------------------------------------
+# Special codepoints after CANINE's own (contract/schema.py CLS..RESERVED = 0xE000..0xE004):
+# char_splitter.py gives [Q] the next private-use codepoint, max(SPECIAL_CODEPOINTS) + 1, and
+# passage marker i the one after it plus i.
+QUESTION = 0xE005  # [Q], before the question
+PASSAGE_0 = 0xE006  # passage marker of candidate 0; candidate i's is PASSAGE_0 + i
+# Markers stay inside the range the pretraining cleaner keeps free of text (schema.ALIASED_RANGE,
+# 0xE000..0xE0FF): at most 250 candidates get one (Google's max_passages is 45).
+MAX_PASSAGE_MARKERS = 0xE0FF - PASSAGE_0 + 1
+
+
+def passage_marker(i: int) -> int:
+    """The codepoint before candidate passage `i` in a window."""
+    if not 0 <= i < MAX_PASSAGE_MARKERS:
+        raise ValueError(f"passage marker {i}: only candidates 0..{MAX_PASSAGE_MARKERS - 1} have one")
+    return PASSAGE_0 + i
+
+
+class AnswerType(enum.IntEnum):
+    """A window's answer type: Google's numbering (language/canine/tydiqa/data.py AnswerType).
+    YES and NO label a yes/no annotation's passage; Google's default ignore_yes_no_answer=True
+    labels it PASSAGE instead, this project keeps the type, so the type head can answer yes/no."""
+    UNKNOWN = 0
+    YES = 1
+    NO = 2
+    MINIMAL = 3
+    PASSAGE = 4
+
+
+WINDOW_SCHEMA_VERSION = 1
+# One Parquet row per window: (name, Arrow type, what it holds).
+WINDOW_COLUMNS = (
+    ("example_id", "int64", "the example's example_id in the official file"),
+    ("language", "string", "the files' lower-case language name (arabic, bengali, ...)"),
+    ("window", "int32", "the window's index among its example's windows, from 0 (in document order)"),
+    ("input_ids", "list<int32>", "codepoints: CLS [Q] question SEP contexts... SEP, unpadded"),
+    ("doc_chars", "list<int32>", "per position, the document codepoint it holds; -1 where none"),
+    ("doc_start", "int32", "the first position after the question's SEP; segment id = position >= doc_start"),
+    ("start", "int32", "the answer's first position (inclusive); 0 for UNKNOWN"),
+    ("end", "int32", "the answer's last position (inclusive); 0 for UNKNOWN"),
+    ("answer_type", "int8", "AnswerType"),
+)
+WINDOW_COLUMN_NAMES = tuple(name for name, _, _ in WINDOW_COLUMNS)
+# doc_chars is written DELTA_BINARY_PACKED without a dictionary: consecutive document characters
+# differ by 1, so a window's 2,048 offsets pack to a few hundred bytes (measured in
+# tests/pipeline/downstream/test_job.py; PLAIN + zstd is several times larger).
+WINDOW_ENCODINGS = {"doc_chars.list.element": "DELTA_BINARY_PACKED"}  # the leaf's path: "doc_chars" alone is ignored
+WINDOWS_MANIFEST = "_manifest.json"  # per role folder: OUTPUT/ROLE/_manifest.json, written last
+
+
+@cache
+def window_schema():
+    """The windows' Arrow schema (pyarrow imported on first use: reading the files needs none)."""
+    import pyarrow as pa
+
+    types = {"int64": pa.int64(), "int32": pa.int32(), "int8": pa.int8(), "string": pa.string(),
+             "list<int32>": pa.list_(pa.int32())}
+    return pa.schema([pa.field(name, types[kind], nullable=False) for name, kind, _ in WINDOW_COLUMNS],
+                     metadata={b"canine.tydiqa.windows_version": str(WINDOW_SCHEMA_VERSION).encode()})
+
+
+def segment_ids(doc_start: int, length: int) -> np.ndarray:
+    """A window's token_type_ids: 0 for CLS .. the question's SEP, 1 from doc_start on."""
+    return (np.arange(length) >= doc_start).astype(np.int8)
