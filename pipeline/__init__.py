@@ -14,6 +14,7 @@ deferred imports included (tests/test_layers.py PIPELINE_WINGS holds the order).
     synthetic.py          synthetic rows and shard directories for tests, benchmarks and smoke runs
     progress.py           what a run shows while it works
     run.py                `preprocess(cfg)`: the driver (`--dump` resolution, runner checks, the output lock, the job run)
+    downstream/           downstream tasks' data: TyDi QA's files -> windows in Parquet (`prepare`), above the driver
 
 Importing this package is cheap: Beam, Dask and pyarrow are imported by the modules that use them.
 """

@@ -27,7 +27,9 @@ CANINE-S subwords chosen    mask_key, subword index       CounterUniforms    SUB
 CANINE-S action 80/10/10    mask_key, subword index       CounterUniforms    SUBWORD_ACTION 3   masks._subword_plans
 CANINE-S predicted char.    mask_key, subword index       CounterUniforms    SUBWORD_OFFSET 4   masks._subword_plans
 CANINE-S replacement        mask_key, subword index       CounterUniforms    SUBWORD_REPLACE 5  masks._subword_plans
-shard of an example         id (no seed)                  shard_index        hash "shard"       job._ScatterExamplesFn
+shard of an example         id (no seed)                  shard_index        hash "shard"       job._ScatterExamplesFn, downstream
+TyDi QA window kept         seed, example id, window      tydi_window_draw   hash "tydi_unknown" downstream/windows
+  (a window without its example's answer, kept with probability include_unknowns)
 row order in a shard        id (no seed)                  row_order_key      hash "order"       job._PlanAndWriteFn
 one example's plans         mask_key                      mask_rng,          numpy, call order  masks.char_mask_plan,
                                                           GeneratorUniforms                     subword_plan (tests)
@@ -67,6 +69,7 @@ class Name(enum.StrEnum):
     MASK = "mask"
     SHARD = "shard"
     ORDER = "order"
+    TYDI_UNKNOWN = "tydi_unknown"
 
 
 class Stream(enum.IntEnum):
@@ -118,6 +121,12 @@ def shard_index(example_id: str, total: int) -> int:
 def row_order_key(example_id: str) -> int:
     """A row's place in its shard: rows are sorted by (this, id), so languages mix in a shard."""
     return stable_int(Name.ORDER, example_id)
+
+
+def tydi_window_draw(seed: int, example_id: int, window: int) -> float:
+    """U[0, 1) of a TyDi QA training window that lacks its example's answer: kept when below
+    include_unknowns (pipeline/downstream/windows.py; Google's random.random() in preproc.py)."""
+    return stable_unit(Name.TYDI_UNKNOWN, seed, example_id, window)
 
 
 # --- counter streams: the draws of a batch of examples' mask plans ----------------------------

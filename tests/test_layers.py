@@ -172,6 +172,7 @@ PIPELINE_WINGS = (
     ("beam/",),
     ("output/",),
     ("synthetic.py", "progress.py", "run.py"),
+    ("downstream/",),
 )
 NOT_A_WING = {"__init__.py", "sample/"}  # the index; the bundled sample dumps and the script that made them
 WING_FOLDERS = [f"pipeline/{name[:-1]}" for wing in PIPELINE_WINGS for name in wing if name.endswith("/")]
