@@ -44,7 +44,7 @@ from contract.files import redact
 from contract.interrupted import Interrupted
 from pipeline import sources
 from pipeline.output import output
-from pipeline.beam import runners
+from pipeline.beam import phases, runners
 from pipeline.preprocess_config import PreprocessConfig
 
 log = logging.getLogger(__name__)
@@ -216,8 +216,9 @@ def run_job(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner
     try:
         if before_publish is not None:
             before_publish()
-        records = output.read_staged_json(fs, staging_path, "stats.json")
-        manifest = output.finalize(cfg, staging, records)
+        with phases.timed("publish"):
+            records = output.read_staged_json(fs, staging_path, "stats.json")
+            manifest = output.finalize(cfg, staging, records)
     except KeyboardInterrupt as e:
         raise _stopped(work_plan, staging) from e
     stats = output.RunStats(round(time.time() - started, 2), len(work_plan.items), counters.get("items_parsed", 0),

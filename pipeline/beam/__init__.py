@@ -10,6 +10,7 @@ One idea per module:
     tokenizer_sample.py   the vocabulary's bottom-k sample, in chunks, in bounded memory
     stats.py              the job's accounting, per language
     memory.py             a finished step's memory given back: a worker holds its largest step, not their sum
+    phases.py             where a run's time goes: each step's units timed, when asked (benchmarks/phases.py)
     runners.py            which Beam runner runs the job, with which options
     direct_runner.py      Beam's DirectRunner with worker processes, which start ignoring Ctrl-C
     dask_runner.py        Beam's DaskRunner, mended

@@ -50,7 +50,7 @@ from apache_beam.metrics import Metrics
 from contract import schema
 from contract.files import save_json, save_text
 from pipeline import faults, seeds
-from pipeline.beam import itemcache, memory, spill, tally, tokenizer_sample
+from pipeline.beam import itemcache, memory, phases, spill, tally, tokenizer_sample
 from pipeline.rows import examples, masks, shards
 from pipeline.beam.split import cuts_of, split_of, validation_cut
 from pipeline.preprocess_config import PreprocessConfig
@@ -165,30 +165,31 @@ class _ItemFn(beam.DoFn):
         faults.point("start")  # a worker process is starting its first step; others may still be starting
 
     def process(self, item):
-        url = itemcache.cache_url(self.staging, item)
-        fs, path = fsspec.core.url_to_fs(url)
-        tallies = {}
-        if fs.exists(path):
-            pages, counter = itemcache.replay(url), self.reused
-        else:
-            pages, counter = itemcache.parse_and_store(item, url, self.cfg), self.parsed
-        for c in pages:
-            if c.lang not in tallies:
-                tallies[c.lang] = tally.Tally()
-            tallies[c.lang].add(c)
-        counter.inc()
-        memory.release()  # the item's pages and parser state: each step of a worker gets its memory back
-        for lang in sorted(tallies):
-            t = tallies[lang].done(url, lang)
-            for outcome, n in zip(schema.PAGE_OUTCOMES, t.outcomes):
-                if n:
-                    self.outcome_counters[outcome].inc(n)
-            for counter_, n in zip(self.drop_counters, t.dropped):
-                if n:
-                    counter_.inc(n)
-            yield t
-        if counter is self.parsed:
-            faults.point("item")
+        with phases.timed("read+clean"):
+            url = itemcache.cache_url(self.staging, item)
+            fs, path = fsspec.core.url_to_fs(url)
+            tallies = {}
+            if fs.exists(path):
+                pages, counter = itemcache.replay(url), self.reused
+            else:
+                pages, counter = itemcache.parse_and_store(item, url, self.cfg), self.parsed
+            for c in pages:
+                if c.lang not in tallies:
+                    tallies[c.lang] = tally.Tally()
+                tallies[c.lang].add(c)
+            counter.inc()
+            memory.release()  # the item's pages and parser state: each step of a worker gets its memory back
+            for lang in sorted(tallies):
+                t = tallies[lang].done(url, lang)
+                for outcome, n in zip(schema.PAGE_OUTCOMES, t.outcomes):
+                    if n:
+                        self.outcome_counters[outcome].inc(n)
+                for counter_, n in zip(self.drop_counters, t.dropped):
+                    if n:
+                        counter_.inc(n)
+                yield t
+            if counter is self.parsed:
+                faults.point("item")
 
 
 class ReadAndClean(beam.PTransform):
@@ -243,19 +244,20 @@ class _SizeFn(beam.DoFn):
     language, and the item's candidates for the tokenizer's sample (tagged)."""
 
     def process(self, url, cuts, tokenizer_bound):
-        sizes, held = {}, {}
-        for lang, page_id, chars in itemcache.kept_sizes(url):
-            split = split_of(lang, page_id, cuts)
-            key = SplitLang(split, lang)
-            sizes[key] = sizes.get(key, 0) + chars
-            if split == "validation":
-                held[lang] = held.get(lang, 0) + 1
-            elif (rank := seeds.tokenizer_rank(lang, page_id)) < tokenizer_bound:
-                yield pvalue.TaggedOutput("candidates", (rank, page_id, chars))
-        for key in sorted(sizes):
-            yield key, sizes[key]
-        for lang in sorted(held):
-            yield pvalue.TaggedOutput("validation", (lang, held[lang]))
+        with phases.timed("sizing"):
+            sizes, held = {}, {}
+            for lang, page_id, chars in itemcache.kept_sizes(url):
+                split = split_of(lang, page_id, cuts)
+                key = SplitLang(split, lang)
+                sizes[key] = sizes.get(key, 0) + chars
+                if split == "validation":
+                    held[lang] = held.get(lang, 0) + 1
+                elif (rank := seeds.tokenizer_rank(lang, page_id)) < tokenizer_bound:
+                    yield pvalue.TaggedOutput("candidates", (rank, page_id, chars))
+            for key in sorted(sizes):
+                yield key, sizes[key]
+            for lang in sorted(held):
+                yield pvalue.TaggedOutput("validation", (lang, held[lang]))
 
 
 class SizeItems(beam.PTransform):
@@ -299,38 +301,40 @@ class _ScatterPagesFn(beam.DoFn):
         self.staging = staging
 
     def process(self, url, cuts, groups, plan):
-        name = url.rsplit("/", 1)[-1]
-        by_group, sample = {}, {}
-        for lang, page_id, text in itemcache.kept_pages(url):
-            split = split_of(lang, page_id, cuts)
-            key = SplitLang(split, lang)
-            group = PackGroup(split, lang, seeds.pack_group(lang, page_id, groups[key]))
-            by_group.setdefault(group, ([], [], []))
-            for column, value in zip(by_group[group], (lang, page_id, text)):
-                column.append(value)
-            if split == "train" and (chunk := plan.chunk_of(seeds.tokenizer_rank(lang, page_id), page_id)) is not None:
-                sample.setdefault(chunk, []).append((seeds.tokenizer_rank(lang, page_id), page_id, text))
-        tables = {g: spill.pages_table(*cols) for g, cols in by_group.items()}
-        del by_group
-        pages = spill.write_buckets(f"{self.staging}/pages/{name}", tables)
-        tables = {c: tokenizer_sample.table(rows) for c, rows in sample.items()}
-        del sample
-        chunks = spill.write_buckets(f"{self.staging}/tokenizer/{name}", tables)
-        del tables
-        memory.release()
-        for group, ref in pages:
-            yield group, ref
-        for chunk, ref in chunks:
-            yield pvalue.TaggedOutput("sample", (chunk, ref))
+        with phases.timed("scatter"):
+            name = url.rsplit("/", 1)[-1]
+            by_group, sample = {}, {}
+            for lang, page_id, text in itemcache.kept_pages(url):
+                split = split_of(lang, page_id, cuts)
+                key = SplitLang(split, lang)
+                group = PackGroup(split, lang, seeds.pack_group(lang, page_id, groups[key]))
+                by_group.setdefault(group, ([], [], []))
+                for column, value in zip(by_group[group], (lang, page_id, text)):
+                    column.append(value)
+                if split == "train" and (chunk := plan.chunk_of(seeds.tokenizer_rank(lang, page_id), page_id)) is not None:
+                    sample.setdefault(chunk, []).append((seeds.tokenizer_rank(lang, page_id), page_id, text))
+            tables = {g: spill.pages_table(*cols) for g, cols in by_group.items()}
+            del by_group
+            pages = spill.write_buckets(f"{self.staging}/pages/{name}", tables)
+            tables = {c: tokenizer_sample.table(rows) for c, rows in sample.items()}
+            del sample
+            chunks = spill.write_buckets(f"{self.staging}/tokenizer/{name}", tables)
+            del tables
+            memory.release()
+            for group, ref in pages:
+                yield group, ref
+            for chunk, ref in chunks:
+                yield pvalue.TaggedOutput("sample", (chunk, ref))
 
 
 # --- TrainTokenizer --------------------------------------------------------------------------------
 def _train_tokenizer(refs, plan, vocab_size):
-    faults.point("tokenizer")
-    texts = tokenizer_sample.Texts(refs, plan)  # read chunk by chunk, in rank order, twice
-    vocabulary = train_wordpiece(texts, vocab_size=vocab_size).to_str()
-    memory.release()
-    return vocabulary
+    with phases.timed("tokenizer"):
+        faults.point("tokenizer")
+        texts = tokenizer_sample.Texts(refs, plan)  # read chunk by chunk, in rank order, twice
+        vocabulary = train_wordpiece(texts, vocab_size=vocab_size).to_str()
+        memory.release()
+        return vocabulary
 
 
 class TrainTokenizer(beam.PTransform):
@@ -364,22 +368,23 @@ class _PackFn(beam.DoFn):
         self.cfg, self.staging = cfg, staging
 
     def process(self, kv):
-        group, refs = kv
-        by_id = []
-        for table in spill.read_buckets(refs, columns=["page_id", "text"]):
-            by_id += zip(table.column("page_id").to_pylist(), table.column("text").to_pylist())
-        by_id.sort()  # by id (then text): the same packing whatever reached which worker first
-        cfg = self.cfg
-        exs = examples.pack_pages(by_id, cfg.seq_len, cfg.sentence_order, cfg.seed)
-        del by_id
-        url = f"{self.staging}/packed/{group.split}-{group.lang}-{group.group:05d}.parquet"
-        spill.write_whole(url, spill.examples_table([(group.lang, 0, ex) for ex in exs]))
-        size = Size(len(exs), sum(len(ex.codepoints) for ex in exs))
-        del exs
-        memory.release()
-        faults.point("pack")
-        yield PackedFile(group.split, group.lang, url)
-        yield pvalue.TaggedOutput("sizes", (SplitLang(group.split, group.lang), size))
+        with phases.timed("packing"):
+            group, refs = kv
+            by_id = []
+            for table in spill.read_buckets(refs, columns=["page_id", "text"]):
+                by_id += zip(table.column("page_id").to_pylist(), table.column("text").to_pylist())
+            by_id.sort()  # by id (then text): the same packing whatever reached which worker first
+            cfg = self.cfg
+            exs = examples.pack_pages(by_id, cfg.seq_len, cfg.sentence_order, cfg.seed)
+            del by_id
+            url = f"{self.staging}/packed/{group.split}-{group.lang}-{group.group:05d}.parquet"
+            spill.write_whole(url, spill.examples_table([(group.lang, 0, ex) for ex in exs]))
+            size = Size(len(exs), sum(len(ex.codepoints) for ex in exs))
+            del exs
+            memory.release()
+            faults.point("pack")
+            yield PackedFile(group.split, group.lang, url)
+            yield pvalue.TaggedOutput("sizes", (SplitLang(group.split, group.lang), size))
 
 
 class PackExamples(beam.PTransform):
@@ -466,37 +471,38 @@ class _ScatterExamplesFn(beam.DoFn):
         self.seed = cfg.seed
 
     def process(self, packed: PackedFile, shard_sizing):
-        import pyarrow.compute as pc
+        with phases.timed("sampling"):
+            import pyarrow.compute as pc
 
-        total = shard_sizing.shards[packed.split]
-        by_shard = {}
-        copies = 0
-        for table in spill.read_whole(packed.url):
-            taken = {}
-            firsts = pc.list_element(table.column("page_ids"), 0).to_pylist()
-            langs, parts = table.column("lang").to_pylist(), table.column("part").to_pylist()
-            for row, (lang, first, part) in enumerate(zip(langs, firsts, parts)):
-                head = _Head((first,), part)
-                for copy in range(replicate(packed.split, lang, head, shard_sizing.weights, self.seed)):
-                    key = ShardKey(packed.split, seeds.shard_index(examples.example_id(lang, head, copy), total), total)
-                    rows, numbers = taken.setdefault(key, ([], []))
-                    rows.append(row)
-                    numbers.append(copy)
-                    copies += 1
-            for key, (rows, numbers) in taken.items():
-                part_table = table.take(pa.array(rows, pa.int64()))
-                part_table = part_table.set_column(1, "copy", pa.array(numbers, pa.int32()))
-                by_shard.setdefault(key, []).append(part_table)
-        tables = {key: pa.concat_tables(parts) for key, parts in by_shard.items()}
-        del by_shard
-        url = packed.url.replace("/packed/", "/sampled/")
-        refs = spill.write_buckets(url, tables)
-        del tables
-        memory.release()
-        for key, ref in refs:
-            yield key, ref
-        if copies:
-            yield pvalue.TaggedOutput("examples", (packed.lang, copies))
+            total = shard_sizing.shards[packed.split]
+            by_shard = {}
+            copies = 0
+            for table in spill.read_whole(packed.url):
+                taken = {}
+                firsts = pc.list_element(table.column("page_ids"), 0).to_pylist()
+                langs, parts = table.column("lang").to_pylist(), table.column("part").to_pylist()
+                for row, (lang, first, part) in enumerate(zip(langs, firsts, parts)):
+                    head = _Head((first,), part)
+                    for copy in range(replicate(packed.split, lang, head, shard_sizing.weights, self.seed)):
+                        key = ShardKey(packed.split, seeds.shard_index(examples.example_id(lang, head, copy), total), total)
+                        rows, numbers = taken.setdefault(key, ([], []))
+                        rows.append(row)
+                        numbers.append(copy)
+                        copies += 1
+                for key, (rows, numbers) in taken.items():
+                    part_table = table.take(pa.array(rows, pa.int64()))
+                    part_table = part_table.set_column(1, "copy", pa.array(numbers, pa.int32()))
+                    by_shard.setdefault(key, []).append(part_table)
+            tables = {key: pa.concat_tables(parts) for key, parts in by_shard.items()}
+            del by_shard
+            url = packed.url.replace("/packed/", "/sampled/")
+            refs = spill.write_buckets(url, tables)
+            del tables
+            memory.release()
+            for key, ref in refs:
+                yield key, ref
+            if copies:
+                yield pvalue.TaggedOutput("examples", (packed.lang, copies))
 
 
 class SampleLanguages(beam.PTransform):
@@ -566,58 +572,59 @@ class _PlanAndWriteFn(beam.DoFn):
         self._json = self._tokenizer = None
 
     def process(self, kv, tokenizer_json):
-        import pyarrow.compute as pc
+        with phases.timed("shards+masks"):
+            import pyarrow.compute as pc
 
-        if tokenizer_json is not self._json:
-            self._tokenizer, self._json = WordPieceTokenizer.from_str(tokenizer_json), tokenizer_json
-        shard, refs = kv
-        # The rows' order from the narrow columns alone; the examples themselves are read a pass of
-        # row groups at a time (_examples_of), so a shard is never whole in memory: held whole, its
-        # codepoints and segment ids (5 bytes a codepoint, 160 MB for a full shard) were the
-        # largest thing a worker held, and grew with the input until the shards were full.
-        sources = sorted((ref.url, ref.row_group) for ref in refs)  # read_buckets' order: the same ties
-        order = []
-        for j, table in enumerate(spill.read_buckets([spill.Ref(url, rg, 0) for url, rg in sources],
-                                                     columns=["lang", "copy", "page_ids", "part"])):
-            firsts = pc.list_element(table.column("page_ids"), 0).to_pylist()
-            langs, copies, parts = (table.column(c).to_pylist() for c in ("lang", "copy", "part"))
-            for row, (lang, copy, first, part) in enumerate(zip(langs, copies, firsts, parts)):
-                eid = examples.example_id(lang, _Head((first,), part), copy)
-                order.append((seeds.row_order_key(eid), eid, j, row))
-        order.sort(key=lambda o: o[:2])
-        histograms = {}  # lang -> (share, spans), merged over the row groups
-        per_pass = max(shards.ROW_GROUP_ROWS,
-                       _PASS_CODEPOINTS // self.seq_len // shards.ROW_GROUP_ROWS * shards.ROW_GROUP_ROWS)
+            if tokenizer_json is not self._json:
+                self._tokenizer, self._json = WordPieceTokenizer.from_str(tokenizer_json), tokenizer_json
+            shard, refs = kv
+            # The rows' order from the narrow columns alone; the examples themselves are read a pass of
+            # row groups at a time (_examples_of), so a shard is never whole in memory: held whole, its
+            # codepoints and segment ids (5 bytes a codepoint, 160 MB for a full shard) were the
+            # largest thing a worker held, and grew with the input until the shards were full.
+            sources = sorted((ref.url, ref.row_group) for ref in refs)  # read_buckets' order: the same ties
+            order = []
+            for j, table in enumerate(spill.read_buckets([spill.Ref(url, rg, 0) for url, rg in sources],
+                                                         columns=["lang", "copy", "page_ids", "part"])):
+                firsts = pc.list_element(table.column("page_ids"), 0).to_pylist()
+                langs, copies, parts = (table.column(c).to_pylist() for c in ("lang", "copy", "part"))
+                for row, (lang, copy, first, part) in enumerate(zip(langs, copies, firsts, parts)):
+                    eid = examples.example_id(lang, _Head((first,), part), copy)
+                    order.append((seeds.row_order_key(eid), eid, j, row))
+            order.sort(key=lambda o: o[:2])
+            histograms = {}  # lang -> (share, spans), merged over the row groups
+            per_pass = max(shards.ROW_GROUP_ROWS,
+                           _PASS_CODEPOINTS // self.seq_len // shards.ROW_GROUP_ROWS * shards.ROW_GROUP_ROWS)
 
-        def plan(part):  # one row group's rows -> its table (copies: nothing of `part` outlives it)
-            by_key = {}
-            for i, (lang, copy, ex) in enumerate(part):
-                by_key.setdefault((lang, copy), []).append((i, ex))
-            rows = [None] * len(part)
-            for (lang, copy), batch in sorted(by_key.items()):  # any batching gives the same rows (plan_examples)
-                planned = masks.plan_examples([ex for _, ex in batch], lang, copy, self.seed, self._tokenizer,
-                                              self.mask_config)
-                for (i, _), row in zip(batch, planned):
-                    rows[i] = row
-                share, spans = masks.mask_histograms(planned, self.mask_config)
-                old = histograms.get(lang, ({}, {}))
-                histograms[lang] = (merge_histograms([old[0], share]), merge_histograms([old[1], spans]))
-            return shards.rows_to_table(rows)
+            def plan(part):  # one row group's rows -> its table (copies: nothing of `part` outlives it)
+                by_key = {}
+                for i, (lang, copy, ex) in enumerate(part):
+                    by_key.setdefault((lang, copy), []).append((i, ex))
+                rows = [None] * len(part)
+                for (lang, copy), batch in sorted(by_key.items()):  # any batching gives the same rows (plan_examples)
+                    planned = masks.plan_examples([ex for _, ex in batch], lang, copy, self.seed, self._tokenizer,
+                                                  self.mask_config)
+                    for (i, _), row in zip(batch, planned):
+                        rows[i] = row
+                    share, spans = masks.mask_histograms(planned, self.mask_config)
+                    old = histograms.get(lang, ({}, {}))
+                    histograms[lang] = (merge_histograms([old[0], share]), merge_histograms([old[1], spans]))
+                return shards.rows_to_table(rows)
 
-        def row_groups():  # a pass of examples read, then planned a row group at a time
-            for first in range(0, len(order), per_pass):
-                taken = _examples_of(sources, order[first : first + per_pass])
-                for start in range(0, len(taken), shards.ROW_GROUP_ROWS):
-                    yield plan(taken[start : start + shards.ROW_GROUP_ROWS])
-                del taken  # before the next pass is read
+            def row_groups():  # a pass of examples read, then planned a row group at a time
+                for first in range(0, len(order), per_pass):
+                    taken = _examples_of(sources, order[first : first + per_pass])
+                    for start in range(0, len(taken), shards.ROW_GROUP_ROWS):
+                        yield plan(taken[start : start + shards.ROW_GROUP_ROWS])
+                    del taken  # before the next pass is read
 
-        name = shard_name(shard.split, shard.index, shard.total)
-        record = ShardFile(split=shard.split, path=name, **shards.write_tables(row_groups(), f"{self.staging}/{name}"))
-        memory.release()
-        faults.point("shard")
-        yield record
-        for lang in sorted(histograms):
-            yield pvalue.TaggedOutput("masks", MaskHistograms(lang, *histograms[lang]))
+            name = shard_name(shard.split, shard.index, shard.total)
+            record = ShardFile(split=shard.split, path=name, **shards.write_tables(row_groups(), f"{self.staging}/{name}"))
+            memory.release()
+            faults.point("shard")
+            yield record
+            for lang in sorted(histograms):
+                yield pvalue.TaggedOutput("masks", MaskHistograms(lang, *histograms[lang]))
 
 
 class WriteShards(beam.PTransform):
@@ -651,13 +658,14 @@ class WriteRejects(beam.PTransform):
         staging = self.staging
 
         def write(kv):
-            lang, urls = kv
-            items = sorted(itemcache.rejects(sorted(urls), lang),
-                           key=lambda r: (r.page_id if isinstance(r.page_id, int) else -1, r.source, tuple(r)))
-            rel = f"{schema.REJECTS}/{lang}.jsonl"
-            lines = (json.dumps(r._asdict(), ensure_ascii=False, sort_keys=True) + "\n" for r in items)
-            save_text("".join(lines), f"{staging}/{rel}")
-            return rel
+            with phases.timed("rejects"):
+                lang, urls = kv
+                items = sorted(itemcache.rejects(sorted(urls), lang),
+                               key=lambda r: (r.page_id if isinstance(r.page_id, int) else -1, r.source, tuple(r)))
+                rel = f"{schema.REJECTS}/{lang}.jsonl"
+                lines = (json.dumps(r._asdict(), ensure_ascii=False, sort_keys=True) + "\n" for r in items)
+                save_text("".join(lines), f"{staging}/{rel}")
+                return rel
 
         return (tallies
                 | "WithRejects" >> beam.Filter(lambda t: t.rejects > 0)

@@ -1,0 +1,68 @@
+"""Where a run's time goes: each step of the job timed, when asked (benchmarks/phases.py asks).
+
+    CANINE_PREPROCESS_PHASES=/tmp/phases canine preprocess ... --workers 2
+    -> /tmp/phases/<pid>.jsonl, a line per unit: {"phase", "pid", "start", "end", "cpu", "process_cpu"}
+
+Every step's DoFn runs its unit (a work item, a pack group, a shard, ...) inside `timed(phase)`:
+wall clock start and end, the CPU seconds of the thread that ran it (time.thread_time) and of
+its whole process (os.times): the thread's misses the threads of Arrow (zstd, Parquet) and of
+the tokenizers library (its trainer and batch encoding run in Rust threads); the process's counts
+whatever else the process did meanwhile (the DirectRunner gives a worker one bundle at a time, so
+little). The benchmark reads every process's CPU from /proc as well and shows what no step
+accounts for. Unset, `timed` costs one
+os.environ lookup a unit. The environment reaches every local worker (the DirectRunner's SDK
+worker processes and Dask's workers are started by the launcher, with its environment).
+
+PHASES names them in the order a run meets them; the launcher times `publish` (pipeline/run.py).
+"""
+
+import contextlib
+import json
+import os
+import time
+
+ENV = "CANINE_PREPROCESS_PHASES"
+
+PHASES = (
+    "read+clean",  # ReadAndClean: parse and clean a work item, its cache written, its tallies
+    "sizing",  # SizeItems: a light pass over an item's cache, the sizes and the tokenizer's candidates
+    "scatter",  # ScatterPages: an item's kept pages to its pack groups and the tokenizer's chunks
+    "tokenizer",  # TrainTokenizer: WordPiece on the bounded sample (tokenizer_pages)
+    "packing",  # PackExamples: a pack group's pages packed to seq_len
+    "sampling",  # SampleLanguages: a pack group's examples copied to their shards
+    "shards+masks",  # WriteShards: a shard's rows ordered, masks planned, Parquet written
+    "rejects",  # WriteRejects: a language's rejects file
+    "publish",  # the launcher: shards moved into place, the manifest, staging removed
+)
+
+
+@contextlib.contextmanager
+def timed(phase: str):
+    """Record one unit of `phase` in $CANINE_PREPROCESS_PHASES/<pid>.jsonl (nothing when unset)."""
+    folder = os.environ.get(ENV)
+    if not folder:
+        yield
+        return
+    start, cpu, process = time.time(), time.thread_time(), _process_cpu()
+    try:
+        yield
+    finally:
+        line = json.dumps({"phase": phase, "pid": os.getpid(), "start": start, "end": time.time(),
+                           "cpu": time.thread_time() - cpu, "process_cpu": _process_cpu() - process})
+        with open(os.path.join(folder, f"{os.getpid()}.jsonl"), "a") as f:  # one process appends to its own file
+            f.write(line + "\n")
+
+
+def _process_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def read(folder: str) -> list[dict]:
+    """Every unit recorded under `folder`, by start time."""
+    units = []
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if name.endswith(".jsonl"):
+            with open(os.path.join(folder, name)) as f:
+                units += [json.loads(line) for line in f if line.strip()]
+    return sorted(units, key=lambda u: u["start"])
