@@ -127,8 +127,9 @@ class _Progress:
                 names = fs.find(f"{root}/{folder}")
             except FileNotFoundError:
                 names = []
+            names = [n.rsplit("/", 1)[-1] for n in names]  # atomic_write's temp files start with "."
             totals.append(sum(int(n.rsplit("-", 1)[-1].split(".")[0]) for n in names
-                              if n.endswith(".parquet") and "/." not in n))
+                              if n.endswith(".parquet") and not n.startswith(".")))
         return totals[0], totals[1]
 
     def _run(self):

@@ -52,7 +52,7 @@ def test_one_and_two_workers_write_the_same_bytes(runs):
         [f"dev/part-0000{i}-of-00003.parquet" for i in range(3)] + ["dev/_manifest.json", "train/_manifest.json"]
         + [f"train/{s['path']}" for s in m1["train"]["shards"]])
     assert m1 == m2 and not m1["dev"]["up_to_date"]
-    assert said[-1].startswith("done in") and any("lines read" in line for line in said)
+    assert said[-1].startswith("done in") and "22 lines read, 234 windows written so far" in said
     assert any(line.startswith("dev: 11 examples read, 11 windowed; 200 windows written") for line in said)
 
 
@@ -163,3 +163,35 @@ def test_a_file_of_no_examples_publishes_an_empty_role(tmp_path):
     manifests = prepare({"test": [str(empty)]}, str(tmp_path / "out"))
     assert manifests["test"]["rows"] == 0 and manifests["test"]["shards"] == []
     assert json.loads((tmp_path / "out" / "test" / "_manifest.json").read_text())["counts"] == {}
+
+
+def test_the_read_and_window_steps_alone(tmp_path):
+    """Read's chunks (cut by bytes alone: the same on any rerun), then Window with TestPipeline:
+    its counts, and row groups per shard that hold every window once."""
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+
+    from pipeline.downstream import job
+
+    staging = str(tmp_path)
+    chunks = list(job._ReadFn(staging, 40_000).process(("dev", 0, TINY_DEV)))
+    assert chunks == list(job._ReadFn(staging, 40_000).process(("dev", 0, TINY_DEV))) and len(chunks) > 3
+    assert sum(int(url.rsplit("-", 1)[1].split(".")[0]) for *_, url in chunks) == 11
+    expected, counts = Counter(), Counter()
+    with gzip.open(TINY_DEV, "rb") as f:
+        for line in f:
+            for w in window_line(line, WindowSettings(), False, counts):
+                expected[seeds.shard_index(str(w.example_id), 3)] += 1
+    with TestPipeline() as p:
+        out = (p | beam.Create(chunks)
+               | beam.ParDo(job._WindowFn(staging, {"dev": [TINY_DEV]}, WindowSettings(), frozenset(), {"dev": 3}))
+               .with_outputs("counts", main="refs"))
+        counts = (out.counts | beam.CombinePerKey(job._sum)
+                  | beam.MapTuple(lambda role, c: (role, c["examples", "read"], c["windows", "UNKNOWN"])))
+        assert_that(counts, equal_to([("dev", 11, 186)]), label="Counts")
+        rows = out.refs | beam.MapTuple(lambda key, ref: (key, ref.rows)) | "PerShard" >> beam.CombinePerKey(sum)
+        assert_that(rows, equal_to([(("dev", s), n) for s, n in expected.items()]), label="Rows")
+    assert sorted(expected) == [0, 1, 2] and sum(expected.values()) == 200
+    written = [str(p) for p in (tmp_path / "windows" / "dev").glob("*.parquet")]
+    assert sum(pq.ParquetFile(p).metadata.num_rows for p in written) == 200
