@@ -67,8 +67,9 @@ class _ReadFn(beam.DoFn):
         role, index, path = item
         numbers, lines, size, chunk = [], [], 0, 0
 
-        def flush():
-            url = f"{self.staging}/chunks/{role}/{index:04d}-{chunk:07d}-{len(lines)}.parquet"
+        def flush():  # the name ends with the chunk's examples (non-blank lines), for the progress line
+            examples = sum(1 for line in lines if line.strip())
+            url = f"{self.staging}/chunks/{role}/{index:04d}-{chunk:07d}-{examples}.parquet"
             spill.write_whole(url, _lines_table(numbers, lines))
             return (role, index, chunk, url)
 

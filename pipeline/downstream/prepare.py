@@ -42,6 +42,7 @@ from contract.files import file_sha256, is_local, redact, save_json
 from contract.tydiqa import WINDOW_COLUMN_NAMES, WINDOW_SCHEMA_VERSION, WINDOWS_MANIFEST, AnswerType
 from pipeline.downstream.windows import WindowSettings, nested
 from pipeline.output.output import OutputExistsError, PublishError
+from pipeline.sources import InputError
 
 FORMAT = "canine.tydiqa.windows"
 STAGING = ".staging-tydiqa-"
@@ -109,9 +110,9 @@ def _summary(role: str, m: dict) -> str:
 
 
 class _Progress:
-    """Says every `every_s` how far the job is: lines read into chunks and windows written, from
-    the file names in staging (job.py puts each chunk's line count and each window file's row
-    count in its name), one listing per folder."""
+    """Says every `every_s` how far the job is: examples read into chunks and windows written,
+    from the file names in staging (job.py ends each chunk's name with its examples and each
+    window file's with its rows), one listing per folder."""
 
     def __init__(self, staging: str, say, every_s: float):
         self.staging, self.say, self.every_s = staging, say, every_s
@@ -140,7 +141,7 @@ class _Progress:
         now = self.counts()
         if now != self._last:
             self._last = now
-            self.say(f"{now[0]:,} lines read, {now[1]:,} windows written so far")
+            self.say(f"{now[0]:,} examples read, {now[1]:,} windows written so far")
 
     def __enter__(self):
         self._thread.start()
@@ -210,10 +211,14 @@ def prepare(inputs: dict, output: str, settings: WindowSettings = WindowSettings
         what = ", ".join(f"{r} ({_files(len(inputs[r]))}, {sum(i['bytes'] for i in plans[r][0]) / 1e6:.1f} MB)"
                          for r in sorted(plans))
         say(f"windowing {what} with {workers} worker{'s' * (workers != 1)} ...")
-        with _Progress(staging_url, say, progress_every_s):
-            _run_job(lambda p: job.build(p, {r: inputs[r] for r in plans}, staging_url, settings,
-                                         [r for r in plans if plans[r][1] == "training"], shards,
-                                         chunk_bytes or job.CHUNK_BYTES), workers, runner, list(beam_args))
+        try:
+            with _Progress(staging_url, say, progress_every_s):
+                    _run_job(lambda p: job.build(p, {r: inputs[r] for r in plans}, staging_url, settings,
+                                             [r for r in plans if plans[r][1] == "training"], shards,
+                                             chunk_bytes or job.CHUNK_BYTES), workers, runner, list(beam_args))
+        except InputError:  # nothing staged is of use once the input is fixed
+            fs.rm(staging, recursive=True)
+            raise
         lock.check()
         fs.invalidate_cache()
         counts = job.read_counts(fs.cat_file(f"{staging}/counts.json").decode())
@@ -300,6 +305,8 @@ def _run_job(build, workers: int, runner: str, beam_args: list) -> None:
         if plugins:
             run._stop_sdk_workers()
         raise
+    except (RuntimeError, InputError) as e:  # a worker's InputError arrives wrapped: its own message again
+        raise run._input_error_in(e) or e
 
 
 def settings_of(manifest: dict) -> WindowSettings:

@@ -60,6 +60,7 @@ from contract import schema
 from contract.tydiqa import (MAX_PASSAGE_MARKERS, QUESTION, AnswerType, Annotation, Example, Rejected, passage_marker,
                              parse_example)
 from pipeline import seeds
+from pipeline.sources import InputError
 
 
 @dataclass(frozen=True)
@@ -249,8 +250,8 @@ def window_line(line: bytes | str, settings: WindowSettings, training: bool, cou
         return []
     try:
         record = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{where}: not JSON: {e}") from e
+    except json.JSONDecodeError as e:  # not a TyDi QA file: the run stops, naming the line
+        raise InputError(f"{where}: not JSON ({e}); give TyDi QA's primary-task files (.jsonl or .jsonl.gz)") from None
     return window_record(record, settings, training, counts)
 
 

@@ -52,7 +52,7 @@ def test_one_and_two_workers_write_the_same_bytes(runs):
         [f"dev/part-0000{i}-of-00003.parquet" for i in range(3)] + ["dev/_manifest.json", "train/_manifest.json"]
         + [f"train/{s['path']}" for s in m1["train"]["shards"]])
     assert m1 == m2 and not m1["dev"]["up_to_date"]
-    assert said[-1].startswith("done in") and "22 lines read, 234 windows written so far" in said
+    assert said[-1].startswith("done in") and "22 examples read, 234 windows written so far" in said
     assert any(line.startswith("dev: 11 examples read, 11 windowed; 200 windows written") for line in said)
 
 
@@ -177,7 +177,7 @@ def test_the_read_and_window_steps_alone(tmp_path):
     staging = str(tmp_path)
     chunks = list(job._ReadFn(staging, 40_000).process(("dev", 0, TINY_DEV)))
     assert chunks == list(job._ReadFn(staging, 40_000).process(("dev", 0, TINY_DEV))) and len(chunks) > 3
-    assert sum(int(url.rsplit("-", 1)[1].split(".")[0]) for *_, url in chunks) == 11
+    assert sum(int(url.rsplit("-", 1)[1].split(".")[0]) for *_, url in chunks) == 11  # examples in the names
     expected, counts = Counter(), Counter()
     with gzip.open(TINY_DEV, "rb") as f:
         for line in f:
@@ -195,3 +195,17 @@ def test_the_read_and_window_steps_alone(tmp_path):
     assert sorted(expected) == [0, 1, 2] and sum(expected.values()) == 200
     written = [str(p) for p in (tmp_path / "windows" / "dev").glob("*.parquet")]
     assert sum(pq.ParquetFile(p).metadata.num_rows for p in written) == 200
+
+
+def test_a_line_that_is_not_json_stops_the_run_naming_it(tmp_path):
+    """In-process (1 worker) the InputError comes as itself; from worker processes as a RuntimeError
+    holding it, which pipeline/run.py's _input_error_in unwraps (its own tests: 2 workers took 20 s
+    here, the runner tearing its workers down)."""
+    bad = tmp_path / "bad.jsonl"
+    with gzip.open(TINY_DEV, "rt", encoding="utf-8") as f:
+        bad.write_text(f.readline() + "{not json\n", encoding="utf-8")
+    from pipeline.sources import InputError
+
+    with pytest.raises(InputError, match=rf"^{bad}:2: not JSON"):
+        prepare({"dev": [str(bad)]}, str(tmp_path / "out"))
+    assert sorted(os.listdir(tmp_path / "out")) == []  # no staging, no lock, no role

@@ -14,6 +14,7 @@ import pytest
 from contract import schema
 from contract.tydiqa import PASSAGE_0, QUESTION, AnswerType, Annotation, Example, parse_example, segment_ids
 from pipeline import seeds
+from pipeline.sources import InputError
 from pipeline.downstream.windows import WindowSettings, first_annotation, spans, window_example, window_line
 
 TINY_DEV = os.path.join(os.path.dirname(__file__), "..", "..", "data", "tydiqa", "tiny_dev.jsonl.gz")
@@ -166,7 +167,7 @@ def test_rejections_are_counted_by_reason():
         ("rejected", "no_passages"): 1, ("rejected", "empty_passage"): 1, ("rejected", "empty_minimal_answer"): 1,
         ("rejected", "minimal_outside_passage"): 1, ("rejected", "offset_inside_character"): 1,
         ("labels_unusable", "minimal_outside_passage"): 1, ("examples", "read"): 1, ("examples", "windowed"): 1}
-    with pytest.raises(ValueError, match="f.jsonl:3: not JSON"):
+    with pytest.raises(InputError, match="f.jsonl:3: not JSON"):
         window_line("{", s, True, counts, where="f.jsonl:3")
 
 
