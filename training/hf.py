@@ -1,5 +1,6 @@
 """Hugging Face interoperability: `export_hf(model, path)` and `import_hf(path)`;
-`export_token_classifier(model, path, id2label)` for a fine-tuned NER model.
+`export_token_classifier(model, path, id2label)` for a fine-tuned NER model;
+`export_question_answerer(model, path)` for a model fine-tuned on TyDi QA.
 (A whole run, with its model card: training/train/export.py.)
 
 An export of a pretraining model also holds its head, for a fill-in query: training/hf_masked.py,
@@ -225,6 +226,62 @@ def export_token_classifier(model, path, id2label: dict[int, str], max_length: i
         shutil.copyfile(hf_token.__file__, os.path.join(directory, f"{TOKEN_MODULE}.py"))
 
     return _publish_hf(hf_model, path, max_length or encoder.config.max_position_embeddings, files, write_pipeline)
+
+
+def export_question_answerer(model, path, max_length: int | None = None, files: dict[str, bytes] | None = None) -> str:
+    """Write a model fine-tuned on TyDi QA (training/downstream.py CanineForTydiQA) as a
+    directory that transformers loads; returns `path`.
+
+    Its weights are the encoder's, prefixed `canine.`, `qa_outputs.*` (start, end) and
+    `answer_type_output.*`, all in model.safetensors. transformers' own
+    CanineForQuestionAnswering.from_pretrained(path) loads it with only the two
+    `answer_type_output` tensors unexpected, and gives our start and end logits (at the
+    characters: ours are masked at padding). `AutoModelForQuestionAnswering` with
+    `trust_remote_code=True` loads training/hf_qa.py, copied in as QA_MODULE + ".py"
+    (config.json's `auto_map`): that model with the answer-type layer too, nothing missing or left
+    over, and its offline call on a raw document:
+
+        model = AutoModelForQuestionAnswering.from_pretrained(PATH, trust_remote_code=True)
+        model.answer("Where does Ana live?", document)
+        # {"answer": "New York", "start": 13, "end": 21, "score": ..., "type": "minimal", "passage": (0, 22)}
+
+    config.json's `tydiqa` holds the reading settings `answer` uses (hf_qa.DEFAULTS, those of
+    Google's tydiqa README commands for CANINE): windows of `max_length` characters (default 2048, at most the
+    position table), a stride of 512, the question's last 256 characters, 45 passages, answers
+    of at most 100 characters, a beam of 30. `max_length` is also the tokenizer's
+    model_max_length; `files` are written beside (a model card README.md); published whole
+    (`publish`), as `export_hf` does."""
+    from transformers import CanineConfig as HFConfig
+
+    from training import hf_qa
+
+    encoder = _encoder_of(model, "export_question_answerer")
+    heads = {name: getattr(model, name, None) for name in ("qa_outputs", "answer_type_output")}
+    shapes = {"qa_outputs": 2, "answer_type_output": len(hf_qa.ANSWER_TYPES)}
+    for name, layer in heads.items():
+        if not isinstance(layer, torch.nn.Linear) or layer.out_features != shapes[name]:
+            raise TypeError(f"export_question_answerer needs a model with a Linear .{name} of {shapes[name]} "
+                            f"outputs (downstream.CanineForTydiQA), got {type(model).__name__}")
+    max_length = min(max_length or hf_qa.DEFAULTS["max_length"], encoder.config.max_position_embeddings)
+    config = HFConfig(**hf_config_dict(encoder.config))  # num_labels 2: transformers' qa_outputs is (2, d)
+    config.tydiqa = {**hf_qa.DEFAULTS, "max_length": max_length}
+    config.auto_map = {QA_AUTO_CLASS: f"{QA_MODULE}.{QA_CLASS}"}
+    weights = {f"canine.{k}": v for k, v in to_hf_state_dict(encoder).items()}
+    for name, layer in heads.items():
+        weights.update({f"{name}.{k}": v for k, v in layer.state_dict().items()})
+    hf_model = _loaded(hf_qa.CanineForTydiQuestionAnswering(config), weights)
+
+    def write_module(directory: str) -> None:
+        shutil.copyfile(hf_qa.__file__, os.path.join(directory, f"{QA_MODULE}.py"))
+
+    return _publish_hf(hf_model, path, max_length, files, write_module)
+
+
+# The remote-code model of a TyDi QA export (training/hf_qa.py, copied in as QA_MODULE + ".py"),
+# named in config.json's auto_map for QA_AUTO_CLASS.
+QA_MODULE = "modeling_canine_tydiqa"
+QA_CLASS = "CanineForTydiQuestionAnswering"
+QA_AUTO_CLASS = "AutoModelForQuestionAnswering"
 
 
 # The remote-code pipeline of a token classifier's export (training/hf_token.py, copied in as
