@@ -298,6 +298,7 @@ WINDOW_COLUMN_NAMES = tuple(name for name, _, _ in WINDOW_COLUMNS)
 # with zstd (measured: pipeline/downstream/parquet.py).
 WINDOW_ENCODINGS = {"doc_chars.list.element": "DELTA_BINARY_PACKED"}  # the leaf's path: "doc_chars" alone is ignored
 WINDOWS_MANIFEST = "_manifest.json"  # per role folder: OUTPUT/ROLE/_manifest.json, written last
+WINDOWS_FORMAT = "canine.tydiqa.windows"  # the manifest's "format"; its "version" is WINDOW_SCHEMA_VERSION
 
 
 @cache
@@ -314,3 +315,28 @@ def window_schema():
 def segment_ids(doc_start: int, length: int) -> np.ndarray:
     """A window's token_type_ids: 0 for CLS .. the question's SEP, 1 from doc_start on."""
     return (np.arange(length) >= doc_start).astype(np.int8)
+
+
+def read_windows_manifest(output: str, role: str) -> dict:
+    """OUTPUT/ROLE/_manifest.json as pipeline/downstream/prepare.py writes it, its format and
+    version checked. Its `shards` ({path, rows, bytes, sha256}, path relative to OUTPUT/ROLE) are
+    the role's files, its `settings` the windows' (max_length, stride, ...), its `counts` what
+    became of every example and window. FileNotFoundError if the role was never prepared (or its
+    run did not finish: the manifest is written last)."""
+    url = f"{output.rstrip('/')}/{role}/{WINDOWS_MANIFEST}"
+    try:
+        with fsspec.open(url, "rt", encoding="utf-8") as f:
+            manifest = json.load(f)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{url}: no such file; the {role} windows are not prepared there "
+                                "(pipeline/downstream/prepare.py writes it last)") from None
+    if manifest.get("format") != WINDOWS_FORMAT or manifest.get("version") != WINDOW_SCHEMA_VERSION:
+        raise ValueError(f"{url}: format {manifest.get('format')!r} version {manifest.get('version')!r}; this version "
+                         f"reads {WINDOWS_FORMAT!r} version {WINDOW_SCHEMA_VERSION}: prepare the windows again")
+    return manifest
+
+
+def window_shard_urls(output: str, role: str) -> list[str]:
+    """The URLs of a role's window shards, in the manifest's order."""
+    manifest = read_windows_manifest(output, role)
+    return [f"{output.rstrip('/')}/{role}/{shard['path']}" for shard in manifest["shards"]]

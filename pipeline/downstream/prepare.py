@@ -39,12 +39,13 @@ from collections import Counter
 import fsspec
 
 from contract.files import file_sha256, is_local, redact, save_json
-from contract.tydiqa import WINDOW_COLUMN_NAMES, WINDOW_SCHEMA_VERSION, WINDOWS_MANIFEST, AnswerType
+from contract.tydiqa import (WINDOW_COLUMN_NAMES, WINDOW_SCHEMA_VERSION, WINDOWS_FORMAT, WINDOWS_MANIFEST, AnswerType,
+                             read_windows_manifest)
 from pipeline.downstream.windows import WindowSettings, nested
 from pipeline.output.output import OutputExistsError, PublishError
 from pipeline.sources import InputError
 
-FORMAT = "canine.tydiqa.windows"
+FORMAT = WINDOWS_FORMAT
 STAGING = ".staging-tydiqa-"
 TRAINING_ROLES = ("train",)
 
@@ -89,11 +90,11 @@ def describe_change(old: dict, new: dict) -> str:
 
 
 def read_role_manifest(output: str, role: str) -> dict | None:
-    fs, root = _fs(output)
-    path = f"{root}/{role}/{WINDOWS_MANIFEST}"
-    if not fs.exists(path):
+    """A role's manifest (contract/tydiqa.py read_windows_manifest), None if it has none."""
+    try:
+        return read_windows_manifest(output, role)
+    except FileNotFoundError:
         return None
-    return json.loads(fs.cat_file(path))
 
 
 def _summary(role: str, m: dict) -> str:

@@ -185,3 +185,32 @@ def test_official_files_every_span_is_its_byte_slice(path):
         assert len(thai.document.encode("utf-8")) == 34275 and len(thai.document) == 12289
     else:
         assert minimal == 6  # thai's three annotators and arabic's three
+
+
+def test_the_windows_contract(tmp_path):
+    """The windows' codepoints follow CANINE's specials (Google's char_splitter.py), AnswerType is
+    data.py's numbering, the schema's columns are the contract's, and a role's manifest is read
+    with its format checked."""
+    from contract import schema
+    from contract.tydiqa import (PASSAGE_0, QUESTION, WINDOW_COLUMN_NAMES, WINDOW_SCHEMA_VERSION, WINDOWS_FORMAT,
+                                 AnswerType, passage_marker, read_windows_manifest, segment_ids, window_schema,
+                                 window_shard_urls)
+
+    assert (schema.CLS, schema.SEP, schema.RESERVED, QUESTION, PASSAGE_0) == (0xE000, 0xE001, 0xE004, 0xE005, 0xE006)
+    assert passage_marker(44) == 0xE032 and passage_marker(249) == schema.ALIASED_RANGE[1]
+    with pytest.raises(ValueError):
+        passage_marker(250)
+    assert [(t.name, int(t)) for t in AnswerType] == [("UNKNOWN", 0), ("YES", 1), ("NO", 2), ("MINIMAL", 3),
+                                                      ("PASSAGE", 4)]
+    assert tuple(window_schema().names) == WINDOW_COLUMN_NAMES
+    assert segment_ids(3, 5).tolist() == [0, 0, 0, 1, 1]
+    with pytest.raises(FileNotFoundError, match="not prepared"):
+        read_windows_manifest(str(tmp_path), "dev")
+    (tmp_path / "dev").mkdir()
+    manifest = {"format": WINDOWS_FORMAT, "version": WINDOW_SCHEMA_VERSION,
+                "shards": [{"path": "part-00000-of-00001.parquet"}]}
+    (tmp_path / "dev" / "_manifest.json").write_text(json.dumps(manifest))
+    assert window_shard_urls(str(tmp_path), "dev") == [f"{tmp_path}/dev/part-00000-of-00001.parquet"]
+    (tmp_path / "dev" / "_manifest.json").write_text(json.dumps(manifest | {"version": 0}))
+    with pytest.raises(ValueError, match="prepare the windows again"):
+        read_windows_manifest(str(tmp_path), "dev")

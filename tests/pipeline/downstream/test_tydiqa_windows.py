@@ -58,7 +58,8 @@ def test_multibyte_document_maps_back_to_its_characters_and_bytes():
     p0, p1 = (0, 11), (12, len(doc))
     ans = (doc.index("文章"), doc.index("文章") + 2)
     record = {"example_id": 5, "language": "japanese", "question_text": "何?", "document_plaintext": doc,
-              "passage_answer_candidates": [{"plaintext_start_byte": b(s), "plaintext_end_byte": b(e)} for s, e in (p0, p1)],
+              "passage_answer_candidates": [{"plaintext_start_byte": b(s), "plaintext_end_byte": b(e)}
+                                            for s, e in (p0, p1)],
               "annotations": [{"passage_answer": {"candidate_index": 1}, "yes_no_answer": "NONE",
                                "minimal_answer": {"plaintext_start_byte": b(ans[0]), "plaintext_end_byte": b(ans[1])}}]}
     ex = parse_example(record)
