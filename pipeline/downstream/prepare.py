@@ -214,7 +214,7 @@ def prepare(inputs: dict, output: str, settings: WindowSettings = WindowSettings
         say(f"windowing {what} with {workers} worker{'s' * (workers != 1)} ...")
         try:
             with _Progress(staging_url, say, progress_every_s):
-                    _run_job(lambda p: job.build(p, {r: inputs[r] for r in plans}, staging_url, settings,
+                _run_job(lambda p: job.build(p, {r: inputs[r] for r in plans}, staging_url, settings,
                                              [r for r in plans if plans[r][1] == "training"], shards,
                                              chunk_bytes or job.CHUNK_BYTES), workers, runner, list(beam_args))
         except InputError:  # nothing staged is of use once the input is fixed
