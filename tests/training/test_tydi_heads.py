@@ -86,6 +86,14 @@ def test_loss_is_the_mean_of_the_three_cross_entropies_per_window(model):
     assert torch.equal(unlabelled.start_logits, out.start_logits)
 
 
+def test_logits_and_loss_are_fp32_under_bf16_autocast(model):
+    batch = _batch([_window(70, 1), _window(45, 2)], 72, [(30, 34, MINIMAL), (0, 0, UNKNOWN)])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = model(batch)
+    assert {t.dtype for t in (out.start_logits, out.end_logits, out.type_logits, out.loss_sum)} == {torch.float32}
+    assert torch.isfinite(out.loss_sum) and (out.start_logits[:, 45:][1] == PADDING_LOGIT).all()
+
+
 def test_a_windows_logits_and_loss_do_not_depend_on_its_batch(model):
     """The window alone, padded by the few characters min_padded_length asks, and in batches padded
     to longer windows: the same logits at its characters, the same loss."""
