@@ -16,8 +16,17 @@ request each, plus one footer read per newly finished item for its page count an
 per item being read). MB are input bytes (compressed, as the dump is stored); items cached by an
 earlier, killed run count as done but not towards the rates. The percentage and the ETA are of
 the input bytes (of the pages, for a trial slice read from a file's start, whose extent is not
-known: --max-pages pages a file); the ETA is for the reading, the bulk of a run
-(benchmarks/preprocess.py); packing and writing follow, shown as shards written of total.
+known: --max-pages pages a file).
+
+After the reading, each later step says how far it is (pipeline/beam/phases.py: STAGING/progress/
+<step>.total once its size is known, a file a finished unit): pack groups packed, the tokenizer's
+chunk reads, pack groups sampled, shards written, each out of its total, the step at work with
+its rate. The ETA is for the whole run, to publish: what is left of the reading at its measured
+rate, then each later step from its measured rate once two of its units are done, else from
+AFTER_READING (its wall time per second of reading, measured by benchmarks/phases.py on real
+pages) and, for the vocabulary, from the sample's share of the input (TOKENIZER_PER_READ). No ETA
+is shown before READ_TO_ESTIMATE of the input is read: the first seconds' rate is the workers'
+start-up, not the run's (an ETA of 10:19:22 at the start of a 28-minute run, a user's report).
 """
 
 import dataclasses
@@ -39,8 +48,20 @@ from pipeline.beam import itemcache
 from pipeline.sources.plan import progress_name
 
 _SHARD = re.compile(r"part-\d{5}-of-(\d{5})\.parquet$")
-PLAIN_EVERY_S = 30.0  # a timestamped line at most this often (a log is read, not watched)
+# A timestamped line at most this often (a log is read, not watched); benchmarks/phases.py asks for more
+PLAIN_EVERY_S = float(os.environ.get("CANINE_PREPROCESS_LINE_EVERY_S", 30.0))
 BAR_WIDTH = 20
+# The steps after reading, as the progress line names them: (step, what it counts, what it does).
+STEPS = (("packing", "pack groups", "packed"), ("tokenizer", "tokenizer chunks", "read"),
+         ("sampling", "pack groups", "sampled"), ("shards", "shards", "written"))
+# Wall seconds of each step after reading per wall second of reading, both spread over the same
+# workers (benchmarks/phases.py, real pages, 2 workers: CPU of each step over read+clean's,
+# sizing and scatter counted with packing). RECALIBRATE when a step's cost changes.
+AFTER_READING = {"packing": 0.21, "sampling": 0.19, "shards": 1.0}
+# The vocabulary trains in one process on a bounded sample (tokenizer_pages pages): its wall
+# seconds per second one worker would take to read the XML that holds the sample (same source).
+TOKENIZER_PER_READ = 0.5
+READ_TO_ESTIMATE = 0.02  # the share of the input read before an ETA is shown
 
 
 def timestamp(wall: float | None = None) -> str:
@@ -96,6 +117,12 @@ class Snapshot:
     shards_total: int = 0  # 0 until the first shard shows its name (part-i-of-N)
     total_bytes: int = 0  # input bytes of all items (0: none known, a trial slice of whole files)
     left_pages: int | None = None  # a trial slice of whole files: pages still to read (--max-pages a file)
+    # step -> (units done, total or None, units/s or None, seconds since it began)
+    steps: dict = dataclasses.field(default_factory=dict)
+    read_s: float | None = None  # the reading's wall seconds, once it is over
+    workers: int = 1
+    tokenizer_pages: int = 0  # the vocabulary's sample (0: a given vocabulary)
+    read_from_s: float = 0.0  # when the workers were first seen reading: the rate is from then, not from start-up
 
     def fraction(self) -> float:
         """How much of the reading is done: by input bytes where they are known, else by pages
@@ -106,31 +133,76 @@ class Snapshot:
             return self.pages / (self.pages + self.left_pages)
         return self.items_done / max(1, self.items_total)
 
-    def eta_s(self) -> float | None:
-        if not self.elapsed_s:
-            return None
+    def _reading(self) -> tuple[float, float, float] | None:
+        """(read, left, seconds a unit of input took) of the reading, in input bytes (pages for a
+        trial slice of unknown size); None until READ_TO_ESTIMATE of it is read."""
+        done = self.items_done == self.items_total
         if self.total_bytes:
-            return self.left_bytes / (self.read_bytes / self.elapsed_s) if self.read_bytes else None
-        if self.left_pages is not None and self.pages:
-            return self.left_pages / (self.pages / self.elapsed_s)
-        return None
+            read, left = self.total_bytes - (0 if done else self.left_bytes), 0 if done else self.left_bytes
+        elif self.left_pages is not None or done:
+            read, left = self.pages, 0 if done else self.left_pages or 0
+        else:
+            return None
+        took = (self.read_s if done and self.read_s is not None else self.elapsed_s) - self.read_from_s
+        fresh = self.read_bytes if self.total_bytes else self.pages  # what this run read (not an earlier run's items)
+        if took <= 0 or not fresh or fresh < READ_TO_ESTIMATE * (read + left):
+            return None
+        return read, left, took / fresh
+
+    def eta_s(self) -> float | None:
+        """Seconds to publish: the reading left, then each later step (module docstring); None
+        before it can be estimated."""
+        reading = self._reading()
+        if reading is None:
+            return None
+        read, left, per_unit = reading
+        whole = (read + left) * per_unit  # the reading's wall time over the whole input
+        eta = left * per_unit
+        for step, _, _ in STEPS:
+            done, total, rate, in_step = self.steps.get(step, (0, None, None, 0.0))
+            if total and done >= total:
+                continue
+            if rate and total and step != "tokenizer":
+                eta += (total - done) / rate
+                continue
+            if step == "tokenizer":  # its chunks are read twice, the first time fast: their rate is not its pace
+                if not self.tokenizer_pages:
+                    continue
+                pages = self.pages * (read + left) / read if read else 0
+                share = min(1.0, self.tokenizer_pages / pages) if pages else 1.0
+                model = whole * self.workers * share * TOKENIZER_PER_READ
+            else:
+                model = whole * AFTER_READING[step]
+            # what the model gives for the units left, less the time the step has run already
+            eta += max(0.0, model * (1 - done / total if total else 1) - in_step)
+        return eta
 
     def describe(self) -> str:
-        if self.items_done == self.items_total:
-            if not self.shards_total:
-                return f"items {self.items_total}/{self.items_total} read; packing examples"
-            return f"items {self.items_total}/{self.items_total} read; shards {self.shards_done}/{self.shards_total} written"
-        parts = [f"items {self.items_done}/{self.items_total} ({self.fraction():.0%})"]
-        if (self.read_bytes or self.pages) and self.elapsed_s > 0:
-            parts += [_rate(self.pages / self.elapsed_s, "pages/s"), _mb_rate(self.read_bytes / self.elapsed_s)]
         eta = self.eta_s()
-        if eta is not None and self.items_done < self.items_total:
-            parts.append(f"ETA {duration(eta)}")
-        return "  ".join(parts)
+        tail = [f"ETA {duration(eta)}"] if eta is not None else []
+        if self.items_done < self.items_total:
+            parts = [f"items {self.items_done}/{self.items_total} ({self.fraction():.0%})"]
+            if (self.read_bytes or self.pages) and self.elapsed_s > 0:
+                parts += [_rate(self.pages / self.elapsed_s, "pages/s"), _mb_rate(self.read_bytes / self.elapsed_s)]
+            return "  ".join(parts + tail)
+        parts = [f"items {self.items_total}/{self.items_total} read"]
+        for step, noun, verb in STEPS:
+            done, total, rate, _ = self.steps.get(step, (0, None, None, 0.0))
+            if total is None and not done:
+                continue
+            said = f"{noun} {done}/{total if total is not None else '?'} {verb}"
+            if rate and total and done < total:
+                said += f" ({rate:.2f}/s)" if rate < 10 else f" ({rate:.0f}/s)"
+            parts.append(said)
+        return "; ".join(parts) + ("  " + tail[0] if tail else "")
 
     def bar(self) -> str:
-        fraction = self.shards_done / self.shards_total if self.items_done == self.items_total and self.shards_total \
-            else self.fraction()
+        if self.items_done == self.items_total:
+            eta = self.eta_s()
+            fraction = self.elapsed_s / (self.elapsed_s + eta) if eta is not None and self.elapsed_s + eta > 0 \
+                else self.shards_done / self.shards_total if self.shards_total else 1.0
+        else:
+            fraction = self.fraction()
         filled = int(BAR_WIDTH * min(max(fraction, 0.0), 1.0))
         return f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}]"
 
@@ -138,7 +210,9 @@ class Snapshot:
 class ItemProgress:
     """Watches a run's staging folder from a thread and reports on `stream` (stderr)."""
 
-    def __init__(self, items, input_sizes: dict, staging: str, stream=None, clock=time.monotonic):
+    def __init__(self, items, input_sizes: dict, staging: str, stream=None, clock=time.monotonic, workers: int = 1,
+                 tokenizer_pages: int = 0):
+        self.workers, self.tokenizer_pages = max(1, workers), tokenizer_pages
         self.stream = stream or sys.stderr
         self.terminal = is_terminal(self.stream)
         self.clock = clock
@@ -160,6 +234,10 @@ class ItemProgress:
         self.done, self.reused = set(), set()
         self.pages = self.read_bytes = 0
         self.shards_done = self.shards_total = 0
+        self.read_s = None  # the reading's wall seconds, once over
+        self.first_unit = {}  # step -> (when its first unit was seen, units then)
+        self.step_since = {}  # step -> when it began (the steps before it finished, or a unit of it seen)
+        self.read_from = None  # elapsed seconds at the last poll that found nothing read (the workers' start-up)
         self.started = None
         self._last_line = -float("inf")
         self._stop = threading.Event()
@@ -193,14 +271,30 @@ class ItemProgress:
             else:
                 self.pages += self._pages(name)
                 self.read_bytes += self.sizes[name] or self._slice_bytes(name)
-        if len(self.done) == len(self.sizes):  # reading is over: packing, then the shards
+        elapsed = 0.0 if self.started is None else self.clock() - self.started
+        steps = {}
+        if len(self.done) == len(self.sizes):  # reading is over: the later steps, to the shards
+            if self.read_s is None and self.started is not None:
+                self.read_s = elapsed
             totals, self.shards_done = {}, 0
             for split in schema.SPLITS:
                 for m in filter(None, map(_SHARD.search, self._names(split))):
                     totals[split] = int(m.group(1))  # the N of part-i-of-N, the same in a split
                     self.shards_done += 1
-            self.shards_total = sum(totals.values())
-        elapsed = 0.0 if self.started is None else self.clock() - self.started
+            said = self._step_totals()
+            # The shards' total from the job's sizing (phases.py) as soon as it is known: every
+            # split's, not only those with a file written yet (the line said 12/12, then the
+            # last line 13 shards written: validation's shard came last).
+            self.shards_total = said.get("shards") or sum(totals.values())
+            ahead = True  # every step before this one is finished
+            for step, _, _ in STEPS:
+                done = self.shards_done if step == "shards" else len(self._names(f"progress/{step}"))
+                total = self.shards_total or None if step == "shards" else said.get(step)
+                if ahead or done:
+                    self.step_since.setdefault(step, self.clock())
+                in_step = self.clock() - self.step_since[step] if step in self.step_since else 0.0
+                steps[step] = (done, total, self._rate(step, done), in_step)
+                ahead = ahead and total is not None and done >= total
         left = self.total_bytes - sum(self.sizes[n] for n in self.done)
         pages, read, left_pages = self.pages, self.read_bytes, None
         if self.started is not None and len(self.done) < len(self.sizes):
@@ -211,8 +305,32 @@ class ItemProgress:
             if self.trial and not self.total_bytes:
                 left_pages = sum(max(0, self.trial[n] - reading.get(n, (0, 0))[0]) for n in self.trial
                                  if n not in self.done)
+        if self.started is not None and not (read or pages):
+            self.read_from = elapsed  # nothing read yet: the workers are starting; the rate counts from the last such poll
         return Snapshot(len(self.done), len(self.sizes), pages, read, left, elapsed,
-                        self.shards_done, self.shards_total, self.total_bytes, left_pages)
+                        self.shards_done, self.shards_total, self.total_bytes, left_pages, steps, self.read_s,
+                        self.workers, self.tokenizer_pages, self.read_from or 0.0)
+
+    def _step_totals(self) -> dict:
+        """{step: units} of the steps whose total the job has said (STAGING/progress/<step>.total)."""
+        found = {}
+        for name in self._names("progress"):
+            if name.endswith(".total"):
+                try:
+                    found[name[: -len(".total")]] = int(self.fs.cat_file(f"{self.root}/progress/{name}"))
+                except (OSError, ValueError):  # a store's hiccup: next time
+                    continue
+        return found
+
+    def _rate(self, step: str, done: int) -> float | None:
+        """Units a second of a step, from when its first unit was seen (two units at least)."""
+        if not done:
+            return None
+        now = self.clock()
+        first = self.first_unit.setdefault(step, (now, done))
+        if done - first[1] < 1 or now <= first[0]:
+            return None
+        return (done - first[1]) / (now - first[0])
 
     def _slice_bytes(self, name: str) -> int:
         """The input bytes a finished trial slice's item read: its last report (the worker writes
@@ -318,4 +436,4 @@ class ItemProgress:
         snap = self.poll()
         rate = _mb_rate(snap.read_bytes / snap.elapsed_s) if snap.elapsed_s else "-"
         self.note(f"done in {duration(snap.elapsed_s)}: {_count(snap.items_done - len(self.reused), 'item')} read "
-                  f"({snap.pages} pages, {snap.read_bytes / 1e6:.1f} MB, {rate}), {snap.shards_total} shards written")
+                  f"({snap.pages} pages, {snap.read_bytes / 1e6:.1f} MB, {rate}), {snap.shards_done} shards written")

@@ -182,7 +182,9 @@ def run_job(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner
         # A trial slice's item read from a file's start to its Nth page: how far that is is not known,
         # and the whole file's size would show a 20 GB dump read in seconds. Its bytes count as none.
         sizes |= {item.path: 0 for item in work_plan.items if item.max_pages is not None and item.end is None}
-        watch = ItemProgress(work_plan.items, sizes, staging).start(len(cfg.input_fingerprints))
+        watch = ItemProgress(work_plan.items, sizes, staging, workers=workers,
+                             tokenizer_pages=0 if work_plan.tokenizer_json else cfg.tokenizer_pages)
+        watch.start(len(cfg.input_fingerprints))
     else:
         log.info("%d work items from %d input files", len(work_plan.items), len(cfg.input_fingerprints))
     finished, result = False, None

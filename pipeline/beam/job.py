@@ -328,10 +328,12 @@ class _ScatterPagesFn(beam.DoFn):
 
 
 # --- TrainTokenizer --------------------------------------------------------------------------------
-def _train_tokenizer(refs, plan, vocab_size):
+def _train_tokenizer(refs, plan, vocab_size, staging=None):
     with phases.timed("tokenizer"):
         faults.point("tokenizer")
-        texts = tokenizer_sample.Texts(refs, plan)  # read chunk by chunk, in rank order, twice
+        reads = iter(range(2 * len(plan.uppers)))  # the trainer reads each chunk twice
+        said = None if staging is None else lambda: phases.done(staging, "tokenizer", str(next(reads)))
+        texts = tokenizer_sample.Texts(refs, plan, on_chunk=said)  # read chunk by chunk, in rank order, twice
         vocabulary = train_wordpiece(texts, vocab_size=vocab_size).to_str()
         memory.release()
         return vocabulary
@@ -344,9 +346,9 @@ class TrainTokenizer(beam.PTransform):
     a deterministic bottom-k sketch (pipeline/beam/tokenizer_sample.py), read from files a chunk at
     a time, so neither its pages nor the dump's sit in one process."""
 
-    def __init__(self, cfg: PreprocessConfig, given_json: str | None, plan):
+    def __init__(self, cfg: PreprocessConfig, given_json: str | None, plan, staging: str | None = None):
         super().__init__()
-        self.cfg, self.given_json, self.plan = cfg, given_json, plan
+        self.cfg, self.given_json, self.plan, self.staging = cfg, given_json, plan, staging
 
     def expand(self, sample_refs):
         if self.given_json is not None:
@@ -354,7 +356,7 @@ class TrainTokenizer(beam.PTransform):
         return (
             sample_refs
             | "SampleRefs" >> beam.combiners.ToList()
-            | "Train" >> beam.Map(_train_tokenizer, pvalue.AsSingleton(self.plan), self.cfg.vocab_size)
+            | "Train" >> beam.Map(_train_tokenizer, pvalue.AsSingleton(self.plan), self.cfg.vocab_size, self.staging)
         )
 
 
@@ -383,6 +385,7 @@ class _PackFn(beam.DoFn):
             del exs
             memory.release()
             faults.point("pack")
+            phases.done(self.staging, "packing", url.rsplit("/", 1)[-1])
             yield PackedFile(group.split, group.lang, url)
             yield pvalue.TaggedOutput("sizes", (SplitLang(group.split, group.lang), size))
 
@@ -499,6 +502,7 @@ class _ScatterExamplesFn(beam.DoFn):
             refs = spill.write_buckets(url, tables)
             del tables
             memory.release()
+            phases.done(packed.url.rsplit("/packed/", 1)[0], "sampling", url.rsplit("/", 1)[-1])
             for key, ref in refs:
                 yield key, ref
             if copies:
@@ -572,59 +576,62 @@ class _PlanAndWriteFn(beam.DoFn):
         self._json = self._tokenizer = None
 
     def process(self, kv, tokenizer_json):
-        with phases.timed("shards+masks"):
-            import pyarrow.compute as pc
+        with phases.timed("shards+masks"):  # a method of its own: Beam reads process() for a yield beside a return
+            yield from self._plan_and_write(kv, tokenizer_json)
 
-            if tokenizer_json is not self._json:
-                self._tokenizer, self._json = WordPieceTokenizer.from_str(tokenizer_json), tokenizer_json
-            shard, refs = kv
-            # The rows' order from the narrow columns alone; the examples themselves are read a pass of
-            # row groups at a time (_examples_of), so a shard is never whole in memory: held whole, its
-            # codepoints and segment ids (5 bytes a codepoint, 160 MB for a full shard) were the
-            # largest thing a worker held, and grew with the input until the shards were full.
-            sources = sorted((ref.url, ref.row_group) for ref in refs)  # read_buckets' order: the same ties
-            order = []
-            for j, table in enumerate(spill.read_buckets([spill.Ref(url, rg, 0) for url, rg in sources],
-                                                         columns=["lang", "copy", "page_ids", "part"])):
-                firsts = pc.list_element(table.column("page_ids"), 0).to_pylist()
-                langs, copies, parts = (table.column(c).to_pylist() for c in ("lang", "copy", "part"))
-                for row, (lang, copy, first, part) in enumerate(zip(langs, copies, firsts, parts)):
-                    eid = examples.example_id(lang, _Head((first,), part), copy)
-                    order.append((seeds.row_order_key(eid), eid, j, row))
-            order.sort(key=lambda o: o[:2])
-            histograms = {}  # lang -> (share, spans), merged over the row groups
-            per_pass = max(shards.ROW_GROUP_ROWS,
-                           _PASS_CODEPOINTS // self.seq_len // shards.ROW_GROUP_ROWS * shards.ROW_GROUP_ROWS)
+    def _plan_and_write(self, kv, tokenizer_json):
+        import pyarrow.compute as pc
 
-            def plan(part):  # one row group's rows -> its table (copies: nothing of `part` outlives it)
-                by_key = {}
-                for i, (lang, copy, ex) in enumerate(part):
-                    by_key.setdefault((lang, copy), []).append((i, ex))
-                rows = [None] * len(part)
-                for (lang, copy), batch in sorted(by_key.items()):  # any batching gives the same rows (plan_examples)
-                    planned = masks.plan_examples([ex for _, ex in batch], lang, copy, self.seed, self._tokenizer,
-                                                  self.mask_config)
-                    for (i, _), row in zip(batch, planned):
-                        rows[i] = row
-                    share, spans = masks.mask_histograms(planned, self.mask_config)
-                    old = histograms.get(lang, ({}, {}))
-                    histograms[lang] = (merge_histograms([old[0], share]), merge_histograms([old[1], spans]))
-                return shards.rows_to_table(rows)
+        if tokenizer_json is not self._json:
+            self._tokenizer, self._json = WordPieceTokenizer.from_str(tokenizer_json), tokenizer_json
+        shard, refs = kv
+        # The rows' order from the narrow columns alone; the examples themselves are read a pass of
+        # row groups at a time (_examples_of), so a shard is never whole in memory: held whole, its
+        # codepoints and segment ids (5 bytes a codepoint, 160 MB for a full shard) were the
+        # largest thing a worker held, and grew with the input until the shards were full.
+        sources = sorted((ref.url, ref.row_group) for ref in refs)  # read_buckets' order: the same ties
+        order = []
+        for j, table in enumerate(spill.read_buckets([spill.Ref(url, rg, 0) for url, rg in sources],
+                                                     columns=["lang", "copy", "page_ids", "part"])):
+            firsts = pc.list_element(table.column("page_ids"), 0).to_pylist()
+            langs, copies, parts = (table.column(c).to_pylist() for c in ("lang", "copy", "part"))
+            for row, (lang, copy, first, part) in enumerate(zip(langs, copies, firsts, parts)):
+                eid = examples.example_id(lang, _Head((first,), part), copy)
+                order.append((seeds.row_order_key(eid), eid, j, row))
+        order.sort(key=lambda o: o[:2])
+        histograms = {}  # lang -> (share, spans), merged over the row groups
+        per_pass = max(shards.ROW_GROUP_ROWS,
+                       _PASS_CODEPOINTS // self.seq_len // shards.ROW_GROUP_ROWS * shards.ROW_GROUP_ROWS)
 
-            def row_groups():  # a pass of examples read, then planned a row group at a time
-                for first in range(0, len(order), per_pass):
-                    taken = _examples_of(sources, order[first : first + per_pass])
-                    for start in range(0, len(taken), shards.ROW_GROUP_ROWS):
-                        yield plan(taken[start : start + shards.ROW_GROUP_ROWS])
-                    del taken  # before the next pass is read
+        def plan(part):  # one row group's rows -> its table (copies: nothing of `part` outlives it)
+            by_key = {}
+            for i, (lang, copy, ex) in enumerate(part):
+                by_key.setdefault((lang, copy), []).append((i, ex))
+            rows = [None] * len(part)
+            for (lang, copy), batch in sorted(by_key.items()):  # any batching gives the same rows (plan_examples)
+                planned = masks.plan_examples([ex for _, ex in batch], lang, copy, self.seed, self._tokenizer,
+                                              self.mask_config)
+                for (i, _), row in zip(batch, planned):
+                    rows[i] = row
+                share, spans = masks.mask_histograms(planned, self.mask_config)
+                old = histograms.get(lang, ({}, {}))
+                histograms[lang] = (merge_histograms([old[0], share]), merge_histograms([old[1], spans]))
+            return shards.rows_to_table(rows)
 
-            name = shard_name(shard.split, shard.index, shard.total)
-            record = ShardFile(split=shard.split, path=name, **shards.write_tables(row_groups(), f"{self.staging}/{name}"))
-            memory.release()
-            faults.point("shard")
-            yield record
-            for lang in sorted(histograms):
-                yield pvalue.TaggedOutput("masks", MaskHistograms(lang, *histograms[lang]))
+        def row_groups():  # a pass of examples read, then planned a row group at a time
+            for first in range(0, len(order), per_pass):
+                taken = _examples_of(sources, order[first : first + per_pass])
+                for start in range(0, len(taken), shards.ROW_GROUP_ROWS):
+                    yield plan(taken[start : start + shards.ROW_GROUP_ROWS])
+                del taken  # before the next pass is read
+
+        name = shard_name(shard.split, shard.index, shard.total)
+        record = ShardFile(split=shard.split, path=name, **shards.write_tables(row_groups(), f"{self.staging}/{name}"))
+        memory.release()
+        faults.point("shard")
+        yield record
+        for lang in sorted(histograms):
+            yield pvalue.TaggedOutput("masks", MaskHistograms(lang, *histograms[lang]))
 
 
 class WriteShards(beam.PTransform):
@@ -688,10 +695,16 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
     scattered = urls | "ScatterPages" >> beam.ParDo(
         _ScatterPagesFn(staging), pvalue.AsSingleton(cuts), pvalue.AsSingleton(groups), pvalue.AsSingleton(plan)
     ).with_output_types(Tuple[PackGroup, spill.Ref], sample=Tuple[int, spill.Ref]).with_outputs("sample", main="pages")
-    tokenizer = scattered.sample | "TrainTokenizer" >> TrainTokenizer(cfg, tokenizer_json, plan)
+    tokenizer = scattered.sample | "TrainTokenizer" >> TrainTokenizer(cfg, tokenizer_json, plan, staging)
+    # How many units the steps after reading have, for the launcher's progress (phases.py)
+    _ = groups | "SayPackGroups" >> beam.Map(lambda g: phases.total(staging, "packing", sum(g.values())))
+    _ = groups | "SaySampled" >> beam.Map(lambda g: phases.total(staging, "sampling", sum(g.values())))
+    if tokenizer_json is None:
+        _ = plan | "SayChunks" >> beam.Map(lambda pl: phases.total(staging, "tokenizer", 2 * len(pl.uppers)))
     _ = tokenizer | "SaveTokenizer" >> beam.Map(save_text, f"{staging}/{schema.TOKENIZER}")
     packed, example_sizes = scattered.pages | "PackExamples" >> PackExamples(cfg, staging)
     shard_refs, copies, shard_sizing = packed | "SampleLanguages" >> SampleLanguages(cfg, example_sizes)
+    _ = shard_sizing | "SayShards" >> beam.Map(lambda z: phases.total(staging, "shards", sum(z.shards.values())))
     written = shard_refs | "WriteShards" >> WriteShards(cfg, staging, tokenizer)
     _ = (
         written.shards

@@ -14,12 +14,20 @@ os.environ lookup a unit. The environment reaches every local worker (the Direct
 worker processes and Dask's workers are started by the launcher, with its environment).
 
 PHASES names them in the order a run meets them; the launcher times `publish` (pipeline/run.py).
+
+Progress, always on: the steps after reading tell the launcher (pipeline/progress.py) how far they
+are by files in STAGING/progress/: `<step>.total` (how many units the step has, written once
+that is known: the pack groups after sizing, the shards after sampling's sizing, the tokenizer's
+chunk reads once its sample is planned) and an empty `<step>/<unit>` as each unit ends. A file
+a unit, of a few bytes: a few thousand for enwiki.
 """
 
 import contextlib
 import json
 import os
 import time
+
+from contract.files import save_text
 
 ENV = "CANINE_PREPROCESS_PHASES"
 
@@ -66,3 +74,18 @@ def read(folder: str) -> list[dict]:
             with open(os.path.join(folder, name)) as f:
                 units += [json.loads(line) for line in f if line.strip()]
     return sorted(units, key=lambda u: u["start"])
+
+
+# --- progress: what the launcher counts (pipeline/progress.py) ---------------------------------------
+PROGRESS_STEPS = ("packing", "tokenizer", "sampling", "shards")  # the steps after reading that say how far they are
+
+
+def total(staging: str, step: str, n: int) -> int:
+    """STAGING/progress/<step>.total: the step's units, once known."""
+    save_text(str(n), f"{staging}/progress/{step}.total")
+    return n
+
+
+def done(staging: str, step: str, unit: str) -> None:
+    """STAGING/progress/<step>/<unit>: one more unit of the step finished."""
+    save_text("", f"{staging}/progress/{step}/{unit}")

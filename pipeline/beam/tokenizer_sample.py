@@ -81,8 +81,8 @@ class Texts:
     """The sample's texts in (rank, page id, text) order, the first k: iterable again and again
     (the trainer reads them twice), a chunk in memory at a time. `refs`: [(chunk, spill.Ref)]."""
 
-    def __init__(self, refs, plan_: Plan):
-        self.plan = plan_
+    def __init__(self, refs, plan_: Plan, on_chunk=None):
+        self.plan, self.on_chunk = plan_, on_chunk  # on_chunk(): after each chunk read (the launcher's progress)
         self.by_chunk = {}
         for chunk, ref in refs:
             self.by_chunk.setdefault(chunk, []).append(ref)
@@ -97,5 +97,7 @@ class Texts:
             for _, _, text in rows[:left]:
                 yield text
             left -= min(left, len(rows))
+            if self.on_chunk is not None:
+                self.on_chunk()
             if not left:
                 return

@@ -125,7 +125,10 @@ def first_line(peak: int, staging: str, free: int | None, staged: int = 0) -> st
     where = shown(staging)
     if free is None:
         return f"staging needs about {size(peak)} at its peak ({where}; an object store: no free-space figure)"
-    kept = f", {size(staged)} of it staged already" if staged else ""
+    # What an earlier, killed run staged is not part of the free space: it is this run's to reuse
+    # or free, so the line says so ("2.0 GB free there, 120 MB of it staged already" read as if
+    # the staged files were inside the free space).
+    kept = f", and {size(staged)} already staged by an interrupted run, reused or freed by this one" if staged else ""
     return f"staging needs about {size(peak)} at its peak ({where}; {size(free)} free there{kept})"
 
 

@@ -33,7 +33,7 @@ def test_the_first_line_says_the_peak_and_the_free_space():
     assert disk.first_line(3_100_000_000, staging, 71_400_000_000) == (
         "staging needs about 3.1 GB at its peak (out/.staging-ab12cd34ef56…; 71.4 GB free there)")
     assert disk.first_line(650 * MB, staging, 2_000_000_000, staged=120 * MB).endswith(
-        "2.0 GB free there, 120.0 MB of it staged already)")
+        "2.0 GB free there, and 120.0 MB already staged by an interrupted run, reused or freed by this one)")
     assert disk.first_line(650 * MB, "gs://b/out/.staging-ab12cd34ef56ab12", None) == (
         "staging needs about 650.0 MB at its peak (gs://b/out/.staging-ab12cd34ef56…; an object store: no free-space "
         "figure)")

@@ -123,7 +123,7 @@ def test_a_disk_too_small_is_refused_and_a_full_one_resumes(tmp_path, make_synth
     assert "at its peak and 1.0 MB is free there; free " in lines[0] and lines[0].endswith("nothing was written")
     assert "staging needs about" not in refused["stderr"] and refused["left"] == []  # not even the output folder
     first = report["rerun"]["stderr"].splitlines()[0]  # the first line of a run: the cached items count as room
-    assert "preprocess: staging needs about " in first and " free there, " in first and " of it staged already)" in first
+    assert "preprocess: staging needs about " in first and " free there, " in first and " already staged by an interrupted run, reused or freed by this one)" in first
 
     filled = report["filled"]
     assert filled["filled"] and filled["rc"] == 2, filled["stderr"][-3000:]

@@ -59,17 +59,21 @@ def test_items_pages_rates_and_eta(tmp_path):
     clock.now += 10
     snap = watch.poll()
     assert (snap.items_done, snap.items_total, snap.pages, snap.read_bytes) == (3, 5, 500, 2 * 10**6)
-    assert snap.eta_s() == pytest.approx(10.0)  # 2 MB left at 0.2 MB/s
-    assert snap.describe() == "items 3/5 (60%)  50.0 pages/s  0.20 MB/s  ETA 0:10"
+    # The ETA is to publish: 2 MB left at 0.2 MB/s, then the steps after reading, each its share
+    # of the reading's time over the whole input (5 MB: 25 s)
+    after = sum(progress.AFTER_READING.values())
+    assert snap.eta_s() == pytest.approx(10.0 + 25 * after)
+    assert snap.describe() == f"items 3/5 (60%)  50.0 pages/s  0.20 MB/s  ETA {progress.duration(10 + 25 * after)}"
     for item in ITEMS[2:4]:
         _finish(staging, item, 1)
-    assert watch.poll().describe() == "items 5/5 read; packing examples"
+    assert watch.poll().describe().startswith("items 5/5 read  ETA ")
     (staging / "train").mkdir()
     (staging / "train" / "part-00000-of-00003.parquet").write_bytes(b"")
     (staging / "validation").mkdir()
     (staging / "validation" / "part-00000-of-00001.parquet").write_bytes(b"")
     snap = watch.poll()
-    assert snap.describe() == "items 5/5 read; shards 2/4 written" and snap.bar() == "[##########----------]"
+    assert snap.describe().startswith("items 5/5 read; shards 2/4 written  ETA ")
+    assert snap.bar() == "[#########-----------]"  # the run's time: 10 s of 10 + 12 (the ETA)
 
 
 def test_a_log_gets_timestamped_lines_and_a_terminal_a_bar(tmp_path, monkeypatch):
@@ -86,7 +90,7 @@ def test_a_log_gets_timestamped_lines_and_a_terminal_a_bar(tmp_path, monkeypatch
     lines = out.getvalue().splitlines()
     assert len(lines) == 3 and "\r" not in out.getvalue()
     assert lines[0].endswith("preprocess: 5 work items from 2 input files (5.0 MB)")
-    assert "preprocess: items 1/5 (20%)" in lines[1] and "ETA 2:20" in lines[1]
+    assert "preprocess: items 1/5 (20%)" in lines[1] and f"ETA {progress.duration(140 + 175 * sum(progress.AFTER_READING.values()))}" in lines[1]
     assert "preprocess: done in 0:35: 1 item read (10 pages, 1.0 MB" in lines[2]
 
     tty = Terminal()
@@ -133,7 +137,8 @@ def test_a_single_item_shows_its_progress_before_it_ends(tmp_path):
     _report(staging, item, 2000, 12 * 10**6)
     clock.now += 20
     snap = watch.poll()
-    assert snap.describe() == "items 0/1 (40%)  100.0 pages/s  0.60 MB/s  ETA 0:30"
+    assert snap.describe() == (f"items 0/1 (40%)  100.0 pages/s  0.60 MB/s  "
+                               f"ETA {progress.duration(30 + 50 * sum(progress.AFTER_READING.values()))}")
     assert snap.bar() == "[########------------]"
     _finish(staging, item, 5000)  # done: its cache file counts, its last report no more
     snap = watch.poll()
@@ -149,7 +154,9 @@ def test_a_trial_slice_of_whole_files_counts_pages(tmp_path):
     _finish(staging, items[0], 1000)
     _report(staging, items[1], 500, 3 * 10**6)
     clock.now += 10
-    assert watch.poll().describe() == "items 1/2 (75%)  150.0 pages/s  0.30 MB/s  ETA 0:03"
+    whole = 2000 * 10 / 1500  # the reading's time over the whole slice, in pages
+    assert watch.poll().describe() == ("items 1/2 (75%)  150.0 pages/s  0.30 MB/s  "
+                                       f"ETA {progress.duration(whole / 4 + whole * sum(progress.AFTER_READING.values()))}")
 
 
 def test_the_first_line_says_a_trial_slices_pages_where_its_size_is_unknown(tmp_path):
@@ -202,3 +209,76 @@ def test_every_kind_of_input_reports_pages_and_bytes_while_it_is_read(kind, inpu
     size = os.path.getsize(path)
     assert len(seen) > 10 and 0 < seen[0]["bytes"] <= seen[-1]["bytes"] <= size
     assert seen[-1]["bytes"] >= size // 2, (seen[-1], size)  # read on up to the last page
+
+
+# --- the whole run: every step's count, rate and an ETA to publish (pipeline/beam/phases.py) -------
+
+
+def _total(staging, step, n):
+    (staging / "progress").mkdir(parents=True, exist_ok=True)
+    (staging / "progress" / f"{step}.total").write_text(str(n))
+
+
+def _units(staging, step, n):
+    (staging / "progress" / step).mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        (staging / "progress" / step / f"u{i}").write_text("")
+
+
+def test_no_eta_before_it_can_be_estimated(tmp_path):
+    """A 28-minute run's first line said ETA 10:19:22: the rate of its workers' first seconds."""
+    staging, clock = tmp_path / ".staging-x", Clock()
+    item = WorkItem("dump.xml.bz2", "xml")
+    watch = progress.ItemProgress([item], {"dump.xml.bz2": 10**9}, str(staging), stream=io.StringIO(), clock=clock)
+    watch.poll()
+    watch.started = clock()
+    clock.now += 3
+    _report(staging, item, 10, 10**9 * progress.READ_TO_ESTIMATE / 2)
+    snap = watch.poll()
+    assert snap.eta_s() is None and "ETA" not in snap.describe()
+    clock.now += 3
+    _report(staging, item, 20, 10**9 * progress.READ_TO_ESTIMATE)
+    assert "ETA" in watch.poll().describe()
+
+
+def test_every_step_after_reading_counts_out_of_its_total_with_a_rate_and_the_eta_runs_to_publish(tmp_path):
+    staging, clock, out = tmp_path / ".staging-x", Clock(), io.StringIO()
+    watch = progress.ItemProgress(ITEMS, SIZES, str(staging), stream=out, clock=clock, workers=2,
+                                  tokenizer_pages=1000)
+    watch.poll()
+    watch.started = clock()
+    for item in ITEMS:
+        _finish(staging, item, 500)  # 2500 pages, 5 MB, read in 50 s
+    clock.now += 50
+    _total(staging, "packing", 8)
+    _total(staging, "sampling", 8)
+    _total(staging, "tokenizer", 4)
+    _total(staging, "shards", 13)
+    snap = watch.poll()
+    assert snap.read_s == 50
+    after = progress.AFTER_READING
+    tokenizer = 50 * 2 * (1000 / 2500) * progress.TOKENIZER_PER_READ  # one worker, 40% of the input's pages
+    assert snap.eta_s() == pytest.approx(50 * sum(after.values()) + tokenizer)
+    assert snap.describe() == ("items 5/5 read; pack groups 0/8 packed; tokenizer chunks 0/4 read; pack groups 0/8 "
+                               f"sampled; shards 0/13 written  ETA {progress.duration(snap.eta_s())}")
+    _units(staging, "packing", 2)
+    watch.poll()
+    clock.now += 10
+    _units(staging, "packing", 6)  # 4 more in 10 s: 0.4 a second, 2 left
+    snap = watch.poll()
+    assert "pack groups 6/8 packed (0.40/s); tokenizer chunks 0/4 read" in snap.describe()
+    assert snap.eta_s() == pytest.approx(2 / 0.4 + 50 * (after["sampling"] + after["shards"]) + tokenizer)
+    _units(staging, "packing", 8)
+    _units(staging, "tokenizer", 4)
+    _units(staging, "sampling", 8)
+    (staging / "train").mkdir()
+    for i in range(12):
+        (staging / "train" / f"part-{i:05d}-of-00012.parquet").write_bytes(b"")
+    snap = watch.poll()
+    # the validation shard is not written yet: 12 of 13, not 12/12 (then 13 shards written)
+    assert "shards 12/13 written" in snap.describe()
+    (staging / "validation").mkdir()
+    (staging / "validation" / "part-00000-of-00001.parquet").write_bytes(b"")
+    assert "shards 13/13 written" in watch.poll().describe()
+    watch.stop()
+    assert out.getvalue().rstrip().endswith(", 13 shards written")
