@@ -38,21 +38,33 @@ FLAGS = {
 def add_arguments(parser) -> None:
     from training.finetune.schema import FinetuneConfig
 
-    parser.add_argument("task", choices=("ner",), help="the downstream task: ner (CoNLL files)")
+    parser.add_argument("task", choices=("ner", "tydiqa"),
+                        help="the downstream task: ner (CoNLL files) or tydiqa (TyDi QA's official primary-task files)")
     for role, what in (("train", "training"), ("dev", "development (picks the kept weights)"),
-                       ("test", "test (its figures at the best dev F1 are the run's)")):
+                       ("test", "test (its figures at the best dev F1 are the run's; ner only)")):
         parser.add_argument(f"--{role}", action="append", default=None, metavar="[LANG=]PATH",
-                            help=f"a CoNLL {what} file (repeatable; LANG= names its language, else its folder does; "
-                                 "default: none)")
+                            help=f"a {what} file (repeatable). ner: CoNLL, LANG= names its language, else its folder "
+                                 "does; tydiqa: an official .jsonl.gz (default: none)")
     parser.add_argument("--config", default="", help="a YAML file of FinetuneConfig values (only what differs; "
                         "default: none, the built-in defaults)")
     flags.add_field_flags(parser, FinetuneConfig, FLAGS, defaults=False)
+    parser.set_defaults(**{flags.CONFIG_BY: _config_class})
     flags.add_set_flag(parser, "optim.warmup_fraction=0.05 or model.hidden_dropout_prob=0.2")
-    parser.add_argument("--predict", metavar="PATH", help="tag this CoNLL file with the run's kept weights (--output), "
-                        "no training: its lines with a predicted tag column, conlleval's input (default: train)")
+    parser.add_argument("--predict", metavar="PATH", help="no training: the run's kept weights (--output) predict this "
+                        "file. ner: a CoNLL file, written with a predicted tag column (conlleval's input); tydiqa: an "
+                        "official .jsonl.gz, written as tydi_eval.py's prediction file (default: train)")
     parser.add_argument("--to", default="-", help="with --predict: the file to write ('-': stdout)")
+    parser.add_argument("--prepare-workers", type=int, default=0, metavar="N",
+                        help="tydiqa: Beam workers that window the official files before training (default 0: one "
+                             "for inputs under 64 MB, else one per CPU)")
     parser.add_argument("--json", action="store_true", help="print the run's summary as JSON on stdout")
     parser.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
+
+
+def _config_class(args):
+    from training.finetune.config import config_class
+
+    return config_class(args.task)
 
 
 def overrides_from_args(args) -> dict:
@@ -71,18 +83,24 @@ def main(args) -> int:
 
     objects = {args.output or "": "the run directory (--output)"}
     try:
-        cfg = config.load_config(overrides_from_args(args), args.config)
+        cfg = config.load_config(overrides_from_args(args), args.config, kind=args.task)
     except Exception as e:
         return errors.report("finetune", e, objects, as_json=args.json)
     if args.dry_run:
         print(config.to_yaml(cfg), end="", file=quiet.document())
         return 0
     if args.predict:
-        return _predict(args, cfg)
+        return _predict(args, cfg) if cfg.kind == "ner" else _predict_tydi(args, cfg)
     missing = [flag for flag, value in (("--output", cfg.output), ("--train", cfg.task.train)) if not value]
     if missing:
         print(f"canine finetune: {' and '.join(missing)}: required (canine finetune --help)", file=sys.stderr)
         return 2
+    if cfg.kind == "tydiqa":
+        try:
+            cfg = _prepare_tydi(args, cfg)
+        except Exception as e:
+            return errors.report("finetune", e, {**objects, **{p: "a TyDi QA file" for p in cfg.task.train + cfg.task.dev}},
+                                 as_json=args.json)
 
     from ray.train import TrainingFailedError
 
@@ -109,14 +127,17 @@ def main(args) -> int:
 
 
 def _print_scores(summary: dict) -> None:
-    from training.finetune import score
+    from training.finetune import score, tydi
 
     lines = [f"kept the weights of step {summary.get('best_step')} ({summary.get('selection')}) of "
              f"{summary.get('max_steps')}"]
     for role in ("dev", "test"):
         if summary.get(role):
-            lines += score.format_scores(summary[role], role)
-    if summary.get("hf_export"):
+            lines += (tydi.format_scores if summary.get("task") == "tydiqa" else score.format_scores)(summary[role], role)
+    if summary.get("hf_export") and summary.get("task") == "tydiqa":
+        lines.append(f"export: {summary['hf_export']} (transformers: AutoModelForQuestionAnswering.from_pretrained(PATH, "
+                     "trust_remote_code=True).answer(question, document))")
+    elif summary.get("hf_export"):
         lines.append(f"export: {summary['hf_export']} (transformers: pipeline('token-classification', model=PATH, "
                      "aggregation_strategy='simple', trust_remote_code=True))")
     print("\n".join(lines), file=sys.stderr)
@@ -136,4 +157,71 @@ def _predict(args, cfg) -> int:
     where = "stdout" if args.to == "-" else args.to
     print("\n".join([f"canine finetune: tagged {args.predict} -> {where}", *score.format_scores(figures, "that file")]),
           file=sys.stderr)
+    return 0
+
+
+# --- tydiqa ---------------------------------------------------------------------------------------
+
+
+def _window_settings(cfg):
+    from pipeline.downstream.windows import WindowSettings
+
+    t = cfg.task
+    return WindowSettings(max_length=t.max_length, stride=t.stride, max_question=t.max_question,
+                          include_unknowns=t.include_unknowns, max_passages=t.max_passages, seed=cfg.train.seed)
+
+
+def _prepare_workers(args, paths) -> int:
+    import os
+
+    if args.prepare_workers:
+        return args.prepare_workers
+    from training.train import rundir
+
+    size = sum(os.path.getsize(p) for p in paths if os.path.exists(rundir.absolute(p)))
+    return 1 if size < 64 << 20 else (os.cpu_count() or 1)
+
+
+def _say(line: str) -> None:
+    print(f"canine finetune: {line}", file=sys.stderr, flush=True)
+
+
+def _prepare_tydi(args, cfg):
+    """The official files windowed by the pipeline's Beam job into OUTPUT/windows (or task.windows),
+    before anything starts Ray: idempotent, so a resumed run finds them prepared."""
+    import dataclasses
+
+    from pipeline.downstream.prepare import prepare
+    from training.train import rundir
+
+    t = cfg.task
+    if t.dev == () and args.dev is None:
+        _say("no --dev: the run keeps its last evaluation's weights and reports no score")
+    windows = t.windows or rundir.join(cfg.output, "windows")
+    inputs = {"train": list(t.train), **({"dev": list(t.dev)} if t.dev else {})}
+    _say(f"windowing the official files into {windows} ...")
+    prepare(inputs, rundir.absolute(windows), _window_settings(cfg), workers=_prepare_workers(args, t.train + t.dev),
+            say=_say)
+    return dataclasses.replace(cfg, task=dataclasses.replace(t, windows=windows))
+
+
+def _predict_tydi(args, cfg) -> int:
+    import tempfile
+
+    from jobs import errors
+    from pipeline.downstream.prepare import prepare
+    from training.finetune import predict, tydi
+
+    objects = {args.predict: "the file to predict (--predict)", cfg.output: "the run directory (--output)"}
+    try:
+        run_cfg, _ = predict.load_run(cfg.output)
+        with tempfile.TemporaryDirectory(prefix="canine-tydiqa-") as tmp:
+            prepare({"predict": [args.predict]}, tmp, _window_settings(run_cfg), workers=_prepare_workers(args, [args.predict]),
+                    say=_say, training_roles=())
+            scores = tydi.predict_file(cfg.output, tmp, "predict", [args.predict], args.to)
+    except Exception as e:
+        return errors.report("finetune", e, objects)
+    where = "stdout" if args.to == "-" else args.to
+    print("\n".join([f"canine finetune: predicted {args.predict} -> {where} (tydi_eval.py's --predictions_path)",
+                     *tydi.format_scores(scores, "that file")]), file=sys.stderr)
     return 0

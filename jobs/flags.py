@@ -19,6 +19,9 @@ from contract import options
 
 # The namespace attribute that holds the config class whose fields the command's flags and `--set` are.
 _CONFIG = "_set_config"
+# set_defaults(**{CONFIG_BY: f}): f(args) is the config class of the parsed command (canine finetune's
+# depends on its task), checked instead of the field flags' class.
+CONFIG_BY = "_set_config_by"
 # The namespace attribute that holds {flag dest: dotted field key} of the command's field flags.
 _FLAGS = "_field_flags"
 
@@ -92,6 +95,8 @@ def check_settings(args) -> None:
     the keys of two configs) leaves its --set to its own loader. The message names the flag, not
     the command, which jobs/errors.py puts before it: `canine pretrain: --set: unknown key(s) ...`."""
     cls = getattr(args, _CONFIG, None)
+    if (by := getattr(args, CONFIG_BY, None)) is not None:  # a command whose config depends on an argument
+        cls = by(args)
     if cls is None:
         return
     for dest, key in (getattr(args, _FLAGS, None) or {}).items():  # argparse took float("nan") as a float

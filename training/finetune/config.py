@@ -15,7 +15,14 @@ import yaml
 from contract import options
 from training.canine_config import CanineConfig, of_size
 from training.finetune import data
-from training.finetune.schema import FinetuneConfig
+from training.finetune.schema import CONFIGS, FinetuneConfig
+
+
+def config_class(kind: str):
+    """The config dataclass of a task (schema.CONFIGS): ner's or tydiqa's."""
+    if kind not in CONFIGS:
+        raise ValueError(f"unknown fine-tuning task {kind!r}; known: {', '.join(CONFIGS)}")
+    return CONFIGS[kind]
 
 
 def to_dict(cfg: FinetuneConfig) -> dict:
@@ -26,37 +33,45 @@ def to_yaml(cfg: FinetuneConfig) -> str:
     return yaml.safe_dump(to_dict(cfg), sort_keys=False)
 
 
-def _set(values: dict, key: str, value, where: str) -> None:
+def _set(values: dict, key: str, value, where: str, cls=FinetuneConfig) -> None:
     parts = key.split(".")
     if parts[0] == "model" and len(parts) == 2 and parts[1] not in ("size", "overrides"):
         parts = ["model", "overrides", parts[1]]
         kinds = options.hints(CanineConfig)
         if parts[2] not in kinds:
-            raise ValueError(options.unknown_keys(where, [key], options.keys(FinetuneConfig)))
+            raise ValueError(options.unknown_keys(where, [key], options.keys(cls)))
         value = options.coerce(value, kinds[parts[2]], f"{where} {key}")
-    elif not options.settable(FinetuneConfig, key):
-        raise ValueError(options.unknown_keys(where, [key], options.keys(FinetuneConfig)))
+    elif not options.settable(cls, key):
+        raise ValueError(options.unknown_keys(where, [key], options.keys(cls)))
     node = values
     for part in parts[:-1]:
         node = node.setdefault(part, {})
     node[parts[-1]] = value
 
 
-def from_dict(values: dict, where: str = "config") -> FinetuneConfig:
-    return options.build(FinetuneConfig, dict(values or {}), where)
+def from_dict(values: dict, where: str = "config", kind: str | None = None) -> FinetuneConfig:
+    """A config from a mapping: of the task its `kind` names (a saved run's), else `kind`'s, else ner's."""
+    values = dict(values or {})
+    kind = values.get("kind") or kind or "ner"
+    if values.get("kind") not in (None, kind):
+        raise ValueError(f"{where}: kind {values['kind']!r}, but this is canine finetune {kind}")
+    return options.build(config_class(kind), values, where)
 
 
-def load_config(overrides: dict | None = None, config_file: str = "") -> FinetuneConfig:
-    """Defaults, then a YAML file's values, then dotted-key overrides; built once, validated."""
+def load_config(overrides: dict | None = None, config_file: str = "", kind: str = "ner") -> FinetuneConfig:
+    """Defaults of the task `kind`, then a YAML file's values, then dotted-key overrides; built
+    once, validated."""
     values, where = {}, "defaults"
     if config_file:
         with open(config_file, encoding="utf-8") as f:
             values, where = yaml.safe_load(f) or {}, config_file
         if not isinstance(values, dict):
             raise ValueError(f"{config_file}: expected a mapping of sections, got {values!r}")
+    if values.get("kind", kind) != kind:
+        raise ValueError(f"{where}: kind {values['kind']!r}, but this is canine finetune {kind}")
     for key, value in (overrides or {}).items():
-        _set(values, key, value, "--set")
-    cfg = from_dict(values, where)
+        _set(values, key, value, "--set", config_class(kind))
+    cfg = from_dict({**values, "kind": kind}, where)
     from training.train import tracking  # MLflow itself is imported only when a run tracks
 
     # log.mlflow unset takes MLFLOW_TRACKING_URI, as MLflow's clients do; `off` is off (as pretraining's).
@@ -94,7 +109,9 @@ def validate(cfg: FinetuneConfig) -> None:
     if p.workers and t.global_batch % (t.micro_batch * p.workers):
         problems.append(f"train.global_batch {t.global_batch} is not a multiple of train.micro_batch {t.micro_batch} "
                         f"x parallel.workers {p.workers}: gradient accumulation needs a whole number of micro batches")
-    if task.max_length < 8:
+    if cfg.kind == "tydiqa":
+        problems += _tydi_problems(task)
+    elif task.max_length < 8:
         problems.append(f"task.max_length must be at least 8 characters, got {task.max_length}")
     elif not 0 <= task.stride <= task.max_length - 2:
         problems.append(f"task.stride must be in [0, task.max_length - 2 = {task.max_length - 2}], got {task.stride}")
@@ -104,6 +121,22 @@ def validate(cfg: FinetuneConfig) -> None:
         problems.append("parallel.workers must be >= 0 and parallel.max_failures >= -1")
     if problems:
         raise ValueError("; ".join(problems))
+
+
+def _tydi_problems(task) -> list[str]:
+    problems = []
+    # A window holds [CLS] [Q] question [SEP] ... [SEP]: at least one document character must fit.
+    if task.max_question < 1 or task.max_length < task.max_question + 5:
+        problems.append(f"task.max_length {task.max_length} must exceed task.max_question {task.max_question} + 4 "
+                        "([CLS], [Q] and two [SEP]), and task.max_question must be at least 1")
+    if task.stride < 1:
+        problems.append(f"task.stride must be at least 1, got {task.stride}")
+    if not 0.0 <= task.include_unknowns <= 1.0:
+        problems.append(f"task.include_unknowns must be in [0, 1], got {task.include_unknowns}")
+    for name in ("max_passages", "max_answer_length", "candidate_beam"):
+        if getattr(task, name) < 1:
+            problems.append(f"task.{name} must be at least 1, got {getattr(task, name)}")
+    return problems
 
 
 def resolve(cfg: FinetuneConfig, *, train_windows: int, cluster_gpus: float, labels: tuple[str, ...],
@@ -137,4 +170,5 @@ def resume_conflicts(saved: dict, current: dict) -> list[str]:
     """The fields a resumption changes that it may not (schema.py's resumable fields may change)."""
     from training.train import config
 
-    return config.resume_conflicts(saved, current, resumable=frozenset(config.resumable_keys(FinetuneConfig)))
+    cls = config_class(current.get("kind") or "ner")
+    return config.resume_conflicts(saved, current, resumable=frozenset(config.resumable_keys(cls)))

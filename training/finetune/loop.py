@@ -15,17 +15,14 @@ evaluation one all_gather_object of the predictions and, when dev improves, the 
 """
 
 import dataclasses
-import io
 import json
 import time
 
-import numpy as np
 import torch
 
 from contract.files import atomic_write
-from training import conll, seeds
-from training.downstream import CanineForTokenClassification
-from training.finetune import config, data, score
+from training import seeds
+from training.finetune import config, data, tasks
 from training.train import checkpoint, failures, guard, metrics, rundir, tracking
 from training.train.engine import global_grad_norm, wrap
 from training.train.loop import save_and_report, status, worker_context
@@ -54,7 +51,8 @@ class _Worker:
     on_gpu: bool
     engine: object
     device: torch.device
-    task: data.TaskData
+    tk: object  # the task (tasks.py): how its data is read, batched, predicted and scored
+    task: object  # its data on this worker
     shapes: dict
     state: dict  # step, world, data_sha256, best: what a checkpoint saves
     stop: int
@@ -83,10 +81,11 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
     rank, world, on_gpu = worker_context(cfg)
     restored = ray.train.get_checkpoint()
     status(progress, rank, _setting_up(cfg, world, restored is not None))
-    task = data.read_task(cfg.task, cfg.labels)
+    tk = tasks.of(cfg)
+    task = tk.read(cfg)
     model_cfg = config.model_config(cfg)
-    seeds.seed_all(cfg.train.seed)  # the same classifier on every rank
-    model = CanineForTokenClassification(model_cfg, len(cfg.labels))
+    seeds.seed_all(cfg.train.seed)  # the same heads on every rank
+    model = tk.model(model_cfg, cfg)
     if restored is None and cfg.init.path:  # the run's first start: the encoder from the init
         from training.finetune.run import load_init
 
@@ -109,7 +108,7 @@ def _set_up(loop_config: dict, at: dict) -> _Worker:
     log = metrics.MetricsLog(cfg.output, state["step"], cfg.log.tensorboard, tracker) if rank == 0 else None
     t = cfg.train
     status(progress, rank, "the model and DeepSpeed's engine are ready; training ...")
-    return _Worker(cfg=cfg, rank=rank, world=world, on_gpu=on_gpu, engine=engine, device=engine.device, task=task,
+    return _Worker(cfg=cfg, rank=rank, world=world, on_gpu=on_gpu, engine=engine, device=engine.device, tk=tk, task=task,
                    shapes=shapes, state=state, stop=min(t.max_steps, t.stop_at_step or t.max_steps),
                    accum=cfg.accumulation_steps(world), multiple=model_cfg.downsampling_rate,
                    step_guard=guard.StepGuard(engine, cfg, rank, state["step"]), faults=faults, log=log,
@@ -137,22 +136,24 @@ def _step(w: _Worker, at: dict) -> dict:
     import torch.distributed as dist
 
     t, state = w.cfg.train, w.state
-    windows = w.task.splits["train"].windows
+    windows = w.tk.train_count(w.task)
     start = time.perf_counter()
     lr = float(w.engine.get_lr()[0])
     at["step"] = state["step"] + 1
     w.faults.before_step(at["step"])
     w.step_guard.before(at["step"])
-    batch = data.step_windows(t.seed, state["step"], t.global_batch, len(windows))
-    scale = w.world * w.accum / max(1, data.labelled(windows, batch))  # data.py: the mean over the step's characters
+    batch = data.step_windows(t.seed, state["step"], t.global_batch, windows)
+    # data.py: the loss is the mean over the step's labelled units (NER's characters, TyDi's windows)
+    scale = w.world * w.accum / max(1, w.tk.denominator(w.task, batch))
     sums = torch.zeros(5, dtype=torch.float64, device=w.device)  # loss sum, correct, count, characters, windows
     for i, micro in enumerate(data.rank_micro_batches(batch, w.rank, w.world, t.micro_batch)):
-        inputs = _to(data.collate(windows, micro, w.multiple), w.device)
+        inputs = _to(w.tk.train_batch(w.task, micro, w.multiple), w.device)
         seeds.seed_dropout(t.seed, state["step"], w.rank * w.accum + i)  # per micro batch, not per worker
         out = w.engine(inputs)
         w.engine.backward(out.loss_sum * scale)
         w.engine.step()
-        sums += torch.stack([out.loss_sum.detach().double(), out.correct.double(), out.count.double(),
+        loss_sum, correct, count = w.tk.sums(out, inputs)
+        sums += torch.stack([loss_sum.double(), correct.double(), count.double(),
                              inputs["attention_mask"].sum().double(),
                              torch.tensor(float(len(micro)), dtype=torch.float64, device=w.device)])
     state["step"] += 1
@@ -161,7 +162,7 @@ def _step(w: _Worker, at: dict) -> dict:
     seconds = time.perf_counter() - start
     loss, correct, count, chars, examples = sums.tolist()
     grad_norm = global_grad_norm(w.engine)
-    record = {"step": state["step"], "epoch": data.epoch_of(state["step"], t.global_batch, len(windows)),
+    record = {"step": state["step"], "epoch": data.epoch_of(state["step"], t.global_batch, windows),
               "loss": loss / max(count, 1.0), "accuracy": correct / max(count, 1.0), "lr": lr,
               "grad_norm": None if grad_norm is None else float(grad_norm), "examples_per_s": examples / seconds,
               "chars_per_s": chars / seconds, "data_wait_fraction": 0.0, "step_s": seconds,
@@ -171,52 +172,49 @@ def _step(w: _Worker, at: dict) -> dict:
     return record
 
 
-def _predict(w: _Worker, role: str) -> tuple[list, np.ndarray]:
-    """Every window's predicted label ids (this worker's share of the fixed batches, then gathered)
-    and the split's [loss sum, correct, count] of characters."""
+def _predict(w: _Worker, role: str) -> tuple[dict, object]:
+    """Every window's result (the task's collect: NER's label ids, TyDi's best span), this
+    worker's share of the fixed batches, then gathered; and the split's [loss sum, correct, count]."""
     import torch.distributed as dist
 
-    windows = w.task.splits[role].windows
     mine, sums = {}, torch.zeros(3, dtype=torch.float64, device=w.device)
     w.engine.eval()
     with torch.no_grad():
-        for b, indices in enumerate(data.eval_batches(windows, w.cfg.train.micro_batch)):
-            if b % w.world != w.rank:
-                continue
-            out = w.engine(_to(data.collate(windows, indices, w.multiple), w.device))
-            sums += torch.stack([out.loss_sum.double(), out.correct.double(), out.count.double()])
-            predicted = out.predictions.cpu().numpy()
-            for row, i in enumerate(indices):
-                mine[int(i)] = predicted[row, :len(windows[i].input_ids)]
+        for indices, make in w.tk.eval_batches(w.task, role, w.cfg.train.micro_batch, w.rank, w.world):
+            batch = make(w.multiple)
+            meta = batch.pop("_meta", None)  # what the task keeps beside the tensors (TyDi's offsets)
+            inputs = _to(batch, w.device)
+            out = w.engine(inputs)
+            sums += torch.stack([x.double() for x in w.tk.sums(out, inputs)])
+            mine.update(w.tk.collect(w.task, role, indices, inputs, out, meta))
     w.engine.train()
     gathered = [None] * w.world
     dist.all_gather_object(gathered, mine)  # sync point
     dist.all_reduce(sums)
-    merged = {k: v for part in gathered for k, v in part.items()}
-    return [merged[i] for i in range(len(windows))], sums.cpu().numpy()
+    return {k: v for part in gathered for k, v in part.items()}, sums.cpu().numpy()
 
 
-def _scores(w: _Worker, role: str) -> tuple[dict, list, np.ndarray]:
-    """(conlleval's figures by language, every sentence's predicted tags, the character sums)."""
-    split = w.task.splits[role]
-    predictions, sums = _predict(w, role)
-    predicted = conll.word_predictions(split.sentences, split.windows, predictions, dict(enumerate(w.cfg.labels)))
-    by_lang_gold, by_lang_pred = {}, {}
-    for sentence, tags in zip(split.sentences, predicted):
-        by_lang_gold.setdefault(sentence.lang, []).append(list(sentence.tags))
-        by_lang_pred.setdefault(sentence.lang, []).append(tags)
-    return score.score_by_language(by_lang_gold, by_lang_pred), predicted, sums
+def _scores(w: _Worker, role: str) -> tuple[dict, object, object]:
+    """(the task's figures, with "overall": {"f1", ...}; its predictions on rank 0, else None; the
+    split's sums). Rank 0 scores and sends the figures to the others, so that every rank takes
+    the same keep-or-not decision (the fp32 gather below is a collective)."""
+    import torch.distributed as dist
+
+    results, sums = _predict(w, role)
+    scores, predicted = w.tk.score(w.cfg, w.task, role, results) if w.rank == 0 else (None, None)
+    box = [scores]
+    dist.broadcast_object_list(box, src=0)  # sync point
+    return box[0], predicted, sums
 
 
 def _evaluate(w: _Worker) -> dict:
     """Score dev and test; keep the weights, scores and predictions when dev F1 improves."""
-    splits = w.task.splits
-    results = {role: _scores(w, role) for role in ("dev", "test") if role in splits}
+    results = {role: _scores(w, role) for role in w.tk.eval_roles(w.task)}
     record = {}
     for role, (scores, _, sums) in results.items():
         prefix = "eval_" if role == "dev" else "test_"
         record[f"{prefix}f1"] = scores["overall"]["f1"]
-        if role == "dev" or "dev" not in results:  # the console's "eval loss / acc": dev's characters
+        if role == "dev" or "dev" not in results:  # the console's "eval loss / acc": dev's
             record["eval_loss"], record["eval_accuracy"] = sums[0] / max(sums[2], 1.0), sums[1] / max(sums[2], 1.0)
     best = w.state.get("best")
     if "dev" in results and best is not None and results["dev"][0]["overall"]["f1"] <= best["dev"]["overall"]["f1"]:
@@ -226,25 +224,16 @@ def _evaluate(w: _Worker) -> dict:
     if w.rank == 0:
         checkpoint.save_consolidated(weights, rundir.join(w.cfg.output, rundir.BEST))
         for role, (_, predicted, _) in results.items():
-            _write_predictions(w, role, predicted)
+            w.tk.write_predictions(w.cfg, w.task, role, predicted)
         atomic_write(rundir.join(w.cfg.output, rundir.SCORES), json.dumps(
-            {**w.state["best"], "selection": "best dev F1" if "dev" in results else "last evaluation (no --dev)",
-             "finished": False}, indent=1).encode())
+            {**w.state["best"], "selection": _selection(w), "finished": False}, indent=1).encode())
     return record
 
 
-def _write_predictions(w: _Worker, role: str, predicted: list) -> None:
-    """OUTPUT/predictions/ROLE-LANG.txt for each file of the role: its lines with the predicted
-    tag as one more column, conlleval's input (`conlleval.pl < FILE`)."""
-    split, at, seen = w.task.splits[role], 0, []
-    for (lang, path), n in zip(split.files, split.counts):
-        sentences, tags = split.sentences[at:at + n], predicted[at:at + n]
-        at += n
-        text = io.StringIO()
-        conll.write_predictions(path, sentences, tags, text)
-        name = rundir.prediction_file(role, lang, seen.count(lang))  # a second file of one language: -1-
-        seen.append(lang)
-        atomic_write(rundir.join(w.cfg.output, name), text.getvalue().encode())
+def _selection(w: _Worker) -> str:
+    if "dev" not in w.tk.eval_roles(w.task):
+        return "last evaluation (no --dev)"
+    return "best dev F1" if w.tk.kind == "ner" else "best dev macro F1 (mean of passage and minimal)"
 
 
 def _record(w: _Worker, record: dict) -> None:
@@ -267,7 +256,6 @@ def _finish(w: _Worker) -> None:
             pass
     if w.rank == 0 and w.state["step"] >= w.cfg.train.max_steps:
         atomic_write(rundir.join(w.cfg.output, rundir.SCORES), json.dumps(
-            {**w.state["best"], "selection": "best dev F1" if "dev" in w.task.splits else "last evaluation (no --dev)",
-             "finished": True}, indent=1).encode())
+            {**w.state["best"], "selection": _selection(w), "finished": True}, indent=1).encode())
     if w.log is not None:
         w.log.close()

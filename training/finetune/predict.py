@@ -20,7 +20,7 @@ from training.train import rundir
 
 def load_run(output: str):
     """(the run's config, its classifier with the kept weights, in eval mode)."""
-    from training.downstream import CanineForTokenClassification
+    from training.finetune import tasks
     from training.train import checkpoint
 
     output = rundir.absolute(output)
@@ -33,7 +33,7 @@ def load_run(output: str):
     if not rundir.exists(best):
         raise rundir.NotARun(f"{redact(output)}: the run has no kept weights yet ({rundir.BEST}, written at its "
                              "first evaluation); run it further with the same command")
-    model = CanineForTokenClassification(config.model_config(cfg), len(cfg.labels))
+    model = tasks.of(cfg).model(config.model_config(cfg), cfg)
     checkpoint.load_consolidated(model, best)
     return cfg, model.eval()
 

@@ -18,8 +18,7 @@ import json
 
 from contract.files import atomic_write, redact
 from contract.interrupted import Interrupted
-from training import conll
-from training.finetune import config, data
+from training.finetune import config, tasks
 from training.train import init, metrics, resources, rundir, run, tracking
 
 
@@ -29,41 +28,33 @@ def _say(text: str) -> None:
 
 def absolute_paths(cfg):
     """output, init.path and every task file made absolute (the workers run elsewhere)."""
-    def files(args):
-        out = []
-        for arg in args:
-            lang, path = conll.parse_file_arg(arg)
-            out.append(f"{lang}={rundir.absolute(path)}")
-        return tuple(out)
-
-    task = dataclasses.replace(cfg.task, **{role: files(getattr(cfg.task, role)) for role in data.ROLES})
-    return dataclasses.replace(cfg, output=rundir.absolute(cfg.output), task=task,
+    cfg = tasks.of(cfg).absolute(cfg)
+    return dataclasses.replace(cfg, output=rundir.absolute(cfg.output),
                                init=dataclasses.replace(cfg.init, path=rundir.absolute(cfg.init.path)))
 
 
 # --- the init's encoder ----------------------------------------------------------------------------
 
 
-def _init_tensors(source, model_cfg):
+def _init_tensors(source, model_cfg, tk):
     """(the source's tensors under our model's names, why heads are missing, its sha256)."""
     tensors, sha256 = init.source_tensors(source)
     ours, why = init.as_ours(source, tensors, model_cfg, source.objective or "char", None)
-    why["classifier."] = "the task's classifier is new (fine-tuning initialises it)"
+    why.update(tk.new_heads)
     return ours, why, sha256
 
 
 def prepare_init(cfg) -> tuple[object, list[str]]:
     """The driver's read of cfg.init before Ray: (cfg with the init's architecture in
     model.overrides and its sha256, the lines to say)."""
-    from training.downstream import CanineForTokenClassification
-
+    tk = tasks.of(cfg)
     source = init.open_source(cfg.init.path, cfg.init.step)
     overrides = config.architecture_overrides(source)
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, overrides={**cfg.model.overrides,
                                                                                     **overrides}))
     model_cfg = config.model_config(cfg)
-    ours, why, sha256 = _init_tensors(source, model_cfg)
-    loaded, new = init.merge(CanineForTokenClassification(model_cfg, len(cfg.labels) or 1), ours, why)
+    ours, why, sha256 = _init_tensors(source, model_cfg, tk)
+    loaded, new = init.merge(tk.model(model_cfg, cfg), ours, why)
     if not any(n.startswith("encoder.") for n in loaded):
         raise init.InitError(f"--init {redact(source.url)}: no encoder tensor of it loads")
     lines = init.describe(source, sha256, loaded, {k: v for k, v in new.items()}, {}, model_cfg)
@@ -74,7 +65,7 @@ def prepare_init(cfg) -> tuple[object, list[str]]:
 def load_init(model, cfg) -> None:
     """A worker's load of the init's encoder into the fresh model (the run's first start)."""
     source = init.open_source(cfg.init.path, cfg.init.step)
-    ours, why, sha256 = _init_tensors(source, model.config)
+    ours, why, sha256 = _init_tensors(source, model.config, tasks.of(cfg))
     if cfg.init.sha256 and sha256 != cfg.init.sha256:
         raise init.InitError(f"--init {redact(source.url)}: its weights changed since the run started (sha256 "
                              f"{sha256}, the run recorded {cfg.init.sha256}); start a new run")
@@ -97,7 +88,7 @@ def _check_config(cfg, saved: dict | None) -> None:
 def _lock_command(cfg) -> str:
     import shlex
 
-    return redact(shlex.join(["canine", "finetune", "ner", "--output", cfg.output]))
+    return redact(shlex.join(["canine", "finetune", cfg.kind, "--output", cfg.output]))
 
 
 def read_scores(output: str) -> dict | None:
@@ -110,37 +101,23 @@ def finished(output: str) -> bool:
     return bool(scores and scores.get("finished")) and rundir.exists(rundir.join(output, rundir.SUMMARY))
 
 
-def windows_of(task: data.TaskData) -> dict:
-    """Per role: sentences, windows, and the sentences longer than a window (read in several)."""
-    out = {}
-    for role, split in task.splits.items():
-        per_sentence = {}
-        for w in split.windows:
-            per_sentence[w.sentence] = per_sentence.get(w.sentence, 0) + 1
-        out[role] = {"sentences": len(split.sentences), "windows": len(split.windows),
-                     "sentences_over_one_window": sum(1 for n in per_sentence.values() if n > 1)}
-    return out
-
-
-def summary_of(cfg, records: list[dict], task: data.TaskData | None = None) -> dict:
+def summary_of(cfg, records: list[dict], task=None) -> dict:
     scores = read_scores(cfg.output) or {}
     # pretraining's figures that mean nothing here: no sentence order, no input pipeline to wait for
     figures = {k: v for k, v in rundir.run_figures(records).items()
                if k not in ("eval_sop_accuracy", "data_wait_fraction")}
-    return {"output": cfg.output, "task": "ner", "max_steps": cfg.train.max_steps,
+    return {"output": cfg.output, "task": cfg.kind, "max_steps": cfg.train.max_steps,
             "finished": bool(scores.get("finished")), **figures,
             "best_step": scores.get("step"), "selection": scores.get("selection"),
             "dev": scores.get("dev"), "test": scores.get("test"), "labels": list(cfg.labels),
             "workers": cfg.parallel.workers, "zero_stage": cfg.parallel.zero_stage,
             "precision": cfg.parallel.precision, "micro_batch": cfg.train.micro_batch,
-            **({"windows": windows_of(task), "max_length": cfg.task.max_length} if task else {}),
+            **({"windows": tasks.of(cfg).windows_summary(task), "max_length": cfg.task.max_length} if task else {}),
             **({"init": dataclasses.asdict(cfg.init)} if cfg.init.path else {"init": None})}
 
 
 def export(cfg) -> str | None:
-    """OUTPUT/hf: the kept weights as a Hugging Face token classifier (training/hf.py)."""
-    from training import hf
-    from training.downstream import CanineForTokenClassification
+    """OUTPUT/hf: the kept weights as a Hugging Face model of the task (training/hf.py)."""
     from training.train import checkpoint
     from training.train.export import missing_extra
 
@@ -150,36 +127,12 @@ def export(cfg) -> str | None:
         _say(f"no Hugging Face export: {why}")
         return None
     _say(f"exporting the kept weights to {redact(target)} ...")
-    model = CanineForTokenClassification(config.model_config(cfg), len(cfg.labels))
+    tk = tasks.of(cfg)
+    model = tk.model(config.model_config(cfg), cfg)
     checkpoint.load_consolidated(model, rundir.join(cfg.output, rundir.BEST))
-    hf.export_token_classifier(model.eval(), target, dict(enumerate(cfg.labels)), max_length=cfg.task.max_length,
-                               files={"README.md": model_card(cfg).encode()})
-    _say(f"Hugging Face token classifier exported to {redact(target)}")
+    what = tk.export(model.eval(), cfg, target, read_scores(cfg.output) or {})
+    _say(f"Hugging Face {what} exported to {redact(target)}")
     return target
-
-
-def model_card(cfg) -> str:
-    from training.finetune import score
-
-    scores = read_scores(cfg.output) or {}
-    lines = ["---", "pipeline_tag: token-classification", "tags: [canine, ner, character-level]", "---", "",
-             "# CANINE fine-tuned for named-entity recognition", "",
-             f"Fine-tuned with `canine finetune ner` from {redact(cfg.init.path) or 'a random initialisation'} "
-             f"({cfg.train.max_steps} steps, batch {cfg.train.global_batch}, lr {cfg.optim.lr:g}); the weights of the "
-             f"evaluation at step {scores.get('step')} ({scores.get('selection')}). "
-             f"Labels: {', '.join(cfg.labels)}.", "",
-             "Scores (conlleval's entity-level figures):", "", "```"]
-    for role in ("dev", "test"):
-        if scores.get(role):
-            lines += score.format_scores(scores[role], role)
-    lines += ["```", "", "Use (character offsets on a raw sentence):", "", "```python",
-              "from transformers import pipeline",
-              'ner = pipeline("token-classification", model="PATH", aggregation_strategy="simple", '
-              'trust_remote_code=True)',
-              'ner("Rais Samia Suluhu Hassan alizuru Dodoma.")  # [{"entity_group": "PER", "start": 5, ...}, ...]',
-              "```", "", "`trust_remote_code` loads pipeline_canine_token.py beside the weights: transformers' own "
-              "pipeline with each character's offsets (CANINE's tokenizer is a slow one, which gives none).", ""]
-    return "\n".join(lines)
 
 
 def finetune(cfg) -> dict:
@@ -207,15 +160,16 @@ def _finetune(cfg) -> dict:
         rundir.check_writable(cfg.output)
     checkpointed = rundir.last_checkpoint(cfg.output)
     saved = rundir.read_saved_config(cfg.output) if checkpointed or done else None
-    task = data.read_task(cfg.task, tuple((saved or {}).get("labels") or ()))  # every file, before Ray
+    tk = tasks.of(cfg)
+    task = tk.read(cfg, tuple((saved or {}).get("labels") or ()))  # every file, before Ray
     cfg = init.resumed(cfg, saved)
-    cfg = dataclasses.replace(cfg, labels=task.labels)
+    cfg = dataclasses.replace(cfg, labels=tk.labels(task))
     if saved is not None:
         cfg = dataclasses.replace(cfg, model=dataclasses.replace(
             cfg.model, overrides={**((saved.get("model") or {}).get("overrides") or {}), **cfg.model.overrides}))
-    train_windows = len(task.splits["train"].windows)
+    train_windows = tk.train_count(task)
     if done:
-        cfg = config.resolve(cfg, train_windows=train_windows, cluster_gpus=0, labels=task.labels, saved=saved)
+        cfg = config.resolve(cfg, train_windows=train_windows, cluster_gpus=0, labels=cfg.labels, saved=saved)
         _check_config(cfg, saved)
         _say(f"{redact(cfg.output)} holds this run, finished at step {cfg.train.max_steps}; nothing to do")
         return json.loads(rundir.read(rundir.join(cfg.output, rundir.SUMMARY)))
@@ -230,12 +184,12 @@ def _finetune(cfg) -> dict:
         raise ValueError(f"task.max_length {cfg.task.max_length} exceeds the encoder's position table "
                          f"({model_cfg.max_position_embeddings} characters); give --max-length "
                          f"{model_cfg.max_position_embeddings} or less")
-    _say(_data_line(task, cfg))
+    _say(tk.data_line(task, cfg))
     tracking.check(cfg, say=_say)
     started = run.connect(cfg, say=_say, reading=0)  # the workers read the files themselves
     try:
         cfg = config.resolve(cfg, train_windows=train_windows, cluster_gpus=ray.cluster_resources().get("GPU", 0),
-                             labels=task.labels, saved=saved)
+                             labels=cfg.labels, saved=saved)
         resources.await_resources(resources.needs(cfg), cfg.parallel.resource_wait_s)
         with OutputLock(cfg.output, command=_lock_command(cfg)) as lock:
             _check_config(cfg, saved)
@@ -264,16 +218,3 @@ def _finetune(cfg) -> dict:
     finally:
         if started:
             run.disconnect()
-
-
-def _data_line(task: data.TaskData, cfg) -> str:
-    """What was read: sentences and windows per role, languages, labels, how long sentences were cut."""
-    parts = []
-    for role, w in windows_of(task).items():
-        longer = w["sentences_over_one_window"]
-        parts.append(f"{role} {w['sentences']} sentences ({', '.join(task.splits[role].languages())}) in "
-                     f"{w['windows']} windows" + (f" ({longer} sentence{'s' * (longer != 1)} over "
-                                                  f"{cfg.task.max_length - 2} characters in overlapping windows)"
-                                                  if longer else ""))
-    types = sorted({label[2:] for label in task.labels if label != "O"})
-    return f"read {'; '.join(parts)}; entity types {', '.join(types)}"

@@ -69,6 +69,9 @@ class FinetuneCheckpointConfig(CheckpointConfig):
 
 @dataclass(frozen=True)
 class FinetuneConfig:
+    # Which task's run this is: the command's word (canine finetune ner / tydiqa), saved with the
+    # run so that --predict, evaluate and a resumption read it with the right task (tasks.py).
+    kind: str = option("ner", "the downstream task", choices=("ner", "tydiqa"), internal=True)
     output: str = option("", "run directory or fsspec URL: checkpoints, metrics, scores, the export; an existing "
                          "run there is resumed", resumable=True)
     task: NerTaskConfig = option(factory=NerTaskConfig, help="the task's files and windows")
@@ -89,3 +92,48 @@ class FinetuneConfig:
         """Micro batches per worker per optimizer step, so that global_batch is reached."""
         w = workers or self.parallel.workers
         return self.train.global_batch // (self.train.micro_batch * w)
+
+
+# --- TyDi QA's primary tasks --------------------------------------------------------------------
+# Google's CANINE recipe (google-research/language, language/canine/tydiqa/README.md): windows of
+# 2048 characters, doc_stride 512, the question's last 256 characters, 10% of the training windows
+# without the answer kept, answers up to 100 characters, the best of 30 starts x 30 ends.
+
+
+@dataclass(frozen=True)
+class TydiTaskConfig:
+    train: tuple[str, ...] = option((), "official primary-task training files (tydiqa-v1.0-train.jsonl.gz; "
+                                    "repeatable)")
+    dev: tuple[str, ...] = option((), "official files scored at every evaluation (tydiqa-v1.0-dev.jsonl.gz): "
+                                  "the best macro F1 picks the kept weights")
+    max_length: int = option(2048, "characters per window: [CLS] [Q] question [SEP] document [SEP] (Google: 2048)")
+    stride: int = option(512, "characters between the starts of a document's windows (Google's doc_stride: 512)")
+    max_question: int = option(256, "a longer question keeps its last this many characters (Google: 256)")
+    include_unknowns: float = option(0.1, "share of the training windows without the answer that are kept "
+                                     "(Google: 0.1); the evaluation reads every window")
+    max_passages: int = option(45, "passage candidates read per document, each after its marker character "
+                               "(Google's max_passages: 45)")
+    max_answer_length: int = option(100, "longest minimal answer predicted, in characters (the paper: 100)",
+                                    resumable=True)
+    candidate_beam: int = option(30, "best starts x best ends searched per window (Google: 30)", resumable=True)
+    # Set by the command: where the windows of the files above were written (pipeline/downstream).
+    windows: str = option("", "the prepared windows' folder (set by canine finetune tydiqa)", internal=True)
+
+
+@dataclass(frozen=True)
+class TydiTrainConfig(FinetuneTrainConfig):
+    # Google's CANINE TyDi QA run: batch 512, 10 epochs, lr 5e-5, 10% warm-up (README, run_tydi).
+    global_batch: int = option(512, "windows per optimizer step over all workers (Google's CANINE TyDi QA: 512)")
+    micro_batch: int = option(8, "windows per worker per forward/backward (2048 characters each); the rest is "
+                              "gradient accumulation")
+
+
+@dataclass(frozen=True)
+class TydiFinetuneConfig(FinetuneConfig):
+    kind: str = option("tydiqa", "the downstream task", choices=("ner", "tydiqa"), internal=True)
+    task: TydiTaskConfig = option(factory=TydiTaskConfig, help="the official files and the windows")
+    train: TydiTrainConfig = option(factory=TydiTrainConfig, help="batch, schedule length, evaluations")
+
+
+# The config class of each task (config.py builds a saved or given config with its kind's).
+CONFIGS = {"ner": FinetuneConfig, "tydiqa": TydiFinetuneConfig}

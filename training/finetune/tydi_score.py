@@ -36,7 +36,7 @@ What it defines, and what a driver must respect:
     prediction names is left out of the macro average silently ("unscored_languages" below).
   * The macro average is the plain mean over the scored languages other than English of each
     language's F1, precision and recall at its own best threshold (main()).
-  * Spans are UTF-8 byte offsets, end exclusive, -1/-1 for none (training/tydiqa.py to_bytes).
+  * Spans are UTF-8 byte offsets, end exclusive, -1/-1 for none (contract/tydiqa.py to_bytes).
     An empty span (start == end) strictly inside another fails the official script's assertion
     (eval_utils.compute_partial_match_scores: `assert in_both > 0`); it raises here too.
   * tydi_eval.py --pretty_print stops with a TypeError when a recall-at-precision target is never

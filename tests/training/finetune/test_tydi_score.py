@@ -21,6 +21,7 @@ DATA = os.path.join(os.path.dirname(__file__), "..", "..", "data", "tydiqa")
 SMALL_GOLD = os.path.join(DATA, "small_gold_annotation.jsonl")
 SAMPLE_PREDICTION = os.path.join(DATA, "sample_prediction.jsonl")
 TINY_DEV = os.path.join(DATA, "tiny_dev.jsonl.gz")
+MODEL_PREDICTION = os.path.join(DATA, "model_prediction.jsonl")
 
 # python tydi_eval.py --gold_path=small_gold_annotation.jsonl --predictions_path=sample_prediction.jsonl
 # (the repository's own sample pair; --passage_non_null_threshold / --minimal_non_null_threshold of 1
@@ -43,6 +44,53 @@ Minimal F1:0.524 P:0.524 R:0.523589
 \fpr{52.4}{52.4}{52.4}
 *** / Aggregate Scores ****
 {"avg_passage_f1": 0.6666666666666666, "avg_passage_recall": 0.6666666666666666, "avg_passage_precision": 0.6666666666666666, "avg_minimal_f1": 0.5235885537509667, "avg_minimal_recall": 0.5235885537509667, "avg_minimal_precision": 0.5235885537509667}
+"""
+
+# python tydi_eval.py --gold_path=tiny_dev.jsonl.gz --predictions_path=model_prediction.jsonl
+# (a prediction file made by this project's model: tests/data/tydiqa/README.md says how; the same
+# official commit and command as above; thresholds of 1 print the same figures on it)
+OFFICIAL_MODEL = r"""
+Passage & english & \fpr{0.0}{0.0}{0.0}
+Minimal Answer & english & \fpr{0.0}{0.0}{0.0}
+{"passage-best-threshold-f1": 0.0, "passage-best-threshold-precision": 0.0, "passage-best-threshold-recall": 0.0, "passage-best-threshold": 0.0, "passage-recall-at-precision>=0.5": 0, "passage-precision-at-precision>=0.5": 0, "passage-recall-at-precision>=0.75": 0, "passage-precision-at-precision>=0.75": 0, "passage-recall-at-precision>=0.9": 0, "passage-precision-at-precision>=0.9": 0, "minimal-best-threshold-f1": 0.0, "minimal-best-threshold-precision": 0.0, "minimal-best-threshold-recall": 0.0, "minimal-best-threshold": 0.0, "minimal-recall-at-precision>=0.5": 0, "minimal-precision-at-precision>=0.5": 0, "minimal-recall-at-precision>=0.75": 0, "minimal-precision-at-precision>=0.75": 0, "minimal-recall-at-precision>=0.9": 0, "minimal-precision-at-precision>=0.9": 0}
+Passage & arabic & \fpr{0.0}{0.0}{0.0}
+Minimal Answer & arabic & \fpr{0.0}{0.0}{0.0}
+{"passage-best-threshold-f1": 0.0, "passage-best-threshold-precision": 0.0, "passage-best-threshold-recall": 0.0, "passage-best-threshold": 0.0, "passage-recall-at-precision>=0.5": 0, "passage-precision-at-precision>=0.5": 0, "passage-recall-at-precision>=0.75": 0, "passage-precision-at-precision>=0.75": 0, "passage-recall-at-precision>=0.9": 0, "passage-precision-at-precision>=0.9": 0, "minimal-best-threshold-f1": 0.0, "minimal-best-threshold-precision": 0.0, "minimal-best-threshold-recall": 0.0, "minimal-best-threshold": 0.0, "minimal-recall-at-precision>=0.5": 0, "minimal-precision-at-precision>=0.5": 0, "minimal-recall-at-precision>=0.75": 0, "minimal-precision-at-precision>=0.75": 0, "minimal-recall-at-precision>=0.9": 0, "minimal-precision-at-precision>=0.9": 0}
+Passage & bengali & \fpr{0.0}{0.0}{0.0}
+Minimal Answer & bengali & \fpr{0.0}{0.0}{0.0}
+{"passage-best-threshold-f1": 0.0, "passage-best-threshold-precision": 0.0, "passage-best-threshold-recall": 0.0, "passage-best-threshold": 0.0, "passage-recall-at-precision>=0.5": 0, "passage-precision-at-precision>=0.5": 0, "passage-recall-at-precision>=0.75": 0, "passage-precision-at-precision>=0.75": 0, "passage-recall-at-precision>=0.9": 0, "passage-precision-at-precision>=0.9": 0, "minimal-best-threshold-f1": 0.0, "minimal-best-threshold-precision": 0.0, "minimal-best-threshold-recall": 0.0, "minimal-best-threshold": 0.0, "minimal-recall-at-precision>=0.5": 0, "minimal-precision-at-precision>=0.5": 0, "minimal-recall-at-precision>=0.75": 0, "minimal-precision-at-precision>=0.75": 0, "minimal-recall-at-precision>=0.9": 0, "minimal-precision-at-precision>=0.9": 0}
+Passage & finnish & \fpr{0.0}{0.0}{0.0}
+Minimal Answer & finnish & \fpr{0.0}{0.0}{0.0}
+{"passage-best-threshold-f1": 0.0, "passage-best-threshold-precision": 0.0, "passage-best-threshold-recall": 0.0, "passage-best-threshold": 0.0, "passage-recall-at-precision>=0.5": 0, "passage-precision-at-precision>=0.5": 0, "passage-recall-at-precision>=0.75": 0, "passage-precision-at-precision>=0.75": 0, "passage-recall-at-precision>=0.9": 0, "passage-precision-at-precision>=0.9": 0, "minimal-best-threshold-f1": 0.0, "minimal-best-threshold-precision": 0.0, "minimal-best-threshold-recall": 0.0, "minimal-best-threshold": 0.0, "minimal-recall-at-precision>=0.5": 0, "minimal-precision-at-precision>=0.5": 0, "minimal-recall-at-precision>=0.75": 0, "minimal-precision-at-precision>=0.75": 0, "minimal-recall-at-precision>=0.9": 0, "minimal-precision-at-precision>=0.9": 0}
+Passage & indonesian & \fpr{100.0}{100.0}{100.0}
+Minimal Answer & indonesian & \fpr{0.0}{0.0}{0.0}
+{"passage-best-threshold-f1": 1.0, "passage-best-threshold-precision": 1.0, "passage-best-threshold-recall": 1.0, "passage-best-threshold": -2.8769612908363342, "passage-recall-at-precision>=0.5": 1.0, "passage-precision-at-precision>=0.5": 1.0, "passage-recall-at-precision>=0.75": 1.0, "passage-precision-at-precision>=0.75": 1.0, "passage-recall-at-precision>=0.9": 1.0, "passage-precision-at-precision>=0.9": 1.0, "minimal-best-threshold-f1": 0.0, "minimal-best-threshold-precision": 0.0, "minimal-best-threshold-recall": 0.0, "minimal-best-threshold": 0.0, "minimal-recall-at-precision>=0.5": 0, "minimal-precision-at-precision>=0.5": 0, "minimal-recall-at-precision>=0.75": 0, "minimal-precision-at-precision>=0.75": 0, "minimal-recall-at-precision>=0.9": 0, "minimal-precision-at-precision>=0.9": 0}
+Passage & japanese & \fpr{0.0}{0.0}{0.0}
+Minimal Answer & japanese & \fpr{0.0}{0.0}{0.0}
+{"passage-best-threshold-f1": 0.0, "passage-best-threshold-precision": 0.0, "passage-best-threshold-recall": 0.0, "passage-best-threshold": 0.0, "passage-recall-at-precision>=0.5": 0, "passage-precision-at-precision>=0.5": 0, "passage-recall-at-precision>=0.75": 0, "passage-precision-at-precision>=0.75": 0, "passage-recall-at-precision>=0.9": 0, "passage-precision-at-precision>=0.9": 0, "minimal-best-threshold-f1": 0.0, "minimal-best-threshold-precision": 0.0, "minimal-best-threshold-recall": 0.0, "minimal-best-threshold": 0.0, "minimal-recall-at-precision>=0.5": 0, "minimal-precision-at-precision>=0.5": 0, "minimal-recall-at-precision>=0.75": 0, "minimal-precision-at-precision>=0.75": 0, "minimal-recall-at-precision>=0.9": 0, "minimal-precision-at-precision>=0.9": 0}
+Passage & swahili & \fpr{0.0}{0.0}{0.0}
+Minimal Answer & swahili & \fpr{0.0}{0.0}{0.0}
+{"passage-best-threshold-f1": 0.0, "passage-best-threshold-precision": 0.0, "passage-best-threshold-recall": 0.0, "passage-best-threshold": 0.0, "passage-recall-at-precision>=0.5": 0, "passage-precision-at-precision>=0.5": 0, "passage-recall-at-precision>=0.75": 0, "passage-precision-at-precision>=0.75": 0, "passage-recall-at-precision>=0.9": 0, "passage-precision-at-precision>=0.9": 0, "minimal-best-threshold-f1": 0.0, "minimal-best-threshold-precision": 0.0, "minimal-best-threshold-recall": 0.0, "minimal-best-threshold": 0.0, "minimal-recall-at-precision>=0.5": 0, "minimal-precision-at-precision>=0.5": 0, "minimal-recall-at-precision>=0.75": 0, "minimal-precision-at-precision>=0.75": 0, "minimal-recall-at-precision>=0.9": 0, "minimal-precision-at-precision>=0.9": 0}
+Passage & korean & \fpr{0.0}{0.0}{0.0}
+Minimal Answer & korean & \fpr{0.0}{0.0}{0.0}
+{"passage-best-threshold-f1": 0.0, "passage-best-threshold-precision": 0.0, "passage-best-threshold-recall": 0.0, "passage-best-threshold": 0.0, "passage-recall-at-precision>=0.5": 0, "passage-precision-at-precision>=0.5": 0, "passage-recall-at-precision>=0.75": 0, "passage-precision-at-precision>=0.75": 0, "passage-recall-at-precision>=0.9": 0, "passage-precision-at-precision>=0.9": 0, "minimal-best-threshold-f1": 0.0, "minimal-best-threshold-precision": 0.0, "minimal-best-threshold-recall": 0.0, "minimal-best-threshold": 0.0, "minimal-recall-at-precision>=0.5": 0, "minimal-precision-at-precision>=0.5": 0, "minimal-recall-at-precision>=0.75": 0, "minimal-precision-at-precision>=0.75": 0, "minimal-recall-at-precision>=0.9": 0, "minimal-precision-at-precision>=0.9": 0}
+Passage & russian & \fpr{0.0}{0.0}{0.0}
+Minimal Answer & russian & \fpr{0.0}{0.0}{0.0}
+{"passage-best-threshold-f1": 0.0, "passage-best-threshold-precision": 0.0, "passage-best-threshold-recall": 0.0, "passage-best-threshold": 0.0, "passage-recall-at-precision>=0.5": 0, "passage-precision-at-precision>=0.5": 0, "passage-recall-at-precision>=0.75": 0, "passage-precision-at-precision>=0.75": 0, "passage-recall-at-precision>=0.9": 0, "passage-precision-at-precision>=0.9": 0, "minimal-best-threshold-f1": 0.0, "minimal-best-threshold-precision": 0.0, "minimal-best-threshold-recall": 0.0, "minimal-best-threshold": 0.0, "minimal-recall-at-precision>=0.5": 0, "minimal-precision-at-precision>=0.5": 0, "minimal-recall-at-precision>=0.75": 0, "minimal-precision-at-precision>=0.75": 0, "minimal-recall-at-precision>=0.9": 0, "minimal-precision-at-precision>=0.9": 0}
+Passage & telugu & \fpr{0.0}{0.0}{0.0}
+Minimal Answer & telugu & \fpr{0.0}{0.0}{0.0}
+{"passage-best-threshold-f1": 0.0, "passage-best-threshold-precision": 0.0, "passage-best-threshold-recall": 0.0, "passage-best-threshold": 0.0, "passage-recall-at-precision>=0.5": 0, "passage-precision-at-precision>=0.5": 0, "passage-recall-at-precision>=0.75": 0, "passage-precision-at-precision>=0.75": 0, "passage-recall-at-precision>=0.9": 0, "passage-precision-at-precision>=0.9": 0, "minimal-best-threshold-f1": 0.0, "minimal-best-threshold-precision": 0.0, "minimal-best-threshold-recall": 0.0, "minimal-best-threshold": 0.0, "minimal-recall-at-precision>=0.5": 0, "minimal-precision-at-precision>=0.5": 0, "minimal-recall-at-precision>=0.75": 0, "minimal-precision-at-precision>=0.75": 0, "minimal-recall-at-precision>=0.9": 0, "minimal-precision-at-precision>=0.9": 0}
+Passage & thai & \fpr{0.0}{0.0}{0.0}
+Minimal Answer & thai & \fpr{0.0}{0.0}{0.0}
+{"passage-best-threshold-f1": 0.0, "passage-best-threshold-precision": 0.0, "passage-best-threshold-recall": 0.0, "passage-best-threshold": 0.0, "passage-recall-at-precision>=0.5": 0, "passage-precision-at-precision>=0.5": 0, "passage-recall-at-precision>=0.75": 0, "passage-precision-at-precision>=0.75": 0, "passage-recall-at-precision>=0.9": 0, "passage-precision-at-precision>=0.9": 0, "minimal-best-threshold-f1": 0.0, "minimal-best-threshold-precision": 0.0, "minimal-best-threshold-recall": 0.0, "minimal-best-threshold": 0.0, "minimal-recall-at-precision>=0.5": 0, "minimal-precision-at-precision>=0.5": 0, "minimal-recall-at-precision>=0.75": 0, "minimal-precision-at-precision>=0.75": 0, "minimal-recall-at-precision>=0.9": 0, "minimal-precision-at-precision>=0.9": 0}
+Total # examples in gold: 11, # ex. in pred: 11 (including english)
+*** Macro Over 10 Languages, excluding English **
+Passage F1:0.100 P:0.100 R:0.100000
+\fpr{10.0}{10.0}{10.0}
+Minimal F1:0.000 P:0.000 R:0.000000
+\fpr{0.0}{0.0}{0.0}
+*** / Aggregate Scores ****
+{"avg_passage_f1": 0.1, "avg_passage_recall": 0.1, "avg_passage_precision": 0.1, "avg_minimal_f1": 0.0, "avg_minimal_recall": 0.0, "avg_minimal_precision": 0.0}
 """
 
 # The constructed pair, written once by constructed_files(TINY_DEV, "/tmp/tydi_constructed") (below), then
@@ -251,6 +299,16 @@ def test_official_sample():
     for n in (1, 3):
         same = score_predictions(read_gold(SMALL_GOLD), read_predictions(SAMPLE_PREDICTION), n, n)
         assert format_scores(same) == _lines(OFFICIAL_SAMPLE)
+
+
+def test_official_on_our_models_predictions():
+    """The official script read a prediction file our fine-tuned model wrote (canine finetune tydiqa)
+    without error, and printed what our scorer prints."""
+    s = score_predictions(read_gold(TINY_DEV), read_predictions(MODEL_PREDICTION))
+    assert format_scores(s) == _lines(OFFICIAL_MODEL)
+    assert s["predicted_examples"] == s["gold_examples"] == 11 and s["missing_predictions"] == 0
+    assert format_scores(score_predictions(read_gold(TINY_DEV), read_predictions(MODEL_PREDICTION), 1, 1)) == \
+        _lines(OFFICIAL_MODEL)
 
 
 def test_official_constructed(tmp_path):
