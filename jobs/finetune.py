@@ -18,6 +18,7 @@ The same command again resumes a stopped run (Ctrl-C: exit 130 and the step it r
 says a finished one has nothing to do. Exit codes as `canine pretrain`'s (jobs/cli.py).
 """
 
+import contextlib
 import json
 import sys
 
@@ -182,6 +183,24 @@ def _prepare_workers(args, paths) -> int:
     return 1 if size < 64 << 20 else (os.cpu_count() or 1)
 
 
+@contextlib.contextmanager
+def _beam_job():
+    """Around the windowing job: library records as `canine finetune` lines (a root handler, as
+    canine preprocess has; without one Beam's first error record installs logging's default), and
+    the runner's records of an error that becomes our one line held and dropped (jobs/quiet.py)."""
+    import logging
+
+    from jobs import errors, logs
+
+    root, handler = logging.getLogger(), logs.log_handler("finetune", logging.WARNING)
+    root.addHandler(handler)
+    try:
+        with quiet.runner_errors_held(errors.is_known):
+            yield
+    finally:
+        root.removeHandler(handler)
+
+
 def _say(line: str) -> None:
     print(f"canine finetune: {line}", file=sys.stderr, flush=True)
 
@@ -190,6 +209,8 @@ def _prepare_tydi(args, cfg):
     """The official files windowed by the pipeline's Beam job into OUTPUT/windows (or task.windows),
     before anything starts Ray: idempotent, so a resumed run finds them prepared."""
     import dataclasses
+    import os
+    import shutil
 
     from pipeline.downstream.prepare import prepare
     from training.train import rundir
@@ -199,9 +220,19 @@ def _prepare_tydi(args, cfg):
         _say("no --dev: the run keeps its last evaluation's weights and reports no score")
     windows = t.windows or rundir.join(cfg.output, "windows")
     inputs = {"train": list(t.train), **({"dev": list(t.dev)} if t.dev else {})}
-    _say(f"windowing the official files into {windows} ...")
-    prepare(inputs, rundir.absolute(windows), _window_settings(cfg), workers=_prepare_workers(args, t.train + t.dev),
-            say=_say)
+    fresh = os.path.abspath(cfg.output)  # the highest folder of it this command would create (local)
+    while not os.path.exists(os.path.dirname(fresh)) and os.path.dirname(fresh) != fresh:
+        fresh = os.path.dirname(fresh)
+    fresh = None if "://" in cfg.output or os.path.exists(fresh) else fresh
+    try:
+        with _beam_job():
+            prepare(inputs, rundir.absolute(windows), _window_settings(cfg),
+                    workers=_prepare_workers(args, t.train + t.dev), say=_say)
+    except BaseException:
+        # Refused input leaves no run directory behind (the job's lock made the folders; it wrote no file).
+        if fresh and os.path.isdir(fresh) and not any(files for _, _, files in os.walk(fresh)):
+            shutil.rmtree(fresh, ignore_errors=True)
+        raise
     return dataclasses.replace(cfg, task=dataclasses.replace(t, windows=windows))
 
 
@@ -216,8 +247,9 @@ def _predict_tydi(args, cfg) -> int:
     try:
         run_cfg, _ = predict.load_run(cfg.output)
         with tempfile.TemporaryDirectory(prefix="canine-tydiqa-") as tmp:
-            prepare({"predict": [args.predict]}, tmp, _window_settings(run_cfg), workers=_prepare_workers(args, [args.predict]),
-                    say=_say, training_roles=())
+            with _beam_job():
+                prepare({"predict": [args.predict]}, tmp, _window_settings(run_cfg),
+                        workers=_prepare_workers(args, [args.predict]), say=_say, training_roles=())
             scores = tydi.predict_file(cfg.output, tmp, "predict", [args.predict], args.to)
     except Exception as e:
         return errors.report("finetune", e, objects)

@@ -66,3 +66,25 @@ def test_an_init_that_is_no_model_is_refused_before_ray(data):
 def test_a_bad_setting_is_refused_with_the_key(data):
     line = _refused(data, "--train", "data/swa/train.txt", "--set", "task.max_lenght=64")
     assert "task.max_length" in line  # did you mean
+
+
+TINY_DEV = ROOT / "tests" / "data" / "tydiqa" / "tiny_dev.jsonl.gz"
+
+
+def test_tydiqa_refuses_a_broken_line_and_a_missing_file_before_ray(tmp_path):
+    """`canine finetune tydiqa`: the windowing job finds a line that is not JSON and names it as
+    FILE:LINE; a missing --dev is named; exit 2, its last line the reason, no run directory left."""
+    import gzip
+
+    good = gzip.decompress(TINY_DEV.read_bytes()).decode("utf-8").splitlines()
+    (tmp_path / "bad.jsonl.gz").write_bytes(gzip.compress(("\n".join(good[:3] + ['{"example_id": 1, broken']) + "\n")
+                                                          .encode("utf-8")))
+    for args, expected in ((["--train", "bad.jsonl.gz", "--dev", "bad.jsonl.gz"], ("bad.jsonl.gz:4", "not JSON")),
+                           (["--train", str(TINY_DEV), "--dev", "nosuch.jsonl.gz"], ("nosuch.jsonl.gz",))):
+        done = _canine(["finetune", "tydiqa", *args, "--output", "runs/t", "--size", "tiny", "--max-length", "256",
+                        "--stride", "128", "--set", "task.max_question=64"], cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert all(line.startswith("canine finetune: ") for line in lines), done.stderr  # no traceback, no Beam record
+        assert all(word in lines[-1] for word in expected), done.stderr
+        assert not (tmp_path / "runs").exists() and "Ray" not in done.stderr
