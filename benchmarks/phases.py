@@ -4,7 +4,7 @@
     python benchmarks/phases.py --mb 300 --workers 1,2           # and the speed-up of a second worker
     python benchmarks/phases.py --mb 100 --work-dir /tmp/ph --json /tmp/ph/phases.json
 
-The input: the real pages of tests/data/wiki (15 languages: en, ja, ru, zh, uk, ar, vi, ko, el,
+The input: the real pages of tests/data/wiki (14 languages: en, ja, ru, zh, uk, ar, vi, ko, el,
 hy, bn, hi, mr, kn from their excerpts; README there), each page repeated with a fresh page id
 (+ 10^7 per copy) and a fresh title (" ~N" appended from the second copy on) until its language
 holds its share of the size asked, one plain .xml a language. The shares (SHARES) are those of a
