@@ -5,8 +5,9 @@
     canine evaluate runs/smoke/train --step 50          # the checkpoint saved at step 50
     canine evaluate gs://bucket/runs/base --examples 4096 --json
 
-A fine-tuning run (`canine finetune ner`) gets its kept evaluation's scores again (conlleval's
-figures on dev and test, overall, per entity type and per language; --json: its scores.json).
+A fine-tuning run (`canine finetune ner` or `tydiqa`) gets its kept evaluation's scores again
+(conlleval's figures on dev and test, overall, per entity type and per language; TyDi QA's passage
+and minimal F1, macro and per language; --json: its scores.json).
 
 Masked prediction on the validation split (pretrained, initial, unigram baseline) and a linear
 probe of the pooled output for language identification of short snippets, overall and per
@@ -75,10 +76,12 @@ def _is_finetune_run(run: str) -> bool:
 
 def _finetune_scores(args) -> int:
     from jobs import errors
-    from training.finetune import predict, score
+    from training.finetune import predict, score, tydi
+    from training.train import rundir
 
     try:
         scores = predict.scores_of(args.run)
+        tydiqa = (rundir.read_saved_config(rundir.absolute(args.run)) or {}).get("kind") == "tydiqa"
     except Exception as e:
         return errors.report("evaluate", e, {args.run: "the run directory (RUN)"}, as_json=args.json)
     if args.json:
@@ -87,6 +90,6 @@ def _finetune_scores(args) -> int:
     lines = [f"step {scores['step']} ({scores['selection']}){'' if scores.get('finished') else ', run not finished'}"]
     for role in ("dev", "test"):
         if scores.get(role):
-            lines += score.format_scores(scores[role], role)
+            lines += (tydi.format_scores if tydiqa else score.format_scores)(scores[role], role)
     print("\n".join(lines), file=quiet.document())
     return 0

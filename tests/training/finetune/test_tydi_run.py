@@ -124,3 +124,12 @@ def test_the_export_answers_a_question_on_a_raw_document(tydi_run):
     assert answer["type"] in ("minimal", "passage", "yes", "no", "null", "unknown")
     if answer.get("start") is not None:
         assert document[answer["start"]:answer["end"]] == answer["answer"]
+
+
+def test_evaluate_reprints_the_kept_figures(tydi_run, capsys):
+    from jobs import cli
+
+    output, summary, _, _ = tydi_run
+    assert cli.main(["evaluate", output]) == 0
+    printed = capsys.readouterr().out
+    assert f"step {summary['best_step']}" in printed and "passage (SelectP) F1" in printed and "thai" in printed
