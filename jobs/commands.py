@@ -10,7 +10,7 @@ COMMANDS = {
     "submit": ("jobs.submit", "submit a canine job to a Ray cluster (Ray Jobs API)"),
     "report": ("jobs.report", "plot and summarize a finished run"),
     "evaluate": ("jobs.evaluate", "held-out masked accuracy and a language probe: pretrained vs initialization"),
-    "finetune": ("jobs.finetune", "fine-tune and score a CANINE on a downstream task (ner) as a Ray Train run"),
+    "finetune": ("jobs.finetune", "fine-tune and score a CANINE on a downstream task (ner, tydiqa) as a Ray Train run"),
     "export": ("jobs.export", "write a run's weights as a Hugging Face CanineModel directory"),
     "smoke": ("jobs.smoke", "preprocess the bundled sample, pretrain, evaluate, export"),
 }

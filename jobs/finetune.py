@@ -1,6 +1,7 @@
-"""`canine finetune ner`: fine-tune a CANINE on named-entity recognition (character-level sequence
-labelling, paper §4) as a canine run (Ray Train + DeepSpeed, resume, MLflow), scored as conlleval
-scores; docs/downstream.md.
+"""`canine finetune ner` and `canine finetune tydiqa`: fine-tune a CANINE on named-entity recognition
+(character-level sequence labelling, paper §4) or TyDi QA's primary tasks (passage selection and
+minimal answer) as a canine run (Ray Train + DeepSpeed, resume, MLflow), scored as conlleval or
+tydi_eval.py scores; docs/downstream.md.
 
     canine finetune ner --train swa=data/swa/train.txt --dev swa=data/swa/dev.txt --test swa=data/swa/test.txt \\
         --init runs/tiny --output runs/ner-swa
@@ -9,9 +10,14 @@ scores; docs/downstream.md.
     canine finetune ner --train data/swa/train.txt --dev data/swa/dev.txt --size tiny --output runs/ner-random
     canine finetune ner --output runs/ner-swa --predict data/swa/test.txt --to swa.pred   # conlleval.pl < swa.pred
     canine evaluate runs/ner-swa                                                          # the scores again
+    canine finetune tydiqa --train tydiqa-v1.0-train.jsonl.gz --dev tydiqa-v1.0-dev.jsonl.gz \\
+        --init /models/canine-c --output runs/tydiqa --workers 8          # TyDi QA's primary tasks, Google's recipe
+    canine finetune tydiqa --output runs/tydiqa --predict tydiqa-v1.0-dev.jsonl.gz --to pred.jsonl  # tydi_eval.py's input
 
 Files are CoNLL text (token ... tag per line, blank line between sentences), LANG=PATH or PATH
-(its folder names the language: MasakhaNER's data/swa/train.txt is swa). --init takes what
+(its folder names the language: MasakhaNER's data/swa/train.txt is swa); for tydiqa, the official
+primary-task .jsonl.gz files, windowed first by the pipeline's Beam job into OUTPUT/windows
+(pipeline/downstream, once: a resumed run finds them). --init takes what
 `canine pretrain --init` takes: a run (--init-step N: its checkpoint), a canine export, a Hugging
 Face CANINE directory; without it a fresh encoder of --size (the random-initialisation baseline).
 The same command again resumes a stopped run (Ctrl-C: exit 130 and the step it resumes from) or
@@ -39,6 +45,10 @@ FLAGS = {
 def add_arguments(parser) -> None:
     from training.finetune.schema import FinetuneConfig
 
+    parser.epilog = ("The defaults shown are ner's. tydiqa's are Google's CANINE recipe: --max-length 2048, --stride "
+                     "512, --global-batch 512, --micro-batch 8; its other settings are --set task.max_question=256, "
+                     "task.include_unknowns=0.1, task.max_passages=45, task.max_answer_length=100, "
+                     "task.candidate_beam=30 (docs/downstream.md).")
     parser.add_argument("task", choices=("ner", "tydiqa"),
                         help="the downstream task: ner (CoNLL files) or tydiqa (TyDi QA's official primary-task files)")
     for role, what in (("train", "training"), ("dev", "development (picks the kept weights)"),
