@@ -341,7 +341,8 @@ def main(argv=None):
         if lone:
             print(f"  longest stretch with one worker in a step, the others in none: {lone:.0f} s "
                   f"({100 * lone / r['wall_s']:.0f}% of the wall; goal <= 10%) from {at - r['started']:.0f} s: "
-                  + ", ".join(met))
+                  + ", ".join(met) + f"; cores busy in it {cores_busy(r['timeline'], at, at + lone):.2f} "
+                  "(the tokenizers library trains in threads of its own)")
         etas = [e for e in eta_check(r["lines"], r["started"], r["ended"]) if e[0] >= 0.1]
         for frac, said, real in etas:
             print(f"  ETA at {frac:4.0%} of the run: said {said:5.0f} s, real {real:5.0f} s left "

@@ -55,12 +55,14 @@ BAR_WIDTH = 20
 STEPS = (("packing", "pack groups", "packed"), ("tokenizer", "tokenizer chunks", "read"),
          ("sampling", "pack groups", "sampled"), ("shards", "shards", "written"))
 # Wall seconds of each step after reading per wall second of reading, both spread over the same
-# workers (benchmarks/phases.py, real pages, 2 workers: CPU of each step over read+clean's,
-# sizing and scatter counted with packing). RECALIBRATE when a step's cost changes.
-AFTER_READING = {"packing": 0.21, "sampling": 0.19, "shards": 1.0}
+# workers (benchmarks/phases.py --mb 1000 --workers 2, real pages: reading 110 s; sizing, scatter
+# and packing 21 s, sampling 21 s, shards 75 s; docs/scale.md). Few units make a step lumpier
+# (5 shards on 2 workers took 1.7x the reading at 300 MB). RECALIBRATE when a step's cost changes.
+AFTER_READING = {"packing": 0.19, "sampling": 0.19, "shards": 0.7}
 # The vocabulary trains in one process on a bounded sample (tokenizer_pages pages): its wall
-# seconds per second one worker would take to read the XML that holds the sample (same source).
-TOKENIZER_PER_READ = 0.5
+# seconds per second one worker would take to read the XML that holds the sample (the same run:
+# 82 s for 57% of the pages, 2 workers reading in 110 s).
+TOKENIZER_PER_READ = 0.66
 READ_TO_ESTIMATE = 0.02  # the share of the input read before an ETA is shown
 
 
@@ -162,10 +164,7 @@ class Snapshot:
             done, total, rate, in_step = self.steps.get(step, (0, None, None, 0.0))
             if total and done >= total:
                 continue
-            if rate and total and step != "tokenizer":
-                eta += (total - done) / rate
-                continue
-            if step == "tokenizer":  # its chunks are read twice, the first time fast: their rate is not its pace
+            if step == "tokenizer":
                 if not self.tokenizer_pages:
                     continue
                 pages = self.pages * (read + left) / read if read else 0
@@ -173,8 +172,16 @@ class Snapshot:
                 model = whole * self.workers * share * TOKENIZER_PER_READ
             else:
                 model = whole * AFTER_READING[step]
-            # what the model gives for the units left, less the time the step has run already
-            eta += max(0.0, model * (1 - done / total if total else 1) - in_step)
+            # The model's time less the time the step has run; where units are done at a measured
+            # rate, whichever says less, and the rate alone once the model is spent. Units finish in
+            # bursts (a fixed share per worker), so a rate from a few of them says too much; the
+            # tokenizer's chunks are read twice, the first time fast: their rate is not its pace.
+            left_by_model = max(0.0, model - in_step)
+            if rate and total and step != "tokenizer":
+                by_rate = (total - done) / rate
+                eta += min(left_by_model, by_rate) if left_by_model else by_rate
+            else:
+                eta += left_by_model
         return eta
 
     def describe(self) -> str:
@@ -288,6 +295,8 @@ class ItemProgress:
             self.shards_total = said.get("shards") or sum(totals.values())
             ahead = True  # every step before this one is finished
             for step, _, _ in STEPS:
+                if step == "tokenizer" and not self.tokenizer_pages:
+                    continue  # a vocabulary given: no step to wait for
                 done = self.shards_done if step == "shards" else len(self._names(f"progress/{step}"))
                 total = self.shards_total or None if step == "shards" else said.get(step)
                 if ahead or done:

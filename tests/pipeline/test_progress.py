@@ -73,7 +73,8 @@ def test_items_pages_rates_and_eta(tmp_path):
     (staging / "validation" / "part-00000-of-00001.parquet").write_bytes(b"")
     snap = watch.poll()
     assert snap.describe().startswith("items 5/5 read; shards 2/4 written  ETA ")
-    assert snap.bar() == "[#########-----------]"  # the run's time: 10 s of 10 + 12 (the ETA)
+    filled = int(progress.BAR_WIDTH * 10 / (10 + snap.eta_s()))  # the run's time: 10 s of 10 + the ETA
+    assert snap.bar() == f"[{'#' * filled}{'-' * (progress.BAR_WIDTH - filled)}]"
 
 
 def test_a_log_gets_timestamped_lines_and_a_terminal_a_bar(tmp_path, monkeypatch):
@@ -282,3 +283,32 @@ def test_every_step_after_reading_counts_out_of_its_total_with_a_rate_and_the_et
     assert "shards 13/13 written" in watch.poll().describe()
     watch.stop()
     assert out.getvalue().rstrip().endswith(", 13 shards written")
+
+
+def test_a_steps_few_first_units_do_not_outweigh_its_model(tmp_path):
+    """13 shards on 2 workers finish in bursts: 3 in the step's first 36 s, then 10 in 40 s. The rate of
+    the first few said 80 s left where 40 were; the model's time, less the step's, says less and wins
+    until it is spent; then the rate alone."""
+    staging, clock = tmp_path / ".staging-x", Clock()
+    watch = progress.ItemProgress(ITEMS[:1], {"dump.xml.bz2": 10**6}, str(staging), stream=io.StringIO(), clock=clock)
+    watch.poll()
+    watch.started = clock()
+    _finish(staging, ITEMS[0], 100)
+    clock.now += 100  # read in 100 s
+    for step in ("packing", "sampling"):
+        _total(staging, step, 1)
+        _units(staging, step, 1)
+    _total(staging, "shards", 13)
+    (staging / "train").mkdir()
+    watch.poll()  # the shards' step begins
+    model = 100 * progress.AFTER_READING["shards"]
+    for i in range(2):
+        (staging / "train" / f"part-{i:05d}-of-00013.parquet").write_bytes(b"")
+    clock.now += 30
+    watch.poll()
+    (staging / "train" / "part-00002-of-00013.parquet").write_bytes(b"")
+    clock.now += 10  # 1 more in 10 s: the rate says 100 s for the 10 left
+    snap = watch.poll()
+    assert snap.eta_s() == pytest.approx(model - 40)
+    clock.now += model  # the model spent: the rate alone
+    assert watch.poll().eta_s() == pytest.approx(10 / (1 / (10 + model)))
