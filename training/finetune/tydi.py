@@ -6,10 +6,10 @@ the official format scored as tydi_eval.py scores them (tydi_score.py).
 
 Training windows are held by every worker (their columns only: codepoints and labels; the train
 role keeps only 10% of the windows without an answer, so it is the smaller one: Google's CANINE
-train records are 1.7 GB against 3.0 GB for dev). Evaluation windows are read shard by shard:
-worker r takes shards r, r + W, ..., each cut into batches of the micro batch in row order, so the
-batches, and the logits (padding reaches CANINE's upsampling conv), are the same on any worker
-count and memory is one shard's.
+train records are 1.7 GB against 3.0 GB for dev). Evaluation windows are read shard by shard, each
+shard cut into batches of the micro batch in row order and batch b on worker b mod W, so the
+batches, and the logits (each window padded to downstream.min_padded_length: CANINE's encoding of
+a window depends on its padding), are the same on any worker count, and memory is one shard's.
 
 Prediction (Google's postproc.compute_predictions): per window, the best span of the best
 `candidate_beam` starts x ends on document characters, at most max_answer_length characters,
@@ -240,17 +240,22 @@ class TydiTask:
     # --- evaluation ----------------------------------------------------------------------------
 
     def eval_batches(self, data: TydiData, role: str, micro: int, rank: int, world: int):
-        """This worker's shards (every world-th), each cut into micro batches in row order; the
-        indices are the rows' global numbers (shards in the manifest's order)."""
-        first = 0
-        for s, (url, rows) in enumerate(shard_urls(data.folder, role, data.manifests[role])):
-            if s % world == rank and rows:
+        """This worker's share of the role's batches: every shard cut into batches of `micro`
+        rows in row order, batch b (counted over the shards in the manifest's order) on worker
+        b mod W, so the batches do not depend on the worker count and every worker has work however
+        few the shards. A shard is read only by a worker with a batch in it, one shard at a time;
+        the indices are the rows' global numbers."""
+        first, b = 0, 0
+        for url, rows in shard_urls(data.folder, role, data.manifests[role]):
+            starts = range(0, rows, micro)
+            mine = [a for i, a in enumerate(starts) if (b + i) % world == rank]
+            if mine:
                 shard = Windows.of_table(_read_table(url, EVAL_COLUMNS))
-                for a in range(0, rows, micro):
+                for a in mine:
                     local = np.arange(a, min(rows, a + micro))
                     yield first + local, (lambda multiple, shard=shard, local=local:
                                           _eval_batch(shard, local, self.model_cfg))
-            first += rows
+            first, b = first + rows, b + len(starts)
 
     def collect(self, data: TydiData, role: str, indices, inputs, out, meta) -> dict:
         """row -> (example_id, language, (score, start_char, end_char) or None, answer type argmax)."""
