@@ -279,8 +279,9 @@ class TydiTask:
         self.model_cfg = config.model_config(cfg)  # the padding rule is the architecture's
 
     def score(self, cfg, data: TydiData, role: str, results: dict) -> tuple[dict, list]:
-        predictions = predictions_of(results, data.files[role])
-        return score_files(data.files[role], predictions), predictions
+        gold = read_gold(data.files[role])  # the files read twice an evaluation: their examples, their labels
+        predictions = predictions_of(results, data.files[role], gold)
+        return score_files(data.files[role], predictions, gold), predictions
 
     def write_predictions(self, cfg, data: TydiData, role: str, predictions: list) -> None:
         write_official(rundir.join(cfg.output, PREDICTIONS.format(role=role)), predictions)
@@ -312,9 +313,19 @@ class TydiTask:
 # --- predictions and scores ---------------------------------------------------------------------
 
 
-def predictions_of(results: dict, files) -> list[tydi_score.Prediction]:
-    """One official prediction for every example of `files` (in file order): the best window's
-    span per example (module docstring), byte offsets by the example's own UTF-8 encoding."""
+def read_gold(files) -> dict:
+    """example_id -> tydi_score.Gold of every example of the files (labels only, streamed)."""
+    gold = {}
+    for path in files:
+        gold.update(tydi_score.read_gold(path))
+    return gold
+
+
+def predictions_of(results: dict, files, gold: dict | None = None) -> list[tydi_score.Prediction]:
+    """One official prediction for every example of `files` (in file order; `gold`: read_gold's of
+    them, read here if not given): the best window's span per example (module docstring), byte
+    offsets by the example's own UTF-8 encoding."""
+    gold = read_gold(files) if gold is None else gold
     best = {}  # example_id -> (score, start, end, type)
     for example_id, _, span, kind in results.values():
         if span is not None and (example_id not in best or span[0] > best[example_id][0]):
@@ -334,10 +345,10 @@ def predictions_of(results: dict, files) -> list[tydi_score.Prediction]:
             else:
                 out.append(tydi_score.Prediction(ex.example_id, ex.language, passage, score, to_bytes(ex, start, end),
                                                  score))
-        for example_id, gold in tydi_score.read_gold(path).items():  # the examples the reader rejected
-            if example_id not in seen:
-                seen.add(example_id)
-                out.append(_null(example_id, gold.language))
+    for example_id, g in gold.items():  # the examples the reader rejected
+        if example_id not in seen:
+            seen.add(example_id)
+            out.append(_null(example_id, g.language))
     return out
 
 
@@ -355,12 +366,11 @@ def thresholds(gold: dict) -> tuple[int, int]:
     return 1, 1
 
 
-def score_files(files, predictions: list) -> dict:
-    """tydi_eval.py's figures of `predictions` against the official files, with "overall": the
-    selection figure (the mean of the macro passage and minimal F1) and the thresholds used."""
-    gold = {}
-    for path in files:
-        gold.update(tydi_score.read_gold(path))
+def score_files(files, predictions: list, gold: dict | None = None) -> dict:
+    """tydi_eval.py's figures of `predictions` against the official files (`gold`: read_gold's of
+    them, read here if not given), with "overall": the selection figure (the mean of the macro
+    passage and minimal F1) and the thresholds used."""
+    gold = read_gold(files) if gold is None else gold
     passage_t, minimal_t = thresholds(gold)
     scores = tydi_score.score_predictions(gold, predictions, passage_t, minimal_t)
     macro = scores["macro"]
@@ -429,9 +439,10 @@ def predict_file(output: str, windows: str, role: str, files, to: str) -> dict:
             batch = make(model.config.downsampling_rate)
             meta = batch.pop("_meta")
             results.update(tk.collect(data, role, indices, batch, model(batch), meta))
-    predictions = predictions_of(results, files)
+    gold = read_gold(files)
+    predictions = predictions_of(results, files, gold)
     if to == "-":
         sys.stdout.write("".join(p.to_json() + "\n" for p in predictions))
     else:
         write_official(rundir.absolute(to), predictions)
-    return score_files(files, predictions)
+    return score_files(files, predictions, gold)
