@@ -15,6 +15,10 @@ Checks (each PASS or FAIL with its figures):
   relative, so the trust ratio is per tensor (a ratio over a flattened group would be off by far
   more). The same reference stepped on the CPU is printed beside it: on an H100 the two devices'
   arithmetic differed by up to 1.5e-3 (docs/compile.md), so it is not the criterion.
+- heads: the downstream heads on this device (training/downstream.py: CanineForTydiQA, the
+  token classifier): one forward and backward under bf16 autocast, the loss finite and in fp32,
+  every parameter with a finite gradient; and in fp32 (TF32 off) a TyDi window alone and padded
+  in a batch of longer ones give the same span logits (min_padded_length's promise) within 1e-4.
 - learn, learn-compiled: 60 steps of the base preset through the real trainer (Ray Train +
   DeepSpeed + the input pipeline, benchmarks/train_throughput.py) on synthetic shards, eager
   and with parallel.compile=true: the loss must fall by at least --min-drop nats (mean of steps
@@ -45,7 +49,7 @@ from training.canine_config import of_size  # noqa: E402
 from training.heads import CaninePretrainingModel  # noqa: E402
 from training.train import compile_check  # noqa: E402
 
-CHECKS = ("compile", "lamb", "learn", "learn-compiled")
+CHECKS = ("compile", "lamb", "heads", "learn", "learn-compiled")
 
 
 def parse_args(argv=None):
@@ -190,6 +194,57 @@ def check_lamb(args) -> tuple[bool, list[str]]:
     return ok, lines
 
 
+def check_heads(args) -> tuple[bool, list[str]]:
+    from training.downstream import CanineForTokenClassification, CanineForTydiQA, min_padded_length
+
+    model_cfg, lines, ok = _model_config(args, "char", dropout=False), [], True
+    n, length = args.batch, args.seq_len
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(33, 20000, (n, length), generator=g).to(args.device)
+    mask = torch.ones_like(ids)
+    types = (torch.arange(length, device=args.device)[None, :] >= 64).long().expand(n, -1)
+    for name, model, labels in (
+            ("tydiqa", CanineForTydiQA(model_cfg),
+             {"start_positions": torch.full((n,), 70), "end_positions": torch.full((n,), 80),
+              "answer_types": torch.full((n,), 3)}),
+            ("token", CanineForTokenClassification(model_cfg, 9), {"labels": torch.randint(0, 9, (n, length), generator=g)})):
+        model = model.to(args.device).train()
+        batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types,
+                 **{k: v.to(args.device) for k, v in labels.items()}}
+        with torch.autocast(args.device, dtype=torch.bfloat16):
+            out = model(batch)
+        out.loss_sum.backward()
+        unused = "encoder.pooler." if name == "token" else None  # the token classifier reads no pooled output
+        bad = [k for k, p in model.named_parameters() if (p.grad is None or not torch.isfinite(p.grad).all())
+               and not (unused and k.startswith(unused))]
+        fine = bool(torch.isfinite(out.loss_sum)) and out.loss_sum.dtype == torch.float32 and not bad
+        ok &= fine
+        lines.append(f"  {name} bf16: loss {float(out.loss_sum.detach() / out.count):.4f} ({out.loss_sum.dtype}); "
+                     f"{len(bad)} parameters without a finite gradient {bad[:3]}")
+        del model
+    model = CanineForTydiQA(model_cfg).to(args.device).eval()
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        short = length // 2 + 5
+        alone = min_padded_length(model_cfg, short)
+        with torch.no_grad():
+            a = model.logits(ids[:1, :alone] * (torch.arange(alone, device=args.device) < short),
+                             (torch.arange(alone, device=args.device) < short).long()[None], types[:1, :alone])
+            padded = ids[:2].clone()
+            padded[0, short:] = 0
+            pmask = torch.ones_like(padded)
+            pmask[0, short:] = 0
+            b = model.logits(padded, pmask, types[:2])
+        worst = max(float((a[i][0, :short] - b[i][0, :short]).abs().max()) for i in (0, 1))
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+    ok &= worst <= 1e-4
+    lines.append(f"  tydiqa fp32: a {short}-character window padded to {alone} alone and to {length} in a batch: "
+                 f"span logits differ by at most {worst:.2e} (limit 1e-4)")
+    return ok, lines
+
+
 def check_learn(args, compiled: bool) -> tuple[bool, list[str]]:
     import train_throughput
 
@@ -234,7 +289,8 @@ def main(argv=None) -> int:
         print(f"gpu_check: unknown checks {unknown}; choose from {CHECKS}", file=sys.stderr)
         return 2
     where = torch.cuda.get_device_name() if args.device == "cuda" else "CPU"
-    runs = {"compile": check_compile, "lamb": check_lamb, "learn": lambda a: check_learn(a, compiled=False),
+    runs = {"compile": check_compile, "lamb": check_lamb, "heads": check_heads,
+            "learn": lambda a: check_learn(a, compiled=False),
             "learn-compiled": lambda a: check_learn(a, compiled=True)}
     results = []
     for name in checks:

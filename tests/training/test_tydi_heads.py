@@ -197,3 +197,16 @@ def test_best_spans_is_googles_rule_on_random_logits():
     got = best_spans(start, end, doc)
     assert got[2] is None and got[:2] == [best_spans(start[i], end[i], doc[i]) for i in range(2)]
     assert all(10 <= s <= e for _, s, e in got[:2])
+
+
+def test_the_gpu_checks_heads_stage_runs_on_the_cpu(capsys):
+    """benchmarks/gpu_check.py's `heads` stage (what a lent GPU runs for these heads) passes here on
+    the CPU, so a GPU session spends its minutes on the device, not on the script."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import gpu_check
+
+    assert gpu_check.main(["--device", "cpu", "--config", "tiny", "--checks", "heads"]) == 0
+    assert "PASS heads" in capsys.readouterr().out
