@@ -214,6 +214,23 @@ def run_job(inputs: list, out: Path, workers: int, extra: list) -> dict:
             "sha256": sha256s(out)}
 
 
+def each_page_once(work: Path) -> dict:
+    """The staging peak of a run on tests/data/wiki as it is (each page once, bz2), and the estimate's."""
+    files = sorted(WIKI.glob("*.xml.bz2"))
+    out = work / "out-once"
+    shutil.rmtree(out, ignore_errors=True)
+    r = run_job(files, out, 2, [])
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(out.parent / f"{out.name}.phases", ignore_errors=True)
+    xml = sum(len(bz2.decompress(f.read_bytes())) for f in files)
+    fixed = sum(n for name, n in r["staging_folders"].items() if name.endswith(".json"))
+    inputs = [(str(f), "xml", f.stat().st_size) for f in files]
+    estimate = disk.staging_peak_bytes(inputs, 50_000)
+    sample = disk.staging_peak_bytes(inputs, 50_000) - disk.staging_peak_bytes(inputs, 0)
+    return {"xml": xml, "peak": r["staging_peak"], "fixed": fixed, "variable": r["staging_peak"] - fixed,
+            "estimate": estimate, "estimated_variable": estimate - disk.STAGED_FIXED_BYTES - sample}
+
+
 def phase_table(units: list) -> dict:
     """{phase: {units, cpu_s, busy_s, first, last}} from the units the steps recorded."""
     table = {}
@@ -359,6 +376,12 @@ def main(argv=None):
         results[w] = r
         if not args.keep_output:
             shutil.rmtree(out, ignore_errors=True)
+    once = each_page_once(work)
+    print(f"\nstaging, each page of tests/data/wiki once ({once['xml'] / 1e6:.1f} MB of XML, no copies for Parquet or "
+          f"zstd to share): peak {once['peak'] / 1e6:.1f} MB, {once['peak'] / once['xml']:.2f}x the XML; less the files "
+          f"of a fixed size ({once['fixed'] / 1e6:.2f} MB: vocabulary, stats, lists) {once['variable'] / once['xml']:.2f}x, "
+          f"against the estimate's {once['estimated_variable'] / once['xml']:.2f}x (pipeline/output/disk.py; whole "
+          f"estimate {once['estimate'] / 1e6:.1f} MB)")
     if len(results) > 1:
         ws = sorted(results)
         print(f"\nthroughput {ws[-1]} workers / {ws[0]}: {results[ws[0]]['wall_s'] / results[ws[-1]]['wall_s']:.2f}x "
