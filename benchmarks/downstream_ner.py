@@ -187,6 +187,17 @@ def shape_of(run: str) -> list[str]:
     return flags
 
 
+def rows_spec(args, pretrained: str) -> list[tuple[str, str, list]]:
+    """(label, row, init flags) of each row: (a) random init of (b)'s shape, (b) the pretrained
+    run, (c) --init when given."""
+    rows = [(f"(a) random init ({' '.join(shape_of(pretrained))})", "a", shape_of(pretrained)),
+            (f"(b) pretrained here ({Path(pretrained).name})", "b", ["--init", pretrained])]
+    if args.init:
+        rows.append((f"(c) --init {args.init}", "c", ["--init", str(Path(args.init).resolve())
+                                                      if Path(args.init).exists() else args.init]))
+    return rows
+
+
 def finetune(canine: Canine, args, row: str, lang: str, init_flags: list) -> dict:
     name = f"{row}-{lang}"
     files = [f"--{role}" for role in ("train", "dev", "test")]
@@ -274,13 +285,8 @@ def main(argv=None) -> int:
 
     pretrained, _ = pretrain(canine, args)
     held_out(canine, pretrained)
-    rows_spec = [(f"(a) random init ({' '.join(shape_of(pretrained))})", "a", shape_of(pretrained)),
-                 (f"(b) pretrained here ({Path(pretrained).name})", "b", ["--init", pretrained])]
-    if args.init:
-        rows_spec.append((f"(c) --init {args.init}", "c", ["--init", str(Path(args.init).resolve())
-                                                            if Path(args.init).exists() else args.init]))
     results = {}
-    for label, row, flags in rows_spec:
+    for label, row, flags in rows_spec(args, pretrained):
         print(f"{label}:", flush=True)
         results[label] = [finetune(canine, args, row, lang, flags) for lang in args.langs]
 

@@ -101,7 +101,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from downstream_ner import Canine, _inside, held_out, machine, pretrain, reused, shape_of  # noqa: E402
+from downstream_ner import Canine, _inside, held_out, machine, pretrain, reused, rows_spec  # noqa: E402
 
 SAMPLE = ROOT / "tests" / "data" / "tydiqa" / "tiny_dev.jsonl.gz"
 
@@ -293,13 +293,8 @@ def main(argv=None) -> int:
 
     pretrained, _ = pretrain(canine, args)
     held_out(canine, pretrained)
-    rows_spec = [(f"(a) random init ({' '.join(shape_of(pretrained))})", "a", shape_of(pretrained)),
-                 (f"(b) pretrained here ({Path(pretrained).name})", "b", ["--init", pretrained])]
-    if args.init:
-        rows_spec.append((f"(c) --init {args.init}", "c", ["--init", str(Path(args.init).resolve())
-                                                            if Path(args.init).exists() else args.init]))
     results = {}
-    for label, row, flags in rows_spec:
+    for label, row, flags in rows_spec(args, pretrained):
         print(f"{label}:", flush=True)
         results[label] = finetune(canine, args, row, flags)
 
