@@ -72,9 +72,11 @@ ACTIONS = ("status", "logs", "stop")  # each takes a JOB_ID; `list` takes none
 # Never uploaded with the working directory: environments, outputs, caches. Ray also honours the
 # checkout's .gitignore; these hold even where there is none (a copied tree) and keep the
 # package far below Ray's working_dir limit (the upload is a zip held in the cluster's GCS). Wheels
-# anywhere (a local wheel cache is tens of MB): the cluster installs packages from its image.
+# anywhere (a local wheel cache is tens of MB): the cluster installs packages from its image. The
+# checkout's tests (their data is most of its bytes), benchmarks and docs: a job runs a canine
+# command, which reads none of them.
 EXCLUDES = (".venv", ".git", "runs", "out", "build", ".whl", ".gl", "**/__pycache__", "*.egg-info",
-            ".pytest_cache", "*.pyc", "*.whl")
+            ".pytest_cache", "*.pyc", "*.whl", "/tests/", "/benchmarks/", "/docs/")
 _TOKEN_ENV_VARS = ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_MODE")
 # --env names that look like a secret's. TOKEN, KEY, AUTH and PASS as whole words only, so that
 # TOKENIZER_PATH, TOKENS_PER_BATCH, MONKEYPATCH or AUTHOR pass.
