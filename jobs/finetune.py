@@ -255,7 +255,7 @@ def _predict_tydi(args, cfg) -> int:
 
     objects = {args.predict: "the file to predict (--predict)", cfg.output: "the run directory (--output)"}
     try:
-        run_cfg, _ = predict.load_run(cfg.output)
+        run_cfg = predict.run_config(cfg.output)  # before the windowing: a run with kept weights
         with tempfile.TemporaryDirectory(prefix="canine-tydiqa-") as tmp:
             with _beam_job():
                 prepare({"predict": [args.predict]}, tmp, _window_settings(run_cfg),

@@ -23,6 +23,14 @@ def load_run(output: str):
     from training.finetune import tasks
     from training.train import checkpoint
 
+    cfg = run_config(output)
+    model = tasks.of(cfg).model(config.model_config(cfg), cfg)
+    checkpoint.load_consolidated(model, rundir.join(rundir.absolute(output), rundir.BEST))
+    return cfg, model.eval()
+
+
+def run_config(output: str):
+    """A fine-tuning run's config, once it has kept weights (NotARun saying why not)."""
     output = rundir.absolute(output)
     saved = rundir.read_saved_config(output)
     if saved is None or "task" not in saved:
@@ -33,9 +41,7 @@ def load_run(output: str):
     if not rundir.exists(best):
         raise rundir.NotARun(f"{redact(output)}: the run has no kept weights yet ({rundir.BEST}, written at its "
                              "first evaluation); run it further with the same command")
-    model = tasks.of(cfg).model(config.model_config(cfg), cfg)
-    checkpoint.load_consolidated(model, best)
-    return cfg, model.eval()
+    return cfg
 
 
 def predict_sentences(cfg, model, sentences: list) -> list[list[str]]:
