@@ -37,7 +37,7 @@ def _argv(args) -> list[str]:
 
 
 class Watched(subprocess.CompletedProcess):
-    """A finished command, and `listening`: {(process name, address, port)} of every socket its
+    """A finished command, and `listening`: {(process name, pid, address, port)} of every socket its
     process tree (the driver, the local Ray cluster it started, the Ray Train workers) listened on,
     read every second while it ran."""
 
@@ -61,7 +61,7 @@ def _canine_watched(*args, cwd, timeout=600) -> Watched:
                 return
             for p in tree:
                 try:
-                    listening.update((p.name(), c.laddr.ip, c.laddr.port) for c in p.net_connections("inet")
+                    listening.update((p.name(), p.pid, c.laddr.ip, c.laddr.port) for c in p.net_connections("inet")
                                      if c.status == psutil.CONN_LISTEN)
                 except (psutil.NoSuchProcess, psutil.AccessDenied):
                     pass
