@@ -24,12 +24,17 @@ chunk reads, pack groups sampled, shards written, each out of its total, the ste
 its rate. The ETA is for the whole run, to publish: what is left of the reading at its measured
 rate, then each later step from its measured rate once two of its units are done, else from
 AFTER_READING (its wall time per second of reading, measured by benchmarks/phases.py on real
-pages) and, for the vocabulary, from the sample's share of the input (TOKENIZER_PER_READ). No ETA
+pages) and, for the vocabulary, from the sample's share of the input (TOKENIZER_PER_READ). The
+shards are few (13 for 1 GB of XML) and finish in bursts, a worker's share at a time, so a rate
+of finished shards said 2.8x or 0.4x the time left in a run's tail; instead each shard being
+written says how far its rows are (phases.Reporter), and once one of them has moved, the shards
+left are scheduled on the workers at the pace of those under way (`_schedule`). No ETA
 is shown before READ_TO_ESTIMATE of the input is read: the first seconds' rate is the workers'
 start-up, not the run's (an ETA of 10:19:22 at the start of a 28-minute run, a user's report).
 """
 
 import dataclasses
+import heapq
 import json
 import logging
 import os
@@ -60,9 +65,12 @@ STEPS = (("packing", "pack groups", "packed"), ("tokenizer", "tokenizer chunks",
 # (5 shards on 2 workers took 1.7x the reading at 300 MB). RECALIBRATE when a step's cost changes.
 AFTER_READING = {"packing": 0.19, "sampling": 0.19, "shards": 0.7}
 # The vocabulary trains in one process on a bounded sample (tokenizer_pages pages): its wall
-# seconds per second one worker would take to read the XML that holds the sample (the same run:
-# 82 s for 57% of the pages, 2 workers reading in 110 s).
-TOKENIZER_PER_READ = 0.66
+# seconds per second one worker would take to read the XML that holds the sample, on free cores
+# (the tokenizers library trains on all of them): 0.36 and 0.41 at 300 MB with 1 and 2 workers
+# (benchmarks/phases.py --mb 300 --workers 1,2); a loaded machine slows it more than the reading
+# (0.66 at 1 GB, load 3-4). Once the trainer reads its chunks the second time (the first pass,
+# for the alphabet, is fast), the pace of that pass is its ETA.
+TOKENIZER_PER_READ = 0.4
 READ_TO_ESTIMATE = 0.02  # the share of the input read before an ETA is shown
 
 
@@ -125,6 +133,12 @@ class Snapshot:
     workers: int = 1
     tokenizer_pages: int = 0  # the vocabulary's sample (0: a given vocabulary)
     read_from_s: float = 0.0  # when the workers were first seen reading: the rate is from then, not from start-up
+    # the shards being written: (its weight, share of its rows done, shares a second or None); and the
+    # weights of those not begun (a weight: its share of the shards' codepoints, 1 each where unknown)
+    under_way: tuple = ()
+    waiting: tuple = ()
+    feed_rate: float | None = None  # the tokenizer's chunks a second in its second pass (the trainer's own)
+    shard_speed: float | None = None  # weight a second of a worker writing a shard: the mean over the shards seen
 
     def fraction(self) -> float:
         """How much of the reading is done: by input bytes where they are known, else by pages
@@ -177,7 +191,12 @@ class Snapshot:
             # bursts (a fixed share per worker), so a rate from a few of them says too much; the
             # tokenizer's chunks are read twice, the first time fast: their rate is not its pace.
             left_by_model = max(0.0, model - in_step)
-            if rate and total and step != "tokenizer":
+            if step == "shards" and total and (
+                    scheduled := _schedule(self.under_way, self.waiting, self.workers, self.shard_speed)) is not None:
+                eta += scheduled
+            elif step == "tokenizer" and total and self.feed_rate:
+                eta += (total - done) / self.feed_rate
+            elif rate and total and step != "tokenizer":
                 by_rate = (total - done) / rate
                 eta += min(left_by_model, by_rate) if left_by_model else by_rate
             else:
@@ -198,7 +217,11 @@ class Snapshot:
             if total is None and not done:
                 continue
             said = f"{noun} {done}/{total if total is not None else '?'} {verb}"
-            if rate and total and done < total:
+            if step == "shards" and self.under_way:
+                shares = sorted(f for _, f, _ in self.under_way)
+                at = ", ".join(f"{f:.0%}" for f in shares) if len(shares) <= 4 else f"{sum(shares) / len(shares):.0%} on average"
+                said += f", {len(shares)} under way ({at})"
+            elif rate and total and done < total:
                 said += f" ({rate:.2f}/s)" if rate < 10 else f" ({rate:.0f}/s)"
             parts.append(said)
         return "; ".join(parts) + ("  " + tail[0] if tail else "")
@@ -212,6 +235,21 @@ class Snapshot:
             fraction = self.fraction()
         filled = int(BAR_WIDTH * min(max(fraction, 0.0), 1.0))
         return f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}]"
+
+
+def _schedule(under_way: tuple, waiting: tuple, workers: int, speed: float | None) -> float | None:
+    """Seconds until the shards are written: each under way ((weight, share done, shares a
+    second or None) each) ends at its own pace, or at `speed` (weight a second: the mean of
+    every shard's seen so far) where its own is not known yet; each waiting (its weight) starts on
+    the first worker free, the largest first, at `speed`. None until a pace is known."""
+    if not speed:
+        return None
+    free = [(1 - f) / r if r else (1 - f) * w / speed for w, f, r in under_way]
+    free += [0.0] * max(0, workers - len(free))
+    heapq.heapify(free)
+    for w in sorted(waiting, reverse=True):
+        heapq.heappush(free, heapq.heappop(free) + w / speed)
+    return max(free)
 
 
 class ItemProgress:
@@ -243,6 +281,9 @@ class ItemProgress:
         self.shards_done = self.shards_total = 0
         self.read_s = None  # the reading's wall seconds, once over
         self.first_unit = {}  # step -> (when its first unit was seen, units then)
+        self.shard_weights = None  # {shard: its share of the shards' codepoints}, once the job says (shards.sizes)
+        self.shard_speeds = {}  # shard -> its weight over its whole time as last foreseen (finished ones keep theirs)
+        self.shard_reports = {}  # shard -> its last two reports, (seconds, share) each
         self.step_since = {}  # step -> when it began (the steps before it finished, or a unit of it seen)
         self.read_from = None  # elapsed seconds at the last poll that found nothing read (the workers' start-up)
         self.started = None
@@ -279,15 +320,18 @@ class ItemProgress:
                 self.pages += self._pages(name)
                 self.read_bytes += self.sizes[name] or self._slice_bytes(name)
         elapsed = 0.0 if self.started is None else self.clock() - self.started
-        steps = {}
+        steps, under_way, waiting, feed_rate = {}, (), (), None
         if len(self.done) == len(self.sizes):  # reading is over: the later steps, to the shards
             if self.read_s is None and self.started is not None:
                 self.read_s = elapsed
-            totals, self.shards_done = {}, 0
+            totals, self.shards_done, written = {}, 0, set()
             for split in schema.SPLITS:
-                for m in filter(None, map(_SHARD.search, self._names(split))):
-                    totals[split] = int(m.group(1))  # the N of part-i-of-N, the same in a split
-                    self.shards_done += 1
+                for name in self._names(split):
+                    if m := _SHARD.search(name):
+                        totals[split] = int(m.group(1))  # the N of part-i-of-N, the same in a split
+                        self.shards_done += 1
+                        written.add(f"{split}-{name}")
+            under_way = named = self._shards_under_way(written)
             said = self._step_totals()
             # The shards' total from the job's sizing (phases.py) as soon as it is known: every
             # split's, not only those with a file written yet (the line said 12/12, then the
@@ -304,6 +348,18 @@ class ItemProgress:
                 in_step = self.clock() - self.step_since[step] if step in self.step_since else 0.0
                 steps[step] = (done, total, self._rate(step, done), in_step)
                 ahead = ahead and total is not None and done >= total
+                if step == "tokenizer" and total and done >= total // 2:  # the second pass: the trainer's
+                    feed_rate = self._rate("tokenizer feed", done - total // 2 + 1)
+            if self.shards_total and self.shard_weights is None and "shards" in said:
+                self.shard_weights = self._shard_weights()
+            weights = self.shard_weights or {}
+            begun = written | {name for name, _, _ in under_way}
+            waiting = (tuple(w for name, w in sorted(weights.items()) if name not in begun) if weights
+                       else (1.0,) * max(0, self.shards_total - self.shards_done - len(under_way)))
+            under_way = tuple((weights.get(name, 1.0), f, r) for name, f, r in under_way)
+            for (name, f, r), (w, _, _) in zip(named, under_way):
+                if r:  # its whole time: so far, and the rest at its pace now
+                    self.shard_speeds[name] = w / (self.shard_reports[name][-1][0] + (1 - f) / r)
         left = self.total_bytes - sum(self.sizes[n] for n in self.done)
         pages, read, left_pages = self.pages, self.read_bytes, None
         if self.started is not None and len(self.done) < len(self.sizes):
@@ -318,7 +374,41 @@ class ItemProgress:
             self.read_from = elapsed  # nothing read yet: the workers are starting; the rate counts from the last such poll
         return Snapshot(len(self.done), len(self.sizes), pages, read, left, elapsed,
                         self.shards_done, self.shards_total, self.total_bytes, left_pages, steps, self.read_s,
-                        self.workers, self.tokenizer_pages, self.read_from or 0.0)
+                        self.workers, self.tokenizer_pages, self.read_from or 0.0, under_way, waiting, feed_rate,
+                        sum(self.shard_speeds.values()) / len(self.shard_speeds) if self.shard_speeds else None)
+
+    def _shards_under_way(self, written: set) -> tuple:
+        """((shard, share of its rows done, shares a second or None), ...) of the shards whose
+        workers report them being written (phases.Reporter: progress/shards-at/<split>-<name>) and
+        whose file is not there yet. The pace is that between its last two reports of rows done,
+        on the worker's own clock (another machine's, on a cluster), not from the shard's start:
+        its first rows wait for its first pass to be read, and a pace from the start said 8 s a
+        shard where they took 6 (1.4x the time left)."""
+        found = []
+        for name in self._names("progress/shards-at"):
+            if name in written:
+                continue
+            try:
+                said = json.loads(self.fs.cat_file(f"{self.root}/progress/shards-at/{name}"))
+                share, took = min(1.0, int(said["done"]) / max(1, int(said["of"]))), float(said["s"])
+            except (OSError, ValueError, KeyError, TypeError):  # a store's hiccup, or the file as it is replaced
+                continue
+            seen = self.shard_reports.setdefault(name, [(0.0, 0.0)])
+            if took > seen[-1][0]:
+                seen[:] = [seen[-1], (took, share)]
+            (t0, f0), (t1, f1) = seen[0], seen[-1]
+            found.append((name, share, (f1 - f0) / (t1 - t0) if f1 > f0 > 0 and t1 > t0 else None))
+        return tuple(found)
+
+    def _shard_weights(self) -> dict | None:
+        """{shard: its share of the shards' codepoints} (progress/shards.sizes, written before
+        shards.total: job.shard_shares); {} where there is none, None to look again."""
+        try:
+            return {str(k): float(v) for k, v in json.loads(self.fs.cat_file(f"{self.root}/progress/shards.sizes")).items()}
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, AttributeError):  # a store's hiccup
+            return None
 
     def _step_totals(self) -> dict:
         """{step: units} of the steps whose total the job has said (STAGING/progress/<step>.total)."""

@@ -53,6 +53,7 @@ class Size(NamedTuple):  # summed per SplitLang in SampleLanguages
 class Sizing(NamedTuple):  # SampleLanguages' singleton -> WriteShards (side input), CollectStats
     weights: dict  # {lang: expected copies per training example}
     shards: dict  # {split: shard count}
+    expected: dict | None = None  # {split: codepoints expected after sampling}: the launcher's ETA weighs shards by it
 
 
 

@@ -434,6 +434,17 @@ def shard_name(split: str, index: int, total: int) -> str:
     return f"{split}/part-{index:05d}-of-{total:05d}.parquet"
 
 
+def shard_shares(sizing: Sizing) -> dict:
+    """{shard, as the launcher's progress names it (phases.Reporter): its share of all the shards'
+    codepoints}: a split's shards share its expected codepoints alike (sizing cuts them so), and
+    a validation shard is a small one (the launcher's ETA weighs the shards not begun by these)."""
+    whole = sum((sizing.expected or {}).values())
+    if not whole:
+        return {}
+    return {shard_name(split, i, n).replace("/", "-"): sizing.expected.get(split, 0.0) / n / whole
+            for split, n in sorted(sizing.shards.items()) for i in range(n)}
+
+
 def sizing(sizes: dict, alpha: float, shard_codepoints: int) -> Sizing:
     """{SplitLang: Size} of the packed examples -> language weights and shards per split. The
     shard count uses the expected number of copies (weight x codepoints), so it is known before
@@ -443,7 +454,7 @@ def sizing(sizes: dict, alpha: float, shard_codepoints: int) -> Sizing:
     for key, size in sorted(sizes.items()):  # sorted: the same float sums whatever the arrival order
         weight = weights.get(key.lang, 1.0) if key.split == "train" else 1.0
         expected[key.split] = expected.get(key.split, 0.0) + size.codepoints * weight
-    return Sizing(weights, shard_counts(expected, shard_codepoints))
+    return Sizing(weights, shard_counts(expected, shard_codepoints), expected)
 
 
 def _add_sizes(sizes):
@@ -585,6 +596,8 @@ class _PlanAndWriteFn(beam.DoFn):
         if tokenizer_json is not self._json:
             self._tokenizer, self._json = WordPieceTokenizer.from_str(tokenizer_json), tokenizer_json
         shard, refs = kv
+        name = shard_name(shard.split, shard.index, shard.total)
+        report = phases.Reporter(self.staging, "shards", name)  # how far its rows are; its clock starts with the shard
         # The rows' order from the narrow columns alone; the examples themselves are read a pass of
         # row groups at a time (_examples_of), so a shard is never whole in memory: held whole, its
         # codepoints and segment ids (5 bytes a codepoint, 160 MB for a full shard) were the
@@ -619,13 +632,14 @@ class _PlanAndWriteFn(beam.DoFn):
             return shards.rows_to_table(rows)
 
         def row_groups():  # a pass of examples read, then planned a row group at a time
+            report(0, len(order))
             for first in range(0, len(order), per_pass):
                 taken = _examples_of(sources, order[first : first + per_pass])
                 for start in range(0, len(taken), shards.ROW_GROUP_ROWS):
                     yield plan(taken[start : start + shards.ROW_GROUP_ROWS])
+                    report(first + min(start + shards.ROW_GROUP_ROWS, len(taken)), len(order))
                 del taken  # before the next pass is read
 
-        name = shard_name(shard.split, shard.index, shard.total)
         record = ShardFile(split=shard.split, path=name, **shards.write_tables(row_groups(), f"{self.staging}/{name}"))
         memory.release()
         faults.point("shard")
@@ -704,7 +718,8 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
     _ = tokenizer | "SaveTokenizer" >> beam.Map(save_text, f"{staging}/{schema.TOKENIZER}")
     packed, example_sizes = scattered.pages | "PackExamples" >> PackExamples(cfg, staging)
     shard_refs, copies, shard_sizing = packed | "SampleLanguages" >> SampleLanguages(cfg, example_sizes)
-    _ = shard_sizing | "SayShards" >> beam.Map(lambda z: phases.total(staging, "shards", sum(z.shards.values())))
+    _ = shard_sizing | "SayShards" >> beam.Map(lambda z: phases.total(staging, "shards", sum(z.shards.values()),
+                                                                      shard_shares(z)))
     written = shard_refs | "WriteShards" >> WriteShards(cfg, staging, tokenizer)
     _ = (
         written.shards

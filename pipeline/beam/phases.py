@@ -19,7 +19,10 @@ Progress, always on: the steps after reading tell the launcher (pipeline/progres
 are by files in STAGING/progress/: `<step>.total` (how many units the step has, written once
 that is known: the pack groups after sizing, the shards after sampling's sizing, the tokenizer's
 chunk reads once its sample is planned) and an empty `<step>/<unit>` as each unit ends. A file
-a unit, of a few bytes: a few thousand for enwiki.
+a unit, of a few bytes: a few thousand for enwiki. A unit long enough to matter (a shard: ~10 s,
+and a run has few of them) also says how far it is while it runs: `<step>-at/<unit>`, {"done",
+"of"}, rewritten at most every REPORT_EVERY_S (`Reporter`), so the launcher's ETA follows a
+shard's rows, not the bursts in which the shards finish.
 """
 
 import contextlib
@@ -28,6 +31,7 @@ import os
 import time
 
 from contract.files import save_text
+from pipeline.sources.plan import REPORT_EVERY_S
 
 ENV = "CANINE_PREPROCESS_PHASES"
 
@@ -80,12 +84,37 @@ def read(folder: str) -> list[dict]:
 PROGRESS_STEPS = ("packing", "tokenizer", "sampling", "shards")  # the steps after reading that say how far they are
 
 
-def total(staging: str, step: str, n: int) -> int:
-    """STAGING/progress/<step>.total: the step's units, once known."""
-    save_text(str(n), f"{staging}/progress/{step}.total")
+def total(staging: str, step: str, n: int, sizes: dict | None = None) -> int:
+    """STAGING/progress/<step>.total: the step's units, once known; and where they differ in
+    size, <step>.sizes: {unit: its share of the step's work}."""
+    if sizes:
+        save_text(json.dumps(sizes, sort_keys=True), f"{staging}/progress/{step}.sizes")
+    save_text(str(n), f"{staging}/progress/{step}.total")  # after the sizes: the launcher reads them once it sees it
     return n
 
 
 def done(staging: str, step: str, unit: str) -> None:
     """STAGING/progress/<step>/<unit>: one more unit of the step finished."""
     save_text("", f"{staging}/progress/{step}/{unit}")
+
+
+class Reporter:
+    """How far one unit of a step is: STAGING/progress/<step>-at/<unit>, {"done": n, "of": total,
+    "s": seconds since the unit began, on the worker's clock}, at most every REPORT_EVERY_S (2 s
+    on a local disk, 10 s on an object store: one small PUT), and the first time at once, so the
+    launcher sees the unit begin. A failed write costs a report, never the unit."""
+
+    def __init__(self, staging: str, step: str, unit: str, clock=time.monotonic):
+        self.url = f"{staging}/progress/{step}-at/{unit.replace('/', '-')}"
+        self.every = REPORT_EVERY_S["://" not in staging or staging.startswith("file://")]
+        self.clock, self.last, self.began = clock, None, clock()
+
+    def __call__(self, done: int, of: int) -> None:
+        now = self.clock()
+        if self.last is not None and now - self.last < self.every:
+            return
+        self.last = now
+        try:
+            save_text(json.dumps({"done": done, "of": of, "s": round(now - self.began, 3)}), self.url)
+        except OSError:
+            pass

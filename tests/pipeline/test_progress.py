@@ -270,6 +270,14 @@ def test_every_step_after_reading_counts_out_of_its_total_with_a_rate_and_the_et
     assert "pack groups 6/8 packed (0.40/s); tokenizer chunks 0/4 read" in snap.describe()
     assert snap.eta_s() == pytest.approx(2 / 0.4 + 50 * (after["sampling"] + after["shards"]) + tokenizer)
     _units(staging, "packing", 8)
+    _units(staging, "tokenizer", 2)  # the first pass over the chunks (the alphabet): fast, not its pace
+    clock.now += 1
+    snap = watch.poll()
+    assert snap.eta_s() == pytest.approx(50 * (after["sampling"] + after["shards"]) + tokenizer)  # the model's
+    _units(staging, "tokenizer", 3)
+    clock.now += 5  # a chunk of the second pass, the trainer's own, in 5 s: 5 s for the last one
+    snap = watch.poll()
+    assert snap.eta_s() == pytest.approx(5 + 50 * (after["sampling"] + after["shards"]))
     _units(staging, "tokenizer", 4)
     _units(staging, "sampling", 8)
     (staging / "train").mkdir()
@@ -312,3 +320,60 @@ def test_a_steps_few_first_units_do_not_outweigh_its_model(tmp_path):
     assert snap.eta_s() == pytest.approx(model - 40)
     clock.now += model  # the model spent: the rate alone
     assert watch.poll().eta_s() == pytest.approx(10 / (1 / (10 + model)))
+
+
+def test_the_shards_eta_follows_the_rows_of_the_shards_under_way(tmp_path):
+    """5 shards on 2 workers: the finished ones came in bursts (0.41x, then 2.8x the time left at
+    300 MB). Each shard being written says how far its rows are (phases.Reporter, the workers'
+    writer); the shards left are scheduled on the workers at the pace of those under way, each
+    weighed by its share of the codepoints (the validation shard is a small one)."""
+    from pipeline.beam import job, phases
+    from pipeline.beam.elements import Sizing
+
+    staging, clock = tmp_path / ".staging-x", Clock()
+    watch = progress.ItemProgress(ITEMS[:1], {"dump.xml.bz2": 10**6}, str(staging), stream=io.StringIO(), clock=clock,
+                                  workers=2)
+    watch.poll()
+    watch.started = clock()
+    _finish(staging, ITEMS[0], 100)
+    clock.now += 100
+    for step in ("packing", "sampling"):
+        _total(staging, step, 1)
+        _units(staging, step, 1)
+    sizing = Sizing({}, {"train": 4, "validation": 1}, {"train": 4000.0, "validation": 100.0})
+    phases.total(str(staging), "shards", 5, job.shard_shares(sizing))  # as the job's SayShards does
+    worker = Clock()
+    reports = [phases.Reporter(str(staging), "shards", job.shard_name("train", i, 4), clock=worker) for i in range(2)]
+    for report in reports:
+        report(0, 1000)
+    snap = watch.poll()  # no pace yet: the model's time
+    assert snap.eta_s() == pytest.approx(100 * progress.AFTER_READING["shards"])
+    assert "shards 0/5 written, 2 under way (0%, 0%)" in snap.describe()
+    worker.now += 1  # within REPORT_EVERY_S of the first: not rewritten
+    reports[0](999, 1000)
+    worker.now += 1
+    reports[0](200, 1000)
+    reports[1](100, 1000)
+    clock.now += 30  # the launcher's clock is not the workers'
+    snap = watch.poll()  # one report of rows each: a pace from the start would count the first pass's read
+    assert snap.eta_s() == pytest.approx(100 * progress.AFTER_READING["shards"] - 30)
+    worker.now += 2
+    reports[0](400, 1000)
+    reports[1](200, 1000)
+    clock.now += 1
+    snap = watch.poll()
+    # 0.1 and 0.05 of a training shard a second: 6 and 16 s to go, 10 and 20 s each in all; the others at
+    # the mean speed, 0.075: two training shards of 13.3 s, then the validation shard (a tenth of one)
+    assert snap.eta_s() == pytest.approx(16 + 40 / 3)
+    assert "shards 0/5 written, 2 under way (20%, 40%)  ETA 0:29" in snap.describe()
+    (staging / "train").mkdir()
+    (staging / "train" / "part-00000-of-00004.parquet").write_bytes(b"")  # its report stays: not counted again
+    snap = watch.poll()
+    assert "shards 1/5 written, 1 under way (20%)" in snap.describe()
+    # the finished shard's pace still counts (13.3 s a training shard): both left on the free worker
+    assert snap.eta_s() == pytest.approx(2 * 40 / 3)
+    reports.append(phases.Reporter(str(staging), "shards", job.shard_name("train", 2, 4), clock=worker))
+    reports[-1](0, 1000)  # begun, no pace of its own yet: the mean's
+    snap = watch.poll()
+    assert "shards 1/5 written, 2 under way (0%, 20%)" in snap.describe()
+    assert snap.eta_s() == pytest.approx(max(16, 2 * 40 / 3))
