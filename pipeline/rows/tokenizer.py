@@ -20,7 +20,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from pipeline.rows.examples import codepoints_to_text, is_special, ranges_to_positions, text_to_codepoints
-from pipeline.rows.wordspans import WORD, FastSpans, char_classes
+from pipeline.rows.wordspans import _ISOLATED, _SPLIT, WORD, FastSpans, char_classes
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 UNK = "[UNK]"
@@ -36,7 +36,7 @@ class WordPieceConfig:
 
 
 def train_wordpiece(
-    texts: Iterable[str], vocab_size: int = 32000, config: WordPieceConfig | None = None
+    texts: Iterable[str], vocab_size: int = 32000, config: WordPieceConfig | None = None, *, cut_words: bool = True
 ) -> "WordPieceTokenizer":
     """Train a WordPiece vocabulary; the same texts in the same order give identical JSON.
 
@@ -46,7 +46,8 @@ def train_wordpiece(
     beforehand, in codepoint order, by passing them as special tokens, and demoted to plain
     vocabulary entries afterwards. The texts are read twice: an iterator is held in memory
     for it, an iterable that can be iterated again is not (the job's sample is read from files
-    a chunk at a time, pipeline/beam/tokenizer_sample.py).
+    a chunk at a time, pipeline/beam/tokenizer_sample.py). `cut_words=False` keeps the trainer's
+    own pre-tokenization, the reference that the words cut here must equal.
     """
     cfg = config or WordPieceConfig(vocab_size=vocab_size)
     if iter(texts) is texts:
@@ -69,7 +70,8 @@ def train_wordpiece(
     while batch := list(itertools.islice(it, 1024)):  # a few MB at a time: ~3x a Python set's speed
         seen[np.frombuffer("".join(batch).encode("utf-32-le"), "<u4")] = True
     seen = np.flatnonzero(seen)
-    classes = char_classes(json.loads(tok.to_str())).of(seen)
+    table = char_classes(json.loads(tok.to_str()))
+    classes = table.of(seen)
     # "##c" can only follow another character of a word: not for whitespace, punctuation or CJK
     inner = [cfg.continuing_subword_prefix + chr(c) for c in seen[classes == WORD].tolist()]
     limit = {} if cfg.limit_alphabet is None else {"limit_alphabet": cfg.limit_alphabet}  # None is not accepted
@@ -81,10 +83,38 @@ def train_wordpiece(
         show_progress=False,
         **limit,
     )
-    tok.train_from_iterator(texts, trainer)
     spec = json.loads(tok.to_str())
+    if cut_words and (classes >= 0).all() and not is_special(seen).any():
+        # The trainer's cost is its BERT pre-tokenization (a NormalizedString with an alignment per
+        # byte, per split): cut the same words here, by the character classes the spans use, and
+        # give it words between spaces to count. Same word counts -> the same vocabulary, in
+        # about two thirds of the CPU (benchmarks/phases.py's tokenizer phase; tests check equality).
+        counter = Tokenizer(models.WordPiece(unk_token=UNK, continuing_subword_prefix=cfg.continuing_subword_prefix))
+        counter.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # char::is_whitespace, as BertPreTokenizer's
+        counter.train_from_iterator(_spaced_words(texts, table), trainer)
+        trained = json.loads(counter.to_str())
+        spec["model"]["vocab"], spec["added_tokens"] = trained["model"]["vocab"], trained["added_tokens"]
+    else:  # a character the classes do not describe (or a special): the trainer's own words
+        tok.train_from_iterator(texts, trainer)
+        spec = json.loads(tok.to_str())
     spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] in SPECIAL_TOKENS]
     return WordPieceTokenizer(Tokenizer.from_str(json.dumps(spec, ensure_ascii=False)), "<trained>")
+
+
+def _spaced_words(texts: Iterable[str], table) -> Iterable[str]:
+    """BERT's words of the texts, between spaces, a few dozen texts at a time: whitespace becomes
+    a space and an isolated character (punctuation, CJK ideograph) gets a space on each side, so
+    splitting on whitespace gives the words BertNormalizer + BertPreTokenizer give."""
+    it = iter(texts)
+    while batch := list(itertools.islice(it, 64)):  # the trainer counts batches in parallel
+        cps = text_to_codepoints(" ".join(batch))
+        cls = table.of(cps)
+        isolated = cls == _ISOLATED
+        moved = np.arange(len(cps)) + 2 * np.cumsum(isolated) - isolated  # a space before each isolated one
+        spaced = np.full(len(cps) + 2 * int(isolated.sum()), ord(" "), np.int32)
+        kept = cls != _SPLIT
+        spaced[moved[kept]] = cps[kept]
+        yield codepoints_to_text(spaced)
 
 
 class WordPieceTokenizer:

@@ -81,6 +81,27 @@ def test_special_tokens_in_text_are_plain_text():
     assert np.array_equal(reloaded.spans("see [MASK] here")[2], ids)
 
 
+def test_the_words_cut_for_the_trainer_give_the_reference_vocabulary(monkeypatch):
+    """train_wordpiece cuts BERT's words itself (the character classes the spans use) and has the
+    trainer count them between spaces: the vocabulary must be the trainer's own pre-tokenization's,
+    byte for byte, on the real pages of tests/data/wiki (16 excerpts: CJK, Indic, Arabic,
+    Cyrillic, Armenian, Greek), the hard text and whitespace other than spaces."""
+    from test_masks import real_pages
+
+    texts = [t for _, t in real_pages("tests/data/wiki/*.xml.bz2")] + [HARD_TEXT, "a\u00a0b\u2028c\u0085d 、。x\u3000y"]
+    cut, spaced = [], tk._spaced_words
+    monkeypatch.setattr(tk, "_spaced_words", lambda *a: cut.append(1) or spaced(*a))
+    fast = train_wordpiece(texts, vocab_size=8000).to_str()  # ~3,700 characters, then merges
+    assert cut, "the words were not cut here"
+    assert fast == train_wordpiece(texts, vocab_size=8000, cut_words=False).to_str()
+    assert sum(len(t.removeprefix("##")) > 2 for t in json.loads(fast)["model"]["vocab"]) > 2000  # merges learnt
+    # a character the classes do not describe as the trainer sees it (PAD) -> the trainer's own words
+    cut.clear()
+    odd = texts[:5] + ["x\x00y"]
+    assert train_wordpiece(odd, 500).to_str() == train_wordpiece(odd, 500, cut_words=False).to_str()
+    assert not cut
+
+
 def test_fast_spans_equal_reference_on_many_scripts():
     tok = trained()
     for k, text in enumerate(corpus()[:60]):
