@@ -61,16 +61,19 @@ STEPS = (("packing", "pack groups", "packed"), ("tokenizer", "tokenizer chunks",
          ("sampling", "pack groups", "sampled"), ("shards", "shards", "written"))
 # Wall seconds of each step after reading per wall second of reading, both spread over the same
 # workers (benchmarks/phases.py --mb 1000 --workers 2, real pages: reading 110 s; sizing, scatter
-# and packing 21 s, sampling 21 s, shards 75 s; docs/scale.md). Few units make a step lumpier
-# (5 shards on 2 workers took 1.7x the reading at 300 MB). RECALIBRATE when a step's cost changes.
-AFTER_READING = {"packing": 0.19, "sampling": 0.19, "shards": 0.7}
+# and packing 21 s, sampling 21 s, shards 75 s; docs/scale.md). At 300 MB on free cores the
+# shards took 0.75-0.78x the reading with 1 worker, 0.82-1.0x with 2 (one worker writing a shard
+# already keeps 1.2 cores busy, Arrow's threads), packing with sizing and scatter 0.21-0.23x,
+# sampling 0.15-0.19x. RECALIBRATE when a step's cost changes.
+AFTER_READING = {"packing": 0.22, "sampling": 0.19, "shards": 0.8}
 # The vocabulary trains in one process on a bounded sample (tokenizer_pages pages): its wall
 # seconds per second one worker would take to read the XML that holds the sample, on free cores
-# (the tokenizers library trains on all of them): 0.36 and 0.41 at 300 MB with 1 and 2 workers
-# (benchmarks/phases.py --mb 300 --workers 1,2); a loaded machine slows it more than the reading
-# (0.66 at 1 GB, load 3-4). Once the trainer reads its chunks the second time (the first pass,
-# for the alphabet, is fast), the pace of that pass is its ETA.
-TOKENIZER_PER_READ = 0.4
+# (the tokenizers library trains on all of them): 0.28 and 0.25 at 300 MB with 1 and 2 workers
+# (benchmarks/phases.py --mb 300 --workers 1,2) once the words were cut before the trainer
+# (pipeline/rows/tokenizer.py; 0.36 and 0.41 before); a loaded machine slows it more than the
+# reading (0.66 at 1 GB, load 3-4, before the cut). Once the trainer reads its chunks the second
+# time (the first pass, for the alphabet, is fast), the pace of that pass is its ETA.
+TOKENIZER_PER_READ = 0.25
 READ_TO_ESTIMATE = 0.02  # the share of the input read before an ETA is shown
 
 

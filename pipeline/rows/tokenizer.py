@@ -88,7 +88,7 @@ def train_wordpiece(
         # The trainer's cost is its BERT pre-tokenization (a NormalizedString with an alignment per
         # byte, per split): cut the same words here, by the character classes the spans use, and
         # give it words between spaces to count. Same word counts -> the same vocabulary, in
-        # about two thirds of the CPU (benchmarks/phases.py's tokenizer phase; tests check equality).
+        # about 60% of the CPU (benchmarks/phases.py's tokenizer phase; tests check equality).
         counter = Tokenizer(models.WordPiece(unk_token=UNK, continuing_subword_prefix=cfg.continuing_subword_prefix))
         counter.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # char::is_whitespace, as BertPreTokenizer's
         counter.train_from_iterator(_spaced_words(texts, table), trainer)
@@ -101,20 +101,27 @@ def train_wordpiece(
     return WordPieceTokenizer(Tokenizer.from_str(json.dumps(spec, ensure_ascii=False)), "<trained>")
 
 
-def _spaced_words(texts: Iterable[str], table) -> Iterable[str]:
-    """BERT's words of the texts, between spaces, a few dozen texts at a time: whitespace becomes
-    a space and an isolated character (punctuation, CJK ideograph) gets a space on each side, so
-    splitting on whitespace gives the words BertNormalizer + BertPreTokenizer give."""
-    it = iter(texts)
-    while batch := list(itertools.islice(it, 64)):  # the trainer counts batches in parallel
-        cps = text_to_codepoints(" ".join(batch))
-        cls = table.of(cps)
-        isolated = cls == _ISOLATED
-        moved = np.arange(len(cps)) + 2 * np.cumsum(isolated) - isolated  # a space before each isolated one
-        spaced = np.full(len(cps) + 2 * int(isolated.sum()), ord(" "), np.int32)
-        kept = cls != _SPLIT
-        spaced[moved[kept]] = cps[kept]
-        yield codepoints_to_text(spaced)
+def _spaced_words(texts: Iterable[str], table, group: int = 1 << 14) -> Iterable[str]:
+    """BERT's words of the texts, between spaces, texts joined up to `group` characters: whitespace
+    becomes a space and an isolated character (punctuation, CJK ideograph) gets a space on each
+    side, so splitting on whitespace gives the words BertNormalizer + BertPreTokenizer give.
+    Small pieces: the trainer buffers 256 of them ahead (as it would 256 pages), so larger ones
+    would hold much of the sample in memory at once."""
+    batch, size = [], 0
+    for text in itertools.chain(texts, [None]):
+        if text is not None:
+            batch.append(text)
+            size += len(text)
+        if batch and (size >= group or text is None):
+            cps = text_to_codepoints(" ".join(batch))
+            batch, size = [], 0
+            cls = table.of(cps)
+            isolated = cls == _ISOLATED
+            moved = np.arange(len(cps)) + 2 * np.cumsum(isolated) - isolated  # a space before each isolated one
+            spaced = np.full(len(cps) + 2 * int(isolated.sum()), ord(" "), np.int32)
+            kept = cls != _SPLIT
+            spaced[moved[kept]] = cps[kept]
+            yield codepoints_to_text(spaced)
 
 
 class WordPieceTokenizer:

@@ -90,9 +90,17 @@ def test_the_words_cut_for_the_trainer_give_the_reference_vocabulary(monkeypatch
 
     texts = [t for _, t in real_pages("tests/data/wiki/*.xml.bz2")] + [HARD_TEXT, "a\u00a0b\u2028c\u0085d 、。x\u3000y"]
     cut, spaced = [], tk._spaced_words
-    monkeypatch.setattr(tk, "_spaced_words", lambda *a: cut.append(1) or spaced(*a))
+
+    def counted(*args):
+        for piece in spaced(*args):
+            cut.append(len(piece))
+            yield piece
+
+    monkeypatch.setattr(tk, "_spaced_words", counted)
     fast = train_wordpiece(texts, vocab_size=8000).to_str()  # ~3,700 characters, then merges
-    assert cut, "the words were not cut here"
+    assert len(cut) > 20, "the words were not cut here"  # 810k characters
+    # small pieces: the trainer buffers 256 of them ahead, so they bound what it holds of the sample
+    assert max(cut) <= 3 * ((1 << 14) + max(map(len, texts)))
     assert fast == train_wordpiece(texts, vocab_size=8000, cut_words=False).to_str()
     assert sum(len(t.removeprefix("##")) > 2 for t in json.loads(fast)["model"]["vocab"]) > 2000  # merges learnt
     # a character the classes do not describe as the trainer sees it (PAD) -> the trainer's own words
