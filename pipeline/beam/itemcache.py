@@ -23,6 +23,9 @@ from pipeline.preprocess_config import PreprocessConfig
 from pipeline.hashing import stable_int
 
 _BATCH = 512  # rows per Parquet row group while streaming an item to its cache file
+# The footer's count of the item's kept pages: the launcher's ETA sizes the vocabulary's sample
+# against the kept pages, not all pages read (redirects and the rest are about half of a dump's)
+KEPT_KEY = "canine.kept_pages"
 
 
 class Cleaned(NamedTuple):
@@ -96,16 +99,18 @@ def parse_and_store(item: sources.WorkItem, url: str, cfg: PreprocessConfig = Pr
     instead of a streamed upload plus a server-side move."""
     options = clean.CleanOptions.of(cfg)
     sink = pa.BufferOutputStream()
-    rows = []
+    rows, kept = [], 0
     with pq.ParquetWriter(sink, SCHEMA, compression="zstd") as writer:
         for page in sources.read_pages(item):
             rows.append(clean_raw(page, options))
+            kept += rows[-1].outcome == "kept"
             yield rows[-1]
             if len(rows) >= _BATCH:
                 writer.write_batch(_batch(rows))
                 rows = []
         if rows:
             writer.write_batch(_batch(rows))
+        writer.add_key_value_metadata({KEPT_KEY: str(kept)})  # the launcher's progress reads it from the footer
     atomic_write(url, sink.getvalue().to_pybytes())
 
 def kept_pages(url: str) -> Iterator[tuple]:
