@@ -626,7 +626,7 @@ class _PlanAndWriteFn(beam.DoFn):
                                               self.mask_config)
                 for (i, _), row in zip(batch, planned):
                     rows[i] = row
-                share, spans = masks.mask_histograms(planned, self.mask_config)
+                share, spans = masks.mask_histograms(planned)
                 old = histograms.get(lang, ({}, {}))
                 histograms[lang] = (merge_histograms([old[0], share]), merge_histograms([old[1], spans]))
             return shards.rows_to_table(rows)

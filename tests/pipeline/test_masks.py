@@ -239,7 +239,7 @@ def test_bounded_spans_meet_the_masking_budget_on_unspaced_text(pattern):
         share, lengths = {}, {}
         for copy in range(copies):
             rows = plan_examples(group, "xx", copy, 0, None, config)
-            s, n = mask_histograms(rows, config)
+            s, n = mask_histograms(rows)
             share = {v: share.get(v, 0) + s.get(v, 0) for v in share.keys() | s.keys()}
             lengths = {v: lengths.get(v, 0) + n.get(v, 0) for v in lengths.keys() | n.keys()}
         shares[rule] = quantile(share, 0.1)
@@ -261,12 +261,12 @@ def test_mask_histograms_count_shares_and_chosen_spans():
     row = plan_example(ex, "xx", 0, 0, None, config)
     han = len(row["char_mask_positions"]) - 7
     assert han in (7, 8)  # the two Han pieces touch: never both chosen (one run = one span)
-    share, lengths = mask_histograms([row, row], config)
+    share, lengths = mask_histograms([row, row])
     assert lengths == {2: 4, han: 2, 3: 2}
     assert share == {1000 * (7 + han) // 27: 2}
-    assert mask_histograms([], config) == ({}, {})
+    assert mask_histograms([]) == ({}, {})
     paper = MaskPlanConfig(char_spans="whitespace", char_rate=1.0)
-    assert mask_histograms([plan_example(ex, "xx", 0, 0, None, paper)], paper)[1] == {2: 2, 15: 1, 3: 1}
+    assert mask_histograms([plan_example(ex, "xx", 0, 0, None, paper)])[1] == {2: 2, 15: 1, 3: 1}
 
 
 def test_the_span_rule_is_read_from_a_config_or_a_manifest():
