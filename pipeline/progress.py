@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 
 from contract import schema
 from contract.files import is_local
-from pipeline.beam import itemcache
+from pipeline.beam import itemcache, phases
 from pipeline.sources.plan import progress_name
 
 _SHARD = re.compile(r"part-\d{5}-of-(\d{5})\.parquet$")
@@ -344,7 +344,7 @@ class ItemProgress:
                     if m := _SHARD.search(name):
                         totals[split] = int(m.group(1))  # the N of part-i-of-N, the same in a split
                         self.shards_done += 1
-                        written.add(f"{split}-{name}")
+                        written.add(phases.unit_file(f"{split}/{name}"))
             under_way = named = self._shards_under_way(written)
             said = self._step_totals()
             # The shards' total from the job's sizing (phases.py) as soon as it is known: every

@@ -441,7 +441,7 @@ def shard_shares(sizing: Sizing) -> dict:
     whole = sum((sizing.expected or {}).values())
     if not whole:
         return {}
-    return {shard_name(split, i, n).replace("/", "-"): sizing.expected.get(split, 0.0) / n / whole
+    return {phases.unit_file(shard_name(split, i, n)): sizing.expected.get(split, 0.0) / n / whole
             for split, n in sorted(sizing.shards.items()) for i in range(n)}
 
 

@@ -98,6 +98,11 @@ def done(staging: str, step: str, unit: str) -> None:
     save_text("", f"{staging}/progress/{step}/{unit}")
 
 
+def unit_file(unit: str) -> str:
+    """A unit's file name under progress/<step>-at/: a shard's "train/part-…" as "train-part-…"."""
+    return unit.replace("/", "-")
+
+
 class Reporter:
     """How far one unit of a step is: STAGING/progress/<step>-at/<unit>, {"done": n, "of": total,
     "s": seconds since the unit began, on the worker's clock}, at most every REPORT_EVERY_S (2 s
@@ -105,7 +110,7 @@ class Reporter:
     launcher sees the unit begin. A failed write costs a report, never the unit."""
 
     def __init__(self, staging: str, step: str, unit: str, clock=time.monotonic):
-        self.url = f"{staging}/progress/{step}-at/{unit.replace('/', '-')}"
+        self.url = f"{staging}/progress/{step}-at/{unit_file(unit)}"
         self.every = REPORT_EVERY_S["://" not in staging or staging.startswith("file://")]
         self.clock, self.last, self.began = clock, None, clock()
 

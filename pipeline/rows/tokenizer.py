@@ -20,7 +20,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from pipeline.rows.examples import codepoints_to_text, is_special, ranges_to_positions, text_to_codepoints
-from pipeline.rows.wordspans import _ISOLATED, _SPLIT, WORD, FastSpans, char_classes
+from pipeline.rows.wordspans import WORD, FastSpans, char_classes, spaced_words
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 UNK = "[UNK]"
@@ -91,7 +91,7 @@ def train_wordpiece(
         # about 60% of the CPU (benchmarks/phases.py's tokenizer phase; tests check equality).
         counter = Tokenizer(models.WordPiece(unk_token=UNK, continuing_subword_prefix=cfg.continuing_subword_prefix))
         counter.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # char::is_whitespace, as BertPreTokenizer's
-        counter.train_from_iterator(_spaced_words(texts, table), trainer)
+        counter.train_from_iterator(spaced_words(texts, table), trainer)
         trained = json.loads(counter.to_str())
         spec["model"]["vocab"], spec["added_tokens"] = trained["model"]["vocab"], trained["added_tokens"]
     else:  # a character the classes do not describe (or a special): the trainer's own words
@@ -99,29 +99,6 @@ def train_wordpiece(
         spec = json.loads(tok.to_str())
     spec["added_tokens"] = [t for t in spec["added_tokens"] if t["content"] in SPECIAL_TOKENS]
     return WordPieceTokenizer(Tokenizer.from_str(json.dumps(spec, ensure_ascii=False)), "<trained>")
-
-
-def _spaced_words(texts: Iterable[str], table, group: int = 1 << 14) -> Iterable[str]:
-    """BERT's words of the texts, between spaces, texts joined up to `group` characters: whitespace
-    becomes a space and an isolated character (punctuation, CJK ideograph) gets a space on each
-    side, so splitting on whitespace gives the words BertNormalizer + BertPreTokenizer give.
-    Small pieces: the trainer buffers 256 of them ahead (as it would 256 pages), so larger ones
-    would hold much of the sample in memory at once."""
-    batch, size = [], 0
-    for text in itertools.chain(texts, [None]):
-        if text is not None:
-            batch.append(text)
-            size += len(text)
-        if batch and (size >= group or text is None):
-            cps = text_to_codepoints(" ".join(batch))
-            batch, size = [], 0
-            cls = table.of(cps)
-            isolated = cls == _ISOLATED
-            moved = np.arange(len(cps)) + 2 * np.cumsum(isolated) - isolated  # a space before each isolated one
-            spaced = np.full(len(cps) + 2 * int(isolated.sum()), ord(" "), np.int32)
-            kept = cls != _SPLIT
-            spaced[moved[kept]] = cps[kept]
-            yield codepoints_to_text(spaced)
 
 
 class WordPieceTokenizer:

@@ -7,17 +7,19 @@ ideographs stand alone, the rest joins a word), and WordPiece works word by word
 classify characters once by asking the tokenizer itself (probes), cut words with numpy,
 and look each word up in a cache of its pieces; only words never seen go to the tokenizer.
 Limited to BertNormalizer / BertPreTokenizer tokenizers, where that reasoning holds;
-anything else takes the reference path.
+anything else takes the reference path. The same classes cut the words the vocabulary is
+trained on (`spaced_words`).
 """
 
 import json
 import threading
+from typing import Iterable, Iterator
 
 import numpy as np
 from tokenizers import Tokenizer
 
 from contract.splitmix import GOLDEN
-from pipeline.rows.examples import codepoints_to_text, is_special, ranges_to_positions
+from pipeline.rows.examples import codepoints_to_text, is_special, ranges_to_positions, text_to_codepoints
 
 WORD, _SPLIT, _ISOLATED = 0, 1, 2
 _PROBE_LIMIT = 0x40000  # above: no assigned punctuation, whitespace or CJK ideograph -> WORD
@@ -85,6 +87,34 @@ def char_classes(spec: dict) -> _CharClasses:
     if key not in _CLASS_TABLES:
         _CLASS_TABLES[key] = _CharClasses(spec)
     return _CLASS_TABLES[key]
+
+
+def spaced_words(texts: Iterable[str], table: _CharClasses, group: int = 1 << 14) -> Iterator[str]:
+    """BERT's words of the texts between spaces, texts joined up to `group` characters a piece:
+    whitespace becomes a space and an isolated character (punctuation, CJK ideograph) gets a
+    space on each side, so a whitespace split gives the words BertNormalizer + BertPreTokenizer
+    give (pipeline/rows/tokenizer.py trains on them). Small pieces: Hugging Face's trainer
+    buffers 256 of them ahead (as it would 256 pages); larger ones held much of its sample."""
+
+    def spaced(batch: list[str]) -> str:
+        cps = text_to_codepoints(" ".join(batch))
+        cls = table.of(cps)
+        isolated = cls == _ISOLATED
+        moved = np.arange(len(cps)) + 2 * np.cumsum(isolated) - isolated  # a space before each isolated one
+        out = np.full(len(cps) + 2 * int(isolated.sum()), ord(" "), np.int32)
+        kept = cls != _SPLIT
+        out[moved[kept]] = cps[kept]
+        return codepoints_to_text(out)
+
+    batch, size = [], 0
+    for text in texts:
+        batch.append(text)
+        size += len(text)
+        if size >= group:
+            yield spaced(batch)
+            batch, size = [], 0
+    if batch:
+        yield spaced(batch)
 
 
 class _Powers:

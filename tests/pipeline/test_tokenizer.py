@@ -89,14 +89,14 @@ def test_the_words_cut_for_the_trainer_give_the_reference_vocabulary(monkeypatch
     from test_masks import real_pages
 
     texts = [t for _, t in real_pages("tests/data/wiki/*.xml.bz2")] + [HARD_TEXT, "a\u00a0b\u2028c\u0085d 、。x\u3000y"]
-    cut, spaced = [], tk._spaced_words
+    cut, spaced = [], tk.spaced_words
 
     def counted(*args):
         for piece in spaced(*args):
             cut.append(len(piece))
             yield piece
 
-    monkeypatch.setattr(tk, "_spaced_words", counted)
+    monkeypatch.setattr(tk, "spaced_words", counted)
     fast = train_wordpiece(texts, vocab_size=8000).to_str()  # ~3,700 characters, then merges
     assert len(cut) > 20, "the words were not cut here"  # 810k characters
     # small pieces: the trainer buffers 256 of them ahead, so they bound what it holds of the sample
