@@ -293,16 +293,16 @@ def groups_of(sizes: dict, pack_group_codepoints: int) -> dict:
 
 
 class _ScatterPagesFn(beam.DoFn):
-    """One item's kept pages -> STAGING/pages/<item>.parquet, a row group per PackGroup, and
-    its pages of the tokenizer's sample -> STAGING/tokenizer/<item>.parquet, a row group per
-    chunk of the sample. Emits (PackGroup, Ref) and, tagged "sample", (chunk, Ref)."""
+    """One item's kept pages -> STAGING/pages/<item>.arrow, record batches by PackGroup, and
+    its pages of the tokenizer's sample -> STAGING/tokenizer/<item>.arrow, record batches by
+    chunk of the sample (spill.py). Emits (PackGroup, Ref) and, tagged "sample", (chunk, Ref)."""
 
     def __init__(self, staging):
         self.staging = staging
 
     def process(self, url, cuts, groups, plan):
         with phases.timed("scatter"):
-            name = url.rsplit("/", 1)[-1]
+            name = spill.spill_name(url.rsplit("/", 1)[-1])
             by_group, sample = {}, {}
             for lang, page_id, text in itemcache.kept_pages(url):
                 split = split_of(lang, page_id, cuts)
@@ -379,7 +379,7 @@ class _PackFn(beam.DoFn):
             cfg = self.cfg
             exs = examples.pack_pages(by_id, cfg.seq_len, cfg.sentence_order, cfg.seed)
             del by_id
-            url = f"{self.staging}/packed/{group.split}-{group.lang}-{group.group:05d}.parquet"
+            url = f"{self.staging}/packed/{group.split}-{group.lang}-{group.group:05d}{spill.SUFFIX}"
             spill.write_whole(url, spill.examples_table([(group.lang, 0, ex) for ex in exs]))
             size = Size(len(exs), sum(len(ex.codepoints) for ex in exs))
             del exs
@@ -477,7 +477,7 @@ class _Head(NamedTuple):  # what example_id and copies_of read of an example: it
 
 class _ScatterExamplesFn(beam.DoFn):
     """One pack group's examples, with the sizing -> their copies, each keyed to its shard by a
-    hash of its example_id, in STAGING/sampled/<group>.parquet, row groups per shard. The rows are
+    hash of its example_id, in STAGING/sampled/<group>.arrow, record batches by shard. The rows are
     taken in Arrow (a copy column set), never made Python objects. Emits (ShardKey, Ref) and,
     tagged "examples", (lang, copies)."""
 
@@ -541,18 +541,16 @@ class SampleLanguages(beam.PTransform):
 
 
 # --- WriteShards -----------------------------------------------------------------------------------
-# Codepoints of a shard's examples read per pass (at most, in whole row groups): ~40 MB of
+# Codepoints of a shard's examples read per pass (at most, in whole record batches): ~40 MB of
 # codepoints and segment ids, and ~4 passes over a full shard's input (32M codepoints), each
-# decoding its row groups again (zstd level 1: seconds against the planning's half minute).
+# decoding its batches again (zstd level 1: seconds against the planning's half minute).
 _PASS_CODEPOINTS = 8_000_000
 
 
 def _examples_of(sources: list, wanted: list) -> list:
     """[(lang, copy, PackedExample)] of the rows `wanted` names ((_, _, source index, row) each,
-    in that order), read from the row groups `sources` names ((url, row group) each): each
-    row group is decoded once, only its wanted rows kept."""
-    import pyarrow.parquet as pq
-
+    in that order), read from the record batches `sources` names ((url, batch) each): each
+    batch is decoded once, only its wanted rows kept."""
     by_source = {}
     for pos, (_, _, j, row) in enumerate(wanted):
         by_source.setdefault(j, ([], []))
@@ -563,11 +561,10 @@ def _examples_of(sources: list, wanted: list) -> list:
     for j in sorted(by_source):
         by_url.setdefault(sources[j][0], []).append(j)
     for url, js in sorted(by_url.items()):
-        with fsspec.open(url, "rb") as f:
-            pf = pq.ParquetFile(f)
+        with spill.opened(url) as (_, batch):
             for j in js:
                 positions, rows = by_source[j]
-                taken = pf.read_row_group(sources[j][1]).take(pa.array(rows, pa.int64()))
+                taken = batch(sources[j][1]).take(pa.array(rows, pa.int64()))
                 for pos, example in zip(positions, spill.table_examples(taken)):
                     out[pos] = example
     return out
@@ -599,7 +596,7 @@ class _PlanAndWriteFn(beam.DoFn):
         name = shard_name(shard.split, shard.index, shard.total)
         report = phases.Reporter(self.staging, "shards", name)  # how far its rows are; its clock starts with the shard
         # The rows' order from the narrow columns alone; the examples themselves are read a pass of
-        # row groups at a time (_examples_of), so a shard is never whole in memory: held whole, its
+        # record batches at a time (_examples_of), so a shard is never whole in memory: held whole, its
         # codepoints and segment ids (5 bytes a codepoint, 160 MB for a full shard) were the
         # largest thing a worker held, and grew with the input until the shards were full.
         sources = sorted((ref.url, ref.row_group) for ref in refs)  # read_buckets' order: the same ties

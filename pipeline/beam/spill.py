@@ -1,14 +1,14 @@
-"""Shuffles through files: the bulk of the job's data crosses a GroupByKey as row groups of
-Parquet files in staging, and only (key, file, row group) references travel through Beam.
+"""Shuffles through files: the bulk of the job's data crosses a GroupByKey as record batches of
+Arrow IPC files in staging, and only (key, file, batch) references travel through Beam.
 
 Beam's local runners keep every PCollection in memory (the DirectRunner in its launcher, Dask
 in its workers), so a job that shuffles its pages and examples through Beam needs memory in
 proportion to the dump: about 38 MB per MB of XML at b86d9bd (docs/scale.md). datatrove scales the
 other way (src/datatrove/pipeline/dedup/minhash.py): a stage writes its records to files per
 destination bucket and the next reads one bucket at a time. Here a producer writes ONE file
-per source (a work item, a pack group) with one row group per destination key, sorted by key,
-and emits a `Ref` per row group; the consumer of a key reads just its row groups (a footer
-and a byte range each, on local disk or an object store alike). Memory: one source's rows at
+per source (a work item, a pack group) with its rows record batches by destination key, sorted
+by key, and emits a `Ref` per batch; the consumer of a key reads just its batches (a footer and
+a byte range each, on local disk or an object store alike). Memory: one source's rows at
 the producer, one destination's at the consumer, whatever the input's size; the runner holds
 a few references per (source, destination).
 
@@ -18,77 +18,112 @@ source, so a retried bundle rewrites the same bytes and a killed one leaves noth
 docs/scale.md draws the steps and what each holds in memory.
 """
 
-from typing import Iterable, Iterator, NamedTuple
+import contextlib
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 import fsspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow.ipc as ipc
 
 from contract.files import atomic_write
 from pipeline.rows.examples import PackedExample
 
-# zstd level 1: these files are read once, a few seconds later; they only have to be small
-# enough not to double the staging disk (benchmarks/scale.py measures the peak). No dictionary
-# pages: codepoints and texts hardly repeat within a page, and building the dictionary of a
-# 15M-codepoint column cost ~50 MB more memory (measured).
-_WRITE = dict(compression="zstd", compression_level=1, write_statistics=False, use_dictionary=False)
-# Rows per row group of a whole file (write_whole), and at most per row group of a key's rows
-# (write_buckets): the writer encodes a row group at a time, so this bounds its buffers (1024
+# Arrow IPC files (the "Feather v2" file format), each buffer zstd level 1: these files are read
+# once or a few times, seconds later, by this job alone, so what matters is the CPU to write and
+# read them, and that they do not double the staging disk (benchmarks/scale.py measures the
+# peak). Parquet (zstd 1, no dictionary, what they were until this was measured) cost twice the
+# CPU to write and 3.4x to read for the same size: it encodes every list's repetition and
+# definition levels, value by value, and decodes them again (8.3M codepoints of real examples:
+# 199 ms to write, 129 to read, 6.2 MB; IPC 101 ms, 38 ms, 6.0 MB; benchmarks/phases.py, the
+# phases that read and write them, before and after: docs/scale.md). A record batch is read
+# with only the columns asked for: the others' buffers are not decompressed.
+SUFFIX = ".arrow"
+_OPTIONS = ipc.IpcWriteOptions(compression=pa.Codec("zstd", compression_level=1))
+# Rows per record batch of a whole file (write_whole), and at most per record batch of a key's
+# rows (write_buckets): a reader decodes a batch at a time, so this bounds its buffers (1024
 # examples of 2048 codepoints: ~10 MB of columns).
 WHOLE_ROWS = BUCKET_ROWS = 1024
 
 
-class Ref(NamedTuple):  # one destination's rows in one source's file
+class Ref(NamedTuple):  # one destination's rows in one source's file: a record batch of it
     url: str
-    row_group: int
+    row_group: int  # the record batch's number in the file
     rows: int
 
 
+def spill_name(name: str) -> str:
+    """A spill file's name for a source named `name` (an item cache's file name, say)."""
+    return name.rsplit(".", 1)[0] + SUFFIX if name.endswith(".parquet") else name + SUFFIX
+
+
+def _batch(table: pa.Table) -> pa.RecordBatch:
+    """A table's rows (at least one) as one record batch: a concatenated table's chunks joined."""
+    return table.combine_chunks().to_batches()[0]
+
+
 def write_buckets(url: str, tables: dict) -> list:
-    """{key: table} (one schema) -> one Parquet file at `url`, each key's rows in row groups of at
-    most BUCKET_ROWS (the writer encodes a row group at a time), keys in sorted order; returns
-    [(key, Ref)], a Ref per row group. Nothing is written when no key has rows."""
+    """{key: table} (one schema) -> one spill file at `url`, each key's rows in record batches of
+    at most BUCKET_ROWS, keys in sorted order; returns [(key, Ref)], a Ref per batch. Nothing is
+    written when no key has rows."""
     keys = sorted(k for k, t in tables.items() if t.num_rows)
     if not keys:
         return []
     sink = pa.BufferOutputStream()
     out = []
-    with pq.ParquetWriter(sink, tables[keys[0]].schema, **_WRITE) as writer:
+    with ipc.new_file(sink, tables[keys[0]].schema, options=_OPTIONS) as writer:
         for key in keys:
             table = tables[key]
             for start in range(0, table.num_rows, BUCKET_ROWS):
                 rows = min(BUCKET_ROWS, table.num_rows - start)
-                writer.write_table(table.slice(start, rows), row_group_size=rows)  # exactly one row group
+                writer.write_batch(_batch(table.slice(start, rows)))  # exactly one batch
                 out.append((key, Ref(url, len(out), rows)))
     atomic_write(url, sink.getvalue().to_pybytes())
     return out
 
 
+@contextlib.contextmanager
+def opened(url: str, columns=None) -> Iterator[tuple[int, Callable[[int], pa.Table]]]:
+    """A spill file open: (its batch count, batch number -> a table of `columns`, all if None).
+    Only those columns' buffers are read back and decompressed (IpcReadOptions.included_fields)."""
+    with fsspec.open(url, "rb") as f:
+        reader = ipc.open_file(f)
+        names = reader.schema.names
+        if columns is not None:
+            missing = [c for c in columns if c not in names]
+            if missing:
+                raise KeyError(f"{url}: no column {', '.join(missing)} (it has {', '.join(names)})")
+            reader = ipc.open_file(f, options=ipc.IpcReadOptions(
+                included_fields=sorted(names.index(c) for c in columns)))
+        wanted = list(columns) if columns is not None else names
+        yield reader.num_record_batches, lambda i: pa.Table.from_batches([reader.get_batch(i)]).select(wanted)
+
+
 def read_buckets(refs: Iterable[Ref], columns=None) -> Iterator[pa.Table]:
-    """The row groups `refs` name, one table each, in the order given (sort them first for an
-    order that does not depend on the runner). Each file is opened once for all its row groups."""
+    """The batches `refs` name, one table each, files in sorted order and each file's batches in
+    order (sort the refs first for an order that does not depend on the runner). Each file is
+    opened once for all its batches."""
     by_url = {}
     for ref in refs:
         by_url.setdefault(ref.url, []).append(ref.row_group)
     for url in sorted(by_url):
-        with fsspec.open(url, "rb") as f:
-            pf = pq.ParquetFile(f)
-            for rg in sorted(by_url[url]):
-                yield pf.read_row_group(rg, columns=columns)
+        with opened(url, columns) as (_, batch):
+            for i in sorted(by_url[url]):
+                yield batch(i)
 
 
 def read_whole(url: str, columns=None) -> Iterator[pa.Table]:
-    """A file of write_whole, a row group at a time."""
-    with fsspec.open(url, "rb") as f:
-        pf = pq.ParquetFile(f)
-        for rg in range(pf.num_row_groups):
-            yield pf.read_row_group(rg, columns=columns)
+    """A file of write_whole, a batch at a time."""
+    with opened(url, columns) as (n, batch):
+        for i in range(n):
+            yield batch(i)
 
 
 def write_whole(url: str, table: pa.Table) -> None:
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, row_group_size=WHOLE_ROWS, **_WRITE)
+    with ipc.new_file(sink, table.schema, options=_OPTIONS) as writer:
+        for start in range(0, table.num_rows, WHOLE_ROWS):
+            writer.write_batch(_batch(table.slice(start, WHOLE_ROWS)))
     atomic_write(url, sink.getvalue().to_pybytes())
 
 

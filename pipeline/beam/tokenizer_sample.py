@@ -6,7 +6,7 @@ How (pipeline/beam/job.py): a light pass over the item caches passes on, per ite
 whose rank is below a bound (`bound`: about k of them in all, never the whole dump),
 as (rank, page id, characters). `plan` sorts those, keeps the first k and cuts them into chunks
 of at most CHUNK_CHARACTERS; the pass that scatters pages to their pack groups writes each
-sample page into its chunk's row group (spill.py), and the trainer reads the chunks in order.
+sample page into its chunk's record batch (spill.py), and the trainer reads the chunks in order.
 The texts, their order and so the vocabulary are those of a sort of the k pages by (rank, page
 id, text), as when the sample was one list in memory.
 """

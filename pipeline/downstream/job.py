@@ -5,14 +5,14 @@ explains for the preprocessing job: Beam's local runners hold every PCollection 
 only references and counts travel through Beam):
   Inputs     one element per input file: (role, index, path)
   Read       a file streamed line by line (fsspec, gzip inferred) into chunks of about
-             CHUNK_BYTES of lines, each written whole to STAGING/chunks/ROLE/ (zstd Parquet);
+             CHUNK_BYTES of lines, each written whole to STAGING/chunks/ROLE/ (spill.write_whole);
              a gzip file cannot be split, so a file is read by one worker
   Reshuffle  the chunks spread over the workers
   Window     a chunk's lines parsed and windowed (windows.py); its windows, each example's to the
              shard of a hash of its example id (pipeline/seeds.py shard_index), into
-             STAGING/windows/ROLE/, a row group per shard (spill.write_buckets); the chunk's
+             STAGING/windows/ROLE/, record batches by shard (spill.write_buckets); the chunk's
              counts tagged "counts"
-  WriteShard a shard's row groups, read in the order of their files' names (input, chunk), into
+  WriteShard a shard's batches, read in the order of their files' names (input, chunk), into
              STAGING/ROLE/part-i-of-n.parquet (parquet.py); emits its record
   Counts     each role's counts summed -> STAGING/counts.json; the shard records -> STAGING/shards.json
 
@@ -69,7 +69,7 @@ class _ReadFn(beam.DoFn):
 
         def flush():  # the name ends with the chunk's examples (non-blank lines), for the progress line
             examples = sum(1 for line in lines if line.strip())
-            url = f"{self.staging}/chunks/{role}/{index:04d}-{chunk:07d}-{examples}.parquet"
+            url = f"{self.staging}/chunks/{role}/{index:04d}-{chunk:07d}-{examples}{spill.SUFFIX}"
             spill.write_whole(url, _lines_table(numbers, lines))
             return (role, index, chunk, url)
 
@@ -107,7 +107,7 @@ class _WindowFn(beam.DoFn):
         tables = {shard: parquet.windows_table(rows) for shard, rows in by_shard.items()}
         del by_shard
         written = sum(t.num_rows for t in tables.values())
-        out = f"{self.staging}/windows/{role}/{index:04d}-{number:07d}-{written}.parquet"
+        out = f"{self.staging}/windows/{role}/{index:04d}-{number:07d}-{written}{spill.SUFFIX}"
         for shard, ref in spill.write_buckets(out, tables):
             yield (role, shard), ref
         yield pvalue.TaggedOutput("counts", (role, counts))
@@ -119,7 +119,7 @@ class _WriteShardFn(beam.DoFn):
 
     def process(self, kv):
         (role, shard), refs = kv
-        refs = sorted(refs)  # by file name (input, chunk), then row group: input order
+        refs = sorted(refs)  # by file name (input, chunk), then batch: input order
         name = shard_name(role, shard, self.shards[role])
         record = parquet.write_shard(spill.read_buckets(refs), f"{self.staging}/{name}")
         yield {"role": role, "path": name, **record}

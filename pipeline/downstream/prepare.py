@@ -41,6 +41,7 @@ import fsspec
 from contract.files import file_sha256, is_local, redact, save_json
 from contract.tydiqa import (WINDOW_COLUMN_NAMES, WINDOW_SCHEMA_VERSION, WINDOWS_FORMAT, WINDOWS_MANIFEST, AnswerType,
                              read_windows_manifest)
+from pipeline.beam import spill
 from pipeline.downstream.windows import WindowSettings, nested
 from pipeline.output.output import OutputExistsError, PublishError
 from pipeline.sources import InputError
@@ -131,7 +132,7 @@ class _Progress:
                 names = []
             names = [n.rsplit("/", 1)[-1] for n in names]  # atomic_write's temp files start with "."
             totals.append(sum(int(n.rsplit("-", 1)[-1].split(".")[0]) for n in names
-                              if n.endswith(".parquet") and not n.startswith(".")))
+                              if n.endswith(spill.SUFFIX) and not n.startswith(".")))
         return totals[0], totals[1]
 
     def _run(self):

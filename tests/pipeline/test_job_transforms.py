@@ -233,7 +233,7 @@ def _sample_refs(tmp_path, rows_by_item, plan):
             if (chunk := plan.chunk_of(rank, page_id)) is not None:
                 by_chunk.setdefault(chunk, []).append((rank, page_id, text))
         tables = {c: tokenizer_sample.table(r) for c, r in by_chunk.items()}
-        refs += spill.write_buckets(str(tmp_path / f"tok{i}.parquet"), tables)
+        refs += spill.write_buckets(str(tmp_path / f"tok{i}.arrow"), tables)
     return refs
 
 
@@ -272,7 +272,7 @@ def _page_refs(tmp_path, pages_by_item, groups):
             key = PackGroup(split, lang, stable_int("group", lang, page_id) % groups)
             by_group.setdefault(key, []).append((lang, page_id, text))
         tables = {k: spill.pages_table(*zip(*v)) for k, v in by_group.items()}
-        refs += spill.write_buckets(str(tmp_path / f"pages{i}.parquet"), tables)
+        refs += spill.write_buckets(str(tmp_path / f"pages{i}.arrow"), tables)
     return refs
 
 
@@ -304,7 +304,7 @@ def test_pack_examples_packs_each_language_and_split_apart_in_page_id_order(tmp_
 def test_spilled_examples_come_back_as_they_were(tmp_path):
     exs = pack_pages([(i, f"page {i} with some words") for i in range(20)], 16, sentence_order=True, seed=3)
     rows = [("en", c, ex) for c in (0, 2) for ex in exs]
-    refs = spill.write_buckets(str(tmp_path / "x.parquet"), {"b": spill.examples_table(rows[5:]),
+    refs = spill.write_buckets(str(tmp_path / "x.arrow"), {"b": spill.examples_table(rows[5:]),
                                                              "a": spill.examples_table(rows[:5]),
                                                              "empty": spill.examples_table([])})
     assert [(key, ref.row_group, ref.rows) for key, ref in refs] == [("a", 0, 5), ("b", 1, len(rows) - 5)]
@@ -313,13 +313,24 @@ def test_spilled_examples_come_back_as_they_were(tmp_path):
         assert (lang, copy, ex.page_ids, ex.sop_label, ex.part) == (lang2, copy2, ex2.page_ids, ex2.sop_label, ex2.part)
         assert ex2.codepoints.dtype == np.int32 and ex2.segment_ids.dtype == np.int8
         assert np.array_equal(ex.codepoints, ex2.codepoints) and np.array_equal(ex.segment_ids, ex2.segment_ids)
-    assert spill.write_buckets(str(tmp_path / "none.parquet"), {}) == [] and not (tmp_path / "none.parquet").exists()
+    assert spill.write_buckets(str(tmp_path / "none.arrow"), {}) == [] and not (tmp_path / "none.arrow").exists()
+
+
+def test_a_spill_file_reads_back_only_the_columns_asked(tmp_path):
+    rows = [("en", 0, ex) for ex in pack_pages([(i, f"page {i} with some words") for i in range(9)], 16)]
+    refs = [ref for _, ref in spill.write_buckets(str(tmp_path / "x.arrow"), {"k": spill.examples_table(rows)})]
+    (narrow,) = spill.read_buckets(refs, columns=["part", "lang"])
+    assert narrow.column_names == ["part", "lang"] and narrow.column("lang").to_pylist() == ["en"] * len(rows)
+    whole = spill.table_examples(next(spill.read_whole(str(tmp_path / "x.arrow"))))
+    assert [ex.page_ids for _, _, ex in whole] == [ex.page_ids for _, _, ex in rows]
+    with pytest.raises(KeyError, match=r"x\.arrow: no column text \(it has lang, copy"):
+        next(spill.read_buckets(refs, columns=["lang", "text"]))
 
 
 def test_a_keys_rows_span_row_groups_of_at_most_bucket_rows(tmp_path, monkeypatch):
     monkeypatch.setattr(spill, "BUCKET_ROWS", 2)
     rows = [("en", 0, ex) for ex in pack_pages([(i, f"page {i} with some words") for i in range(9)], 16)]
-    refs = spill.write_buckets(str(tmp_path / "x.parquet"), {"k": spill.examples_table(rows), "j": spill.examples_table(rows[:3])})
+    refs = spill.write_buckets(str(tmp_path / "x.arrow"), {"k": spill.examples_table(rows), "j": spill.examples_table(rows[:3])})
     assert [(key, ref.row_group, ref.rows) for key, ref in refs][:3] == [("j", 0, 2), ("j", 1, 1), ("k", 2, 2)]
     assert sum(ref.rows for key, ref in refs if key == "k") == len(rows)
     back = [r for t in spill.read_buckets([ref for key, ref in refs if key == "k"]) for r in spill.table_examples(t)]
@@ -332,7 +343,7 @@ def test_sample_languages_repeats_small_languages_with_new_copies(tmp_path):
 
     files = []
     for split, lang, firsts in (("train", "en", range(90)), ("train", "sw", range(10)), ("validation", "sw", [1000])):
-        url = str(tmp_path / "packed" / f"{split}-{lang}-00000.parquet")
+        url = str(tmp_path / "packed" / f"{split}-{lang}-00000.arrow")
         spill.write_whole(url, spill.examples_table([(lang, 0, ex(i)) for i in firsts]))
         files.append(PackedFile(split, lang, url))
     sizes = [(SplitLang("train", "en"), Size(90, 270)), (SplitLang("train", "sw"), Size(10, 30)),
@@ -370,7 +381,7 @@ def test_write_shards_puts_each_example_in_its_hashed_shard_in_hashed_order(tmp_
     # two producers (pack groups) per shard, as SampleLanguages leaves them
     refs = []
     for i in (0, 1):
-        refs += spill.write_buckets(str(tmp_path / f"sampled{i}.parquet"),
+        refs += spill.write_buckets(str(tmp_path / f"sampled{i}.arrow"),
                                     {k: spill.examples_table(v[i::2]) for k, v in by_key.items()})
     tokenizer_json = train_wordpiece(texts, vocab_size=100).to_str()
     staging = str(tmp_path)
@@ -463,14 +474,14 @@ def test_collect_stats_writes_every_count_as_one_sorted_json_file(tmp_path):
 
 
 def test_a_shard_read_in_passes_is_the_shard_read_whole(tmp_path, monkeypatch):
-    # WriteShards reads a shard's examples a pass of row groups at a time (job._PASS_CODEPOINTS);
-    # the file must not depend on how many passes it took, nor on a row group read twice.
+    # WriteShards reads a shard's examples a pass of record batches at a time (job._PASS_CODEPOINTS);
+    # the file must not depend on how many passes it took, nor on a batch read twice.
     texts = [f"page {i} says alpha beta gamma delta" for i in range(1300)]
     exs = pack_pages([(i, t) for i, t in enumerate(texts)], 24)
     rows = [("en" if i % 3 else "sw", i % 2, ex) for i, ex in enumerate(exs)]
     refs = []
     for i in range(3):  # three producers (pack groups) of one shard
-        refs += [ref for _, ref in spill.write_buckets(str(tmp_path / f"sampled{i}.parquet"),
+        refs += [ref for _, ref in spill.write_buckets(str(tmp_path / f"sampled{i}.arrow"),
                                                        {"k": spill.examples_table(rows[i::3])})]
     refs.append(refs[0])  # a duplicated reference is read as often as it is named
     tokenizer_json = train_wordpiece(texts[:50], vocab_size=100).to_str()
@@ -481,6 +492,6 @@ def test_a_shard_read_in_passes_is_the_shard_read_whole(tmp_path, monkeypatch):
         staging = tmp_path / name
         record, *masks = job._PlanAndWriteFn(PreprocessConfig(), str(staging)).process((key, refs), tokenizer_json)
         written[name] = ((staging / record.path).read_bytes(), record, [m.value for m in masks])
-    assert len(exs) + len(rows[0::3]) > 2 * 1024 and pq.ParquetFile(tmp_path / "sampled0.parquet").num_row_groups == 1
+    assert len(exs) + len(rows[0::3]) > 2 * 1024 and spill.write_buckets(str(tmp_path / "probe.arrow"), {"k": spill.examples_table(rows[0::3])})[-1][1].row_group == 0
     assert written["whole"] == written["passes"]
     assert written["whole"][1].rows == len(exs) + len(rows[0::3])

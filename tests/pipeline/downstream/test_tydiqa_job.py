@@ -14,6 +14,7 @@ import pytest
 
 from contract.tydiqa import WINDOW_COLUMN_NAMES, AnswerType, window_schema
 from pipeline import seeds
+from pipeline.beam import spill
 from pipeline.downstream.prepare import prepare
 from pipeline.downstream.windows import WindowSettings, window_line
 from pipeline.output.output import OutputExistsError
@@ -193,8 +194,8 @@ def test_the_read_and_window_steps_alone(tmp_path):
         rows = out.refs | beam.MapTuple(lambda key, ref: (key, ref.rows)) | "PerShard" >> beam.CombinePerKey(sum)
         assert_that(rows, equal_to([(("dev", s), n) for s, n in expected.items()]), label="Rows")
     assert sorted(expected) == [0, 1, 2] and sum(expected.values()) == 200
-    written = [str(p) for p in (tmp_path / "windows" / "dev").glob("*.parquet")]
-    assert sum(pq.ParquetFile(p).metadata.num_rows for p in written) == 200
+    written = [str(p) for p in (tmp_path / "windows" / "dev").glob("*" + spill.SUFFIX)]
+    assert sum(t.num_rows for p in written for t in spill.read_whole(p)) == 200
 
 
 def test_a_line_that_is_not_json_stops_the_run_naming_it(tmp_path):
