@@ -33,6 +33,7 @@ stable hash (pipeline/seeds.py, a table of them all) and every group is sorted b
 """
 
 import atexit
+import functools
 import json
 import math
 import os
@@ -570,18 +571,27 @@ def _examples_of(sources: list, wanted: list) -> list:
     return out
 
 
+@functools.lru_cache(maxsize=1)
+def _tokenizer_of(tokenizer_json: str) -> WordPieceTokenizer:
+    """The vocabulary's tokenizer, once per process for equal JSON: each bundle gets its own copy
+    of the side input (a new string), so a cache by identity built it again for every shard, and
+    lost what it learns as it goes (FastSpans' pieces of each word seen, the replacement index:
+    0.2 s a shard, py-spy of a 300 MB run)."""
+    return WordPieceTokenizer.from_str(tokenizer_json)
+
+
 class _PlanAndWriteFn(beam.DoFn):
     """One shard's examples -> mask plans (pipeline/rows/masks.py) -> one Parquet file. Planning here,
     after the shuffle, keeps rows out of Beam's coders and files. Rows are sorted by a hash of
     their id, not the id itself: ids start with the language, and readers take contiguous row
-    ranges, so id order would give one-language batches. The tokenizer is built once per worker.
+    ranges, so id order would give one-language batches. The tokenizer is built once per worker
+    process (_tokenizer_of).
     Beside its ShardFile it emits, per language in the shard, the histograms of its masks
     (MaskHistograms, tagged "masks") for the manifest's per-language mask statistics."""
 
     def __init__(self, cfg: PreprocessConfig, staging):
         self.seed, self.staging, self.seq_len = cfg.seed, staging, cfg.seq_len
         self.mask_config = masks.MaskPlanConfig.of(cfg)
-        self._json = self._tokenizer = None
 
     def process(self, kv, tokenizer_json):
         with phases.timed("shards+masks"):  # a method of its own: Beam reads process() for a yield beside a return
@@ -590,8 +600,7 @@ class _PlanAndWriteFn(beam.DoFn):
     def _plan_and_write(self, kv, tokenizer_json):
         import pyarrow.compute as pc
 
-        if tokenizer_json is not self._json:
-            self._tokenizer, self._json = WordPieceTokenizer.from_str(tokenizer_json), tokenizer_json
+        tokenizer = _tokenizer_of(tokenizer_json)
         shard, refs = kv
         name = shard_name(shard.split, shard.index, shard.total)
         report = phases.Reporter(self.staging, "shards", name)  # how far its rows are; its clock starts with the shard
@@ -619,7 +628,7 @@ class _PlanAndWriteFn(beam.DoFn):
                 by_key.setdefault((lang, copy), []).append((i, ex))
             rows = [None] * len(part)
             for (lang, copy), batch in sorted(by_key.items()):  # any batching gives the same rows (plan_examples)
-                planned = masks.plan_examples([ex for _, ex in batch], lang, copy, self.seed, self._tokenizer,
+                planned = masks.plan_examples([ex for _, ex in batch], lang, copy, self.seed, tokenizer,
                                               self.mask_config)
                 for (i, _), row in zip(batch, planned):
                     rows[i] = row
