@@ -60,12 +60,10 @@ BAR_WIDTH = 20
 STEPS = (("packing", "pack groups", "packed"), ("tokenizer", "tokenizer chunks", "read"),
          ("sampling", "pack groups", "sampled"), ("shards", "shards", "written"))
 # Wall seconds of each step after reading per wall second of reading, both spread over the same
-# workers (benchmarks/phases.py --mb 1000 --workers 2, real pages: reading 110 s; sizing, scatter
-# and packing 21 s, sampling 21 s, shards 75 s; docs/scale.md). At 300 MB on free cores the
-# shards took 0.75-0.78x the reading with 1 worker, 0.82-1.0x with 2 (one worker writing a shard
-# already keeps 1.2 cores busy, Arrow's threads), packing with sizing and scatter 0.21-0.23x,
-# sampling 0.15-0.19x. RECALIBRATE when a step's cost changes.
-AFTER_READING = {"packing": 0.22, "sampling": 0.19, "shards": 0.8}
+# workers (benchmarks/phases.py --mb 1000 --workers 2, real pages, once staging's files were Arrow
+# IPC: reading 82 s; sizing, scatter and packing 14 s, sampling 6 s, shards 38 s; docs/scale.md).
+# At 300 MB on free cores: see docs/scale.md's ETA table. RECALIBRATE when a step's cost changes.
+AFTER_READING = {"packing": 0.17, "sampling": 0.08, "shards": 0.5}
 # The vocabulary trains in one process on a bounded sample (tokenizer_pages pages): its wall
 # seconds per second one worker would take to read the XML that holds the sample, on free cores
 # (the tokenizers library trains on all of them): 0.28 and 0.25 at 300 MB with 1 and 2 workers
