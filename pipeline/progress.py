@@ -60,18 +60,21 @@ BAR_WIDTH = 20
 STEPS = (("packing", "pack groups", "packed"), ("tokenizer", "tokenizer chunks", "read"),
          ("sampling", "pack groups", "sampled"), ("shards", "shards", "written"))
 # Wall seconds of each step after reading per wall second of reading, both spread over the same
-# workers (benchmarks/phases.py --mb 1000 --workers 2, real pages, once staging's files were Arrow
-# IPC: reading 82 s; sizing, scatter and packing 14 s, sampling 6 s, shards 38 s; docs/scale.md).
-# At 300 MB on free cores: see docs/scale.md's ETA table. RECALIBRATE when a step's cost changes.
-AFTER_READING = {"packing": 0.17, "sampling": 0.08, "shards": 0.5}
+# workers, once staging's files were Arrow IPC (benchmarks/phases.py on real pages; docs/scale.md):
+# --mb 1000 --workers 2: reading 72-82 s; sizing, scatter and packing 0.18x, sampling 0.08x,
+# shards 0.46-0.53x; --mb 300 --workers 1: 0.19x, 0.11x, 0.73x (one worker's reading keeps one
+# core busy, two workers' 1.8 of 2). Between the two, so that neither is off by 30%.
+# RECALIBRATE when a step's cost changes.
+AFTER_READING = {"packing": 0.18, "sampling": 0.09, "shards": 0.6}
 # The vocabulary trains in one process on a bounded sample (tokenizer_pages pages): its wall
 # seconds per second one worker would take to read the XML that holds the sample, on free cores
-# (the tokenizers library trains on all of them): 0.28 and 0.25 at 300 MB with 1 and 2 workers
-# (benchmarks/phases.py --mb 300 --workers 1,2) once the words were cut before the trainer
-# (pipeline/rows/tokenizer.py; 0.36 and 0.41 before); a loaded machine slows it more than the
-# reading (0.66 at 1 GB, load 3-4, before the cut). Once the trainer reads its chunks the second
-# time (the first pass, for the alphabet, is fast), the pace of that pass is its ETA.
-TOKENIZER_PER_READ = 0.25
+# (the tokenizers library trains on all of them): 0.33 with 1 worker at 300 MB and 0.23 with 2 at
+# 1 GB (benchmarks/phases.py, a0743c6), 0.28 and 0.25 at 300 MB at 2185645, once the words were
+# cut before the trainer (pipeline/rows/tokenizer.py; 0.36 and 0.41 before); a loaded machine
+# slows it more than the reading (0.66 at 1 GB, load 3-4, before the cut). Once the trainer reads
+# its chunks the second time (the first pass, for the alphabet, is fast), the pace of that pass
+# is its ETA.
+TOKENIZER_PER_READ = 0.28
 READ_TO_ESTIMATE = 0.02  # the share of the input read before an ETA is shown
 
 
