@@ -6,7 +6,7 @@ One idea per module:
     itemcache.py          per-work-item results, so a killed run resumes without parsing again
     tally.py              a work item's counts per language: what travels instead of its pages
     split.py              the validation split: which of a language's kept pages are held out
-    spill.py              shuffles through files in staging: row groups per key, references through Beam
+    spill.py              shuffles through Arrow IPC files in staging: batches per key, references through Beam
     tokenizer_sample.py   the vocabulary's bottom-k sample, in chunks, in bounded memory
     stats.py              the job's accounting, per language
     memory.py             a finished step's memory given back: a worker holds its largest step, not their sum
