@@ -54,7 +54,7 @@ class Ref(NamedTuple):  # one destination's rows in one source's file: a record 
 
 def spill_name(name: str) -> str:
     """A spill file's name for a source named `name` (an item cache's file name, say)."""
-    return name.rsplit(".", 1)[0] + SUFFIX if name.endswith(".parquet") else name + SUFFIX
+    return name.removesuffix(".parquet") + SUFFIX
 
 
 def _batch(table: pa.Table) -> pa.RecordBatch:
