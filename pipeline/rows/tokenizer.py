@@ -20,7 +20,7 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from pipeline.rows.examples import codepoints_to_text, is_special, ranges_to_positions, text_to_codepoints
-from pipeline.rows.wordspans import WORD, FastSpans, char_classes, spaced_words
+from pipeline.rows.wordspans import SPLIT, WORD, FastSpans, char_classes, spaced_words
 
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 UNK = "[UNK]"
@@ -75,6 +75,15 @@ def train_wordpiece(
     # "##c" can only follow another character of a word: not for whitespace, punctuation or CJK
     inner = [cfg.continuing_subword_prefix + chr(c) for c in seen[classes == WORD].tolist()]
     limit = {} if cfg.limit_alphabet is None else {"limit_alphabet": cfg.limit_alphabet}  # None is not accepted
+    cut = cut_words and (classes >= 0).all() and not is_special(seen).any()
+    # A word of one character adds no pair to any merge's count, only its character to the
+    # alphabet: the trainer's alphabet is every character of its words, in codepoint order, its
+    # counts unused unless limit_alphabet cuts it (tokenizers' BpeTrainer::compute_alphabet,
+    # 0.23). So those characters are given as the initial alphabet and their words left out of
+    # the counting: 39% of the words of a real multilingual sample (punctuation, CJK
+    # ideographs, "a"), 16% of the trainer's time, the same vocabulary (tests check equality).
+    alone = cut and cfg.limit_alphabet is None
+    alphabet = {"initial_alphabet": [chr(c) for c in seen[classes != SPLIT].tolist()]} if alone else {}
     trainer = trainers.WordPieceTrainer(
         vocab_size=cfg.vocab_size,
         min_frequency=cfg.min_frequency,
@@ -82,16 +91,17 @@ def train_wordpiece(
         continuing_subword_prefix=cfg.continuing_subword_prefix,
         show_progress=False,
         **limit,
+        **alphabet,
     )
     spec = json.loads(tok.to_str())
-    if cut_words and (classes >= 0).all() and not is_special(seen).any():
+    if cut:
         # The trainer's cost is its BERT pre-tokenization (a NormalizedString with an alignment per
         # byte, per split): cut the same words here, by the character classes the spans use, and
         # give it words between spaces to count. Same word counts -> the same vocabulary, in
         # about 60% of the CPU (benchmarks/phases.py's tokenizer phase; tests check equality).
         counter = Tokenizer(models.WordPiece(unk_token=UNK, continuing_subword_prefix=cfg.continuing_subword_prefix))
         counter.pre_tokenizer = pre_tokenizers.WhitespaceSplit()  # char::is_whitespace, as BertPreTokenizer's
-        counter.train_from_iterator(spaced_words(texts, table), trainer)
+        counter.train_from_iterator(spaced_words(texts, table, words_of_one=not alone), trainer)
         trained = json.loads(counter.to_str())
         spec["model"]["vocab"], spec["added_tokens"] = trained["model"]["vocab"], trained["added_tokens"]
     else:  # a character the classes do not describe (or a special): the trainer's own words

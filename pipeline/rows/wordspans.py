@@ -21,10 +21,10 @@ from tokenizers import Tokenizer
 from contract.splitmix import GOLDEN
 from pipeline.rows.examples import codepoints_to_text, is_special, ranges_to_positions, text_to_codepoints
 
-WORD, _SPLIT, _ISOLATED = 0, 1, 2
+WORD, SPLIT, _ISOLATED = 0, 1, 2
 _PROBE_LIMIT = 0x40000  # above: no assigned punctuation, whitespace or CJK ideograph -> WORD
 # Probe i is "x" c "x" " " at 4i; the pre-token offsets (relative to 4i) identify the class.
-_PROBE_SIGNATURE = {1 << 3: WORD, (1 << 1) | (1 << 11): _SPLIT, (1 << 1) | (1 << 6) | (1 << 11): _ISOLATED}
+_PROBE_SIGNATURE = {1 << 3: WORD, (1 << 1) | (1 << 11): SPLIT, (1 << 1) | (1 << 6) | (1 << 11): _ISOLATED}
 _CLASS_TABLES: dict[str, "_CharClasses"] = {}  # per normalizer + pre-tokenizer JSON, once per process
 # A word is known by its length and two polynomial hashes mod 2^64 with odd bases. A wrong
 # match needs both 64-bit hashes of two different words of equal length to agree: for
@@ -77,7 +77,7 @@ class _CharClasses:
         for sig, cls in _PROBE_SIGNATURE.items():
             block[signature == sig] = cls
         block[surrogate] = WORD
-        block[is_special(c)] = _SPLIT  # specials break words
+        block[is_special(c)] = SPLIT  # specials break words
         self.table[first : first + self.BLOCK] = block
 
 
@@ -89,20 +89,29 @@ def char_classes(spec: dict) -> _CharClasses:
     return _CLASS_TABLES[key]
 
 
-def spaced_words(texts: Iterable[str], table: _CharClasses, group: int = 1 << 14) -> Iterator[str]:
+def spaced_words(texts: Iterable[str], table: _CharClasses, group: int = 1 << 14, *,
+                 words_of_one: bool = True) -> Iterator[str]:
     """BERT's words of the texts between spaces, texts joined up to `group` characters a piece:
     whitespace becomes a space and an isolated character (punctuation, CJK ideograph) gets a
     space on each side, so a whitespace split gives the words BertNormalizer + BertPreTokenizer
     give (pipeline/rows/tokenizer.py trains on them). Small pieces: Hugging Face's trainer
-    buffers 256 of them ahead (as it would 256 pages); larger ones held much of its sample."""
+    buffers 256 of them ahead (as it would 256 pages); larger ones held much of its sample.
+    `words_of_one=False` leaves out the words of one character (every isolated character, and
+    a letter or digit alone): each becomes a space."""
 
     def spaced(batch: list[str]) -> str:
         cps = text_to_codepoints(" ".join(batch))
         cls = table.of(cps)
+        if not words_of_one:
+            word = cls == WORD
+            inside = np.zeros(len(cps) + 2, bool)  # a neighbour of the same word on either side
+            inside[1:-1] = word
+            alone = word & ~inside[:-2] & ~inside[2:]
+            return codepoints_to_text(np.where(word & ~alone, cps, ord(" ")))
         isolated = cls == _ISOLATED
         moved = np.arange(len(cps)) + 2 * np.cumsum(isolated) - isolated  # a space before each isolated one
         out = np.full(len(cps) + 2 * int(isolated.sum()), ord(" "), np.int32)
-        kept = cls != _SPLIT
+        kept = cls != SPLIT
         out[moved[kept]] = cps[kept]
         return codepoints_to_text(out)
 

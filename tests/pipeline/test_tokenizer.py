@@ -89,11 +89,12 @@ def test_the_words_cut_for_the_trainer_give_the_reference_vocabulary(monkeypatch
     from test_masks import real_pages
 
     texts = [t for _, t in real_pages("tests/data/wiki/*.xml.bz2")] + [HARD_TEXT, "a\u00a0b\u2028c\u0085d 、。x\u3000y"]
-    cut, spaced = [], tk.spaced_words
+    cut, spaced, alone = [], tk.spaced_words, set()
 
-    def counted(*args):
-        for piece in spaced(*args):
+    def counted(*args, **kwargs):
+        for piece in spaced(*args, **kwargs):
             cut.append(len(piece))
+            alone.update(w for w in piece.split() if len(w) == 1)
             yield piece
 
     monkeypatch.setattr(tk, "spaced_words", counted)
@@ -101,7 +102,11 @@ def test_the_words_cut_for_the_trainer_give_the_reference_vocabulary(monkeypatch
     assert len(cut) > 20, "the words were not cut here"  # 810k characters
     # small pieces: the trainer buffers 256 of them ahead, so they bound what it holds of the sample
     assert max(cut) <= 3 * ((1 << 14) + max(map(len, texts)))
+    # words of one character are not counted (the trainer gets their characters as its alphabet)
+    assert not alone
     assert fast == train_wordpiece(texts, vocab_size=8000, cut_words=False).to_str()
+    vocab = json.loads(fast)["model"]["vocab"]
+    assert {"、", "。", "日", "😀", ","} <= vocab.keys()  # characters seen only as words of one
     assert sum(len(t.removeprefix("##")) > 2 for t in json.loads(fast)["model"]["vocab"]) > 2000  # merges learnt
     # a character the classes do not describe as the trainer sees it (PAD) -> the trainer's own words
     cut.clear()
@@ -186,7 +191,7 @@ def test_character_classes_from_probes():
     table = classes.of(np.arange(0x40000))  # every block, probed on first sight
     assert classes.done.all()
     assert table[ord("a")] == wordspans.WORD and table[ord("\u0301")] == wordspans.WORD
-    assert table[ord(" ")] == wordspans._SPLIT and table[0x3000] == wordspans._SPLIT and table[schema.SEP] == wordspans._SPLIT
+    assert table[ord(" ")] == wordspans.SPLIT and table[0x3000] == wordspans.SPLIT and table[schema.SEP] == wordspans.SPLIT
     assert table[ord(",")] == wordspans._ISOLATED and table[ord("中")] == wordspans._ISOLATED and table[ord("«")] == wordspans._ISOLATED
     assert (table >= 0).all()
 
