@@ -71,9 +71,8 @@ AFTER_READING = {"packing": 0.18, "sampling": 0.09, "shards": 0.6}
 # (the tokenizers library trains on all of them): 0.33 with 1 worker at 300 MB and 0.23 with 2 at
 # 1 GB (benchmarks/phases.py, a0743c6), 0.28 and 0.25 at 300 MB at 2185645, once the words were
 # cut before the trainer (pipeline/rows/tokenizer.py; 0.36 and 0.41 before); a loaded machine
-# slows it more than the reading (0.66 at 1 GB, load 3-4, before the cut). Once the trainer reads
-# its chunks the second time (the first pass, for the alphabet, is fast), the pace of that pass
-# is its ETA.
+# slows it more than the reading (0.66 at 1 GB, load 3-4, before the cut). Once the trainer has
+# read two of its chunks (once each, as it counts), their pace is its ETA.
 TOKENIZER_PER_READ = 0.28
 READ_TO_ESTIMATE = 0.02  # the share of the input read before an ETA is shown
 
@@ -141,7 +140,7 @@ class Snapshot:
     # weights of those not begun (a weight: its share of the shards' codepoints, 1 each where unknown)
     under_way: tuple = ()
     waiting: tuple = ()
-    feed_rate: float | None = None  # the tokenizer's chunks a second in its second pass (the trainer's own)
+    feed_rate: float | None = None  # the tokenizer's chunks a second (read as the trainer counts: its pace)
     shard_speed: float | None = None  # weight a second of a worker writing a shard: the mean over the shards seen
     kept_share: float | None = None  # kept pages per page read, in the finished items (None: not known)
 
@@ -197,7 +196,7 @@ class Snapshot:
             # The model's time less the time the step has run; where units are done at a measured
             # rate, whichever says less, and the rate alone once the model is spent. Units finish in
             # bursts (a fixed share per worker), so a rate from a few of them says too much; the
-            # tokenizer's chunks are read twice, the first time fast: their rate is not its pace.
+            # tokenizer's chunks are read once, as the trainer counts: their rate is its pace.
             left_by_model = max(0.0, model - in_step)
             if step == "shards" and total and (
                     scheduled := _schedule(self.under_way, self.waiting, self.workers, self.shard_speed)) is not None:
@@ -363,8 +362,8 @@ class ItemProgress:
                 in_step = self.clock() - self.step_since[step] if step in self.step_since else 0.0
                 steps[step] = (done, total, self._rate(step, done), in_step)
                 ahead = ahead and total is not None and done >= total
-                if step == "tokenizer" and total and done >= total // 2:  # the second pass: the trainer's
-                    feed_rate = self._rate("tokenizer feed", done - total // 2 + 1)
+                if step == "tokenizer" and total and done:  # its chunks are read as the trainer counts: its pace
+                    feed_rate = self._rate("tokenizer feed", done)
             if self.shards_total and self.shard_weights is None and "shards" in said:
                 self.shard_weights = self._shard_weights()
             weights = self.shard_weights or {}

@@ -14,9 +14,9 @@ file references, so no process and no runner's data plane holds the dump (docs/s
   SizeItems       a light pass over the caches: codepoints per (split, language), validation pages,
                   and the tokenizer sample's candidates (pipeline/beam/tokenizer_sample.py)
   ScatterPages    each item's kept pages to its pack groups (staging/pages/), and its pages of the
-                  tokenizer's sample to their chunks (staging/tokenizer/)
-  TrainTokenizer  WordPiece for CANINE-S on the pages with the smallest id hashes, a chunk at a time
-                  (or a given tokenizer.json)
+                  tokenizer's sample to their chunks (staging/tokenizer/), with their characters
+  TrainTokenizer  WordPiece for CANINE-S on the pages with the smallest id hashes, a chunk at a time,
+                  the sample read once (or a given tokenizer.json)
   PackExamples    a pack group's pages, sorted by id, packed to seq_len (staging/packed/)
   SampleLanguages share^alpha smoothing: subsample big languages, repeat small ones with fresh masks;
                   shards per split from the expected size; each copy to its shard (staging/sampled/)
@@ -44,6 +44,7 @@ from typing import Any, NamedTuple, Tuple
 
 import apache_beam as beam
 import fsspec
+import numpy as np
 import pyarrow as pa
 from apache_beam import pvalue
 from apache_beam.metrics import Metrics
@@ -57,7 +58,7 @@ from pipeline.beam.split import cuts_of, split_of, validation_cut
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.beam.elements import SplitLang, PackGroup, PackedFile, Size, Sizing, ShardKey, ShardFile, MaskHistograms
 from pipeline.beam.stats import CollectStats, StatsInputs, merge_histograms
-from pipeline.rows.tokenizer import WordPieceTokenizer, train_wordpiece
+from pipeline.rows.tokenizer import WordPieceTokenizer, alphabet_of, train_wordpiece
 
 _NS = "canine.preprocess"
 
@@ -296,7 +297,10 @@ def groups_of(sizes: dict, pack_group_codepoints: int) -> dict:
 class _ScatterPagesFn(beam.DoFn):
     """One item's kept pages -> STAGING/pages/<item>.arrow, record batches by PackGroup, and
     its pages of the tokenizer's sample -> STAGING/tokenizer/<item>.arrow, record batches by
-    chunk of the sample (spill.py). Emits (PackGroup, Ref) and, tagged "sample", (chunk, Ref)."""
+    chunk of the sample (spill.py). Emits (PackGroup, Ref), tagged "sample" (chunk, Ref), and
+    tagged "alphabet" the codepoints of its sample pages' characters (uint32 bytes, sorted): the
+    alphabet the trainer needs before it counts, found here over the workers, not by a pass of
+    its own over the whole sample (tokenizer.train_wordpiece)."""
 
     def __init__(self, staging):
         self.staging = staging
@@ -318,24 +322,32 @@ class _ScatterPagesFn(beam.DoFn):
             del by_group
             pages = spill.write_buckets(f"{self.staging}/pages/{name}", tables)
             tables = {c: tokenizer_sample.table(rows) for c, rows in sample.items()}
-            del sample
             chunks = spill.write_buckets(f"{self.staging}/tokenizer/{name}", tables)
             del tables
+            if sample:
+                alphabet = alphabet_of(text for rows in sample.values() for _, _, text in rows)
+            del sample
             memory.release()
             for group, ref in pages:
                 yield group, ref
             for chunk, ref in chunks:
                 yield pvalue.TaggedOutput("sample", (chunk, ref))
+            if chunks:
+                yield pvalue.TaggedOutput("alphabet", alphabet.astype("<u4").tobytes())
 
 
 # --- TrainTokenizer --------------------------------------------------------------------------------
-def _train_tokenizer(refs, plan, vocab_size, staging=None):
+def _train_tokenizer(refs, plan, vocab_size, staging=None, alphabets=None):
     with phases.timed("tokenizer"):
         faults.point("tokenizer")
-        reads = iter(range(2 * len(plan.uppers)))  # the trainer reads each chunk twice
+        if alphabets is not None and plan.whole():  # the items' alphabets: the sample's
+            alphabet = np.unique(np.concatenate([np.frombuffer(a, "<u4") for a in alphabets] or [np.zeros(0, "<u4")]))
+        else:  # pages past the k-th (a page id given twice): a pass of its own over what is read
+            alphabet = alphabet_of(tokenizer_sample.Texts(refs, plan))
+        reads = iter(range(len(plan.uppers)))
         said = None if staging is None else lambda: phases.done(staging, "tokenizer", str(next(reads)))
-        texts = tokenizer_sample.Texts(refs, plan, on_chunk=said)  # read chunk by chunk, in rank order, twice
-        vocabulary = train_wordpiece(texts, vocab_size=vocab_size).to_str()
+        texts = tokenizer_sample.Texts(refs, plan, on_chunk=said)  # read chunk by chunk, in rank order
+        vocabulary = train_wordpiece(texts, vocab_size=vocab_size, alphabet=alphabet).to_str()
         memory.release()
         return vocabulary
 
@@ -345,11 +357,13 @@ class TrainTokenizer(beam.PTransform):
 
     The sample is the `tokenizer_pages` training pages with the smallest hash of (lang, page id):
     a deterministic bottom-k sketch (pipeline/beam/tokenizer_sample.py), read from files a chunk at
-    a time, so neither its pages nor the dump's sit in one process."""
+    a time, so neither its pages nor the dump's sit in one process. `alphabets`: ScatterPages'
+    tagged output of that name (without it, the trainer finds the alphabet by a pass of its own)."""
 
-    def __init__(self, cfg: PreprocessConfig, given_json: str | None, plan, staging: str | None = None):
+    def __init__(self, cfg: PreprocessConfig, given_json: str | None, plan, staging: str | None = None,
+                 alphabets=None):
         super().__init__()
-        self.cfg, self.given_json, self.plan, self.staging = cfg, given_json, plan, staging
+        self.cfg, self.given_json, self.plan, self.staging, self.alphabets = cfg, given_json, plan, staging, alphabets
 
     def expand(self, sample_refs):
         if self.given_json is not None:
@@ -357,7 +371,8 @@ class TrainTokenizer(beam.PTransform):
         return (
             sample_refs
             | "SampleRefs" >> beam.combiners.ToList()
-            | "Train" >> beam.Map(_train_tokenizer, pvalue.AsSingleton(self.plan), self.cfg.vocab_size, self.staging)
+            | "Train" >> beam.Map(_train_tokenizer, pvalue.AsSingleton(self.plan), self.cfg.vocab_size, self.staging,
+                                  None if self.alphabets is None else pvalue.AsList(self.alphabets))
         )
 
 
@@ -714,13 +729,14 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
               | "Groups" >> beam.Map(groups_of, cfg.pack_group_codepoints))
     scattered = urls | "ScatterPages" >> beam.ParDo(
         _ScatterPagesFn(staging), pvalue.AsSingleton(cuts), pvalue.AsSingleton(groups), pvalue.AsSingleton(plan)
-    ).with_output_types(Tuple[PackGroup, spill.Ref], sample=Tuple[int, spill.Ref]).with_outputs("sample", main="pages")
-    tokenizer = scattered.sample | "TrainTokenizer" >> TrainTokenizer(cfg, tokenizer_json, plan, staging)
+    ).with_output_types(Tuple[PackGroup, spill.Ref], sample=Tuple[int, spill.Ref], alphabet=bytes) \
+        .with_outputs("sample", "alphabet", main="pages")
+    tokenizer = scattered.sample | "TrainTokenizer" >> TrainTokenizer(cfg, tokenizer_json, plan, staging, scattered.alphabet)
     # How many units the steps after reading have, for the launcher's progress (phases.py)
     _ = groups | "SayPackGroups" >> beam.Map(lambda g: phases.total(staging, "packing", sum(g.values())))
     _ = groups | "SaySampled" >> beam.Map(lambda g: phases.total(staging, "sampling", sum(g.values())))
     if tokenizer_json is None:
-        _ = plan | "SayChunks" >> beam.Map(lambda pl: phases.total(staging, "tokenizer", 2 * len(pl.uppers)))
+        _ = plan | "SayChunks" >> beam.Map(lambda pl: phases.total(staging, "tokenizer", len(pl.uppers)))
     _ = tokenizer | "SaveTokenizer" >> beam.Map(save_text, f"{staging}/{schema.TOKENIZER}")
     packed, example_sizes = scattered.pages | "PackExamples" >> PackExamples(cfg, staging)
     shard_refs, copies, shard_sizing = packed | "SampleLanguages" >> SampleLanguages(cfg, example_sizes)

@@ -6,7 +6,9 @@ How (pipeline/beam/job.py): a light pass over the item caches passes on, per ite
 whose rank is below a bound (`bound`: about k of them in all, never the whole dump),
 as (rank, page id, characters). `plan` sorts those, keeps the first k and cuts them into chunks
 of at most CHUNK_CHARACTERS; the pass that scatters pages to their pack groups writes each
-sample page into its chunk's record batch (spill.py), and the trainer reads the chunks in order.
+sample page into its chunk's record batch (spill.py) and passes on the characters of the item's
+sample pages (the trainer's alphabet, found where the pages are spread over the workers); the
+trainer reads the chunks once, in order.
 The texts, their order and so the vocabulary are those of a sort of the k pages by (rank, page
 id, text), as when the sample was one list in memory.
 """
@@ -19,7 +21,7 @@ import pyarrow as pa
 
 from pipeline.beam import spill, split
 
-# A chunk's texts are in memory while it is read (twice: the trainer's alphabet, then its counts).
+# A chunk's texts are in memory while the trainer reads it.
 CHUNK_CHARACTERS = 8_000_000
 
 SCHEMA = pa.schema([("rank", pa.uint64()), ("page_id", pa.int64()), ("text", pa.large_string())])
@@ -28,6 +30,11 @@ SCHEMA = pa.schema([("rank", pa.uint64()), ("page_id", pa.int64()), ("text", pa.
 class Plan(NamedTuple):
     k: int  # pages in the sample (PreprocessConfig.tokenizer_pages)
     uppers: tuple  # per chunk, the (rank, page id) of its last page: chunk i holds keys <= uppers[i]
+    pages: int = 0  # pages in the chunks: more than k only where pages share the k-th key
+
+    def whole(self) -> bool:
+        """Whether the trainer reads every page of the chunks (so their alphabet is the sample's)."""
+        return self.pages <= self.k
 
     def chunk_of(self, rank: int, page_id: int):
         """The chunk a training page of this rank belongs to, None if it is not in the sample."""
@@ -67,7 +74,7 @@ def plan(candidates, k: int, rank_bound: int) -> Plan:
         if following is None or (size >= CHUNK_CHARACTERS and following != (rank, page_id)):
             uppers.append((rank, page_id))
             size = 0
-    return Plan(k, tuple(uppers))
+    return Plan(k, tuple(uppers), len(candidates))
 
 
 def table(rows) -> pa.Table:
@@ -78,8 +85,8 @@ def table(rows) -> pa.Table:
 
 
 class Texts:
-    """The sample's texts in (rank, page id, text) order, the first k: iterable again and again
-    (the trainer reads them twice), a chunk in memory at a time. `refs`: [(chunk, spill.Ref)]."""
+    """The sample's texts in (rank, page id, text) order, the first k: iterable again and again,
+    a chunk in memory at a time. `refs`: [(chunk, spill.Ref)]."""
 
     def __init__(self, refs, plan_: Plan, on_chunk=None):
         self.plan, self.on_chunk = plan_, on_chunk  # on_chunk(): after each chunk read (the launcher's progress)

@@ -23,7 +23,7 @@ from pipeline.hashing import stable_int
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.wikitext.clean import CleanOptions
 from pipeline.sources import RawPage, plan_work_items
-from pipeline.rows.tokenizer import train_wordpiece
+from pipeline.rows.tokenizer import alphabet_of, train_wordpiece
 
 
 def _opts():
@@ -248,6 +248,7 @@ def test_train_tokenizer_learns_from_the_bottom_k_training_pages_only(tmp_path, 
     refs = _sample_refs(tmp_path, [rows[:2], rows[2:]], plan)
     assert list(tokenizer_sample.Texts(refs, plan)) == [t for _, _, t in bottom]  # in rank order, twice over
     assert list(tokenizer_sample.Texts(refs, plan)) == [t for _, _, t in bottom]
+    assert plan.whole()
 
     def in_vocab(outputs):
         [tokenizer_json] = outputs
@@ -261,6 +262,33 @@ def test_train_tokenizer_learns_from_the_bottom_k_training_pages_only(tmp_path, 
                     in_vocab, label="Trained")
         assert_that(sample | "Given" >> job.TrainTokenizer(PreprocessConfig(), '{"given": 1}', plan_),
                     equal_to(['{"given": 1}']), label="Given")
+        # the alphabet as ScatterPages passes it on, an item's at a time: the same vocabulary, one read
+        alphabets = p | "Alphabets" >> beam.Create(_alphabets([rows[:2], rows[2:]], plan))
+        assert_that(sample | "WithAlphabets" >> job.TrainTokenizer(
+            PreprocessConfig(tokenizer_pages=2, vocab_size=120), None, plan_, None, alphabets), in_vocab, label="Alphabets")
+
+
+def _alphabets(rows_by_item, plan):
+    """Each item's alphabet of its sample pages, as ScatterPages tags it."""
+    return [alphabet_of(t for r, i, t in rows if plan.chunk_of(r, i) is not None).astype("<u4").tobytes()
+            for rows in rows_by_item]
+
+
+def test_pages_past_the_kth_keep_their_characters_out_of_the_vocabulary(tmp_path):
+    """A page id given twice at the k-th key: both pages are in the chunks, the trainer reads the
+    first k by text, so the items' alphabets (of every page in the chunks) are not the sample's:
+    the trainer finds its alphabet from what it reads."""
+    rank = stable_int("tok", "en", 3)
+    rows = [(rank - 5, 1, " ".join(["zebra"] * 20)), (rank, 3, " ".join(["walrus"] * 20)),
+            (rank, 3, " ".join(["ωmega"] * 20))]  # "walrus" < "ωmega": the second is past k = 2
+    plan = tokenizer_sample.plan([(r, i, len(t)) for r, i, t in rows], 2, 1 << 64)
+    assert plan.pages == 3 and not plan.whole()
+    refs = _sample_refs(tmp_path, [rows], plan)
+    alphabets = _alphabets([rows], plan)
+    assert ord("ω") in np.frombuffer(alphabets[0], "<u4")
+    got = job._train_tokenizer(refs, plan, 120, None, alphabets)
+    assert got == train_wordpiece([rows[0][2], rows[1][2]], vocab_size=120).to_str()
+    assert "ω" not in json.loads(got)["model"]["vocab"]
 
 
 def _page_refs(tmp_path, pages_by_item, groups):
