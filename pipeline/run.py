@@ -174,11 +174,11 @@ def run_job(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner
     items = work_plan.items
     if progress:  # the workers say how far each item got, in staging (pipeline/progress.py)
         items = [dataclasses.replace(item, progress=f"{staging}/progress") for item in items]
-    job.build(p, cfg, items, staging, work_plan.tokenizer_json)
+    sizes = {url: size for url, size, _ in cfg.input_fingerprints}
+    sizes = {item.path: sizes.get(output.recorded_url(item.path), 0) for item in work_plan.items}
+    job.build(p, cfg, items, staging, work_plan.tokenizer_json, workers, sizes)
     watch = None
     if progress:
-        sizes = {url: size for url, size, _ in cfg.input_fingerprints}
-        sizes = {item.path: sizes.get(output.recorded_url(item.path), 0) for item in work_plan.items}
         # A trial slice's item read from a file's start to its Nth page: how far that is is not known,
         # and the whole file's size would show a 20 GB dump read in seconds. Its bytes count as none.
         sizes |= {item.path: 0 for item in work_plan.items if item.max_pages is not None and item.end is None}

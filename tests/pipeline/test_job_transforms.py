@@ -523,3 +523,34 @@ def test_a_shard_read_in_passes_is_the_shard_read_whole(tmp_path, monkeypatch):
     assert len(exs) + len(rows[0::3]) > 2 * 1024 and spill.write_buckets(str(tmp_path / "probe.arrow"), {"k": spill.examples_table(rows[0::3])})[-1][1].row_group == 0
     assert written["whole"] == written["passes"]
     assert written["whole"][1].rows == len(exs) + len(rows[0::3])
+
+
+def test_work_items_are_ordered_so_the_local_runners_round_robin_gives_even_shares():
+    """The planner's items of benchmarks/phases.py's 1 GB input (MB of XML: a file an item but for
+    en's, cut at 64 MiB): dealt round robin (what Beam's local runner does with a stage's input,
+    per worker), each worker's bytes are within 2% of an even share (in the planner's order, by
+    path, one worker has 10% of the input more than the other), and each worker reads its largest
+    items first."""
+    from pipeline.sources import WorkItem
+
+    mb = {"ar": 42.3, "bn": 8.2, "el": 11.8, "hi": 6.0, "hy": 8.2, "ja": 94.0, "kn": 1.4, "ko": 21.1, "mr": 1.9,
+          "ru": 129.2, "uk": 54.0, "vi": 37.6, "zh": 68.1}
+    items = [WorkItem(f"/in/{lang}.xml", "xml") for lang in mb]
+    items += [WorkItem("/in/en.xml", "xml", start=i * 67_108_864, end=(i + 1) * 67_108_864) for i in range(7)]
+    items.append(WorkItem("/in/en.xml", "xml", start=7 * 67_108_864))  # the last piece, to the file's end
+    sizes = {f"/in/{lang}.xml": int(v * 1e6) for lang, v in mb.items()} | {"/in/en.xml": 7 * 67_108_864 + 48_000_000}
+    size = lambda it: (it.end if it.end is not None else sizes[it.path]) - it.start
+    total = sum(map(size, items))
+    for workers in (1, 2, 3, 4):
+        order = job.even_shares(items, sizes, workers)
+        assert sorted(order, key=lambda it: (it.path, it.start)) == sorted(items, key=lambda it: (it.path, it.start))
+        shares = [order[w::workers] for w in range(workers)]
+        loads = [sum(map(size, share)) for share in shares]
+        assert max(loads) - min(loads) <= 0.02 * total, (workers, loads)
+        assert max(map(len, shares)) - min(map(len, shares)) <= 1
+        for share in shares:
+            assert [size(it) for it in share] == sorted((size(it) for it in share), reverse=True)
+    planned = sorted(items, key=lambda it: (it.path, it.start))  # plan_work_items' order
+    plan_order = [sum(map(size, planned[w::2])) for w in range(2)]
+    assert max(plan_order) - min(plan_order) > 0.1 * total  # what the order is for
+    assert job.even_shares([], sizes, 2) == []
