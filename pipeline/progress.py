@@ -68,12 +68,13 @@ STEPS = (("packing", "pack groups", "packed"), ("tokenizer", "tokenizer chunks",
 AFTER_READING = {"packing": 0.18, "sampling": 0.09, "shards": 0.6}
 # The vocabulary trains in one process on a bounded sample (tokenizer_pages pages): its wall
 # seconds per second one worker would take to read the XML that holds the sample, on free cores
-# (the tokenizers library trains on all of them): 0.33 with 1 worker at 300 MB and 0.23 with 2 at
-# 1 GB (benchmarks/phases.py, a0743c6), 0.28 and 0.25 at 300 MB at 2185645, once the words were
-# cut before the trainer (pipeline/rows/tokenizer.py; 0.36 and 0.41 before); a loaded machine
-# slows it more than the reading (0.66 at 1 GB, load 3-4, before the cut). Once the trainer has
-# read two of its chunks (once each, as it counts), their pace is its ETA.
-TOKENIZER_PER_READ = 0.28
+# (the tokenizers library trains on all of them): 0.18 with 1 worker at 300 MB, 0.175 with 2, and
+# 0.13 with 2 at 1 GB (benchmarks/phases.py at 121054b, once words of one character were left out
+# of the counting and the alphabet came from the scatter; 0.33 and 0.23 at a0743c6, 0.36 and 0.41
+# before the words were cut outside the trainer); a loaded machine slows it more than the reading
+# (0.66 at 1 GB, load 3-4, before the cut). Once the trainer has read two of its chunks (once
+# each, as it counts), their pace is its ETA.
+TOKENIZER_PER_READ = 0.16
 READ_TO_ESTIMATE = 0.02  # the share of the input read before an ETA is shown
 
 
