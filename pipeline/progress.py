@@ -50,7 +50,7 @@ import pyarrow.parquet as pq
 from contract import schema
 from contract.files import is_local
 from pipeline.beam import itemcache, phases
-from pipeline.sources.plan import progress_name
+from pipeline.sources.plan import progress_name, stored_bytes
 
 _SHARD = re.compile(r"part-\d{5}-of-(\d{5})\.parquet$")
 # A timestamped line at most this often (a log is read, not watched); benchmarks/phases.py asks for more
@@ -277,9 +277,8 @@ class ItemProgress:
         self.reports = {}  # cache file name -> the name of its progress file (STAGING/progress/)
         self.trial = {}  # cache file name -> --max-pages, for an item of unknown extent (a trial slice)
         for item in items:
-            end = item.end if item.end is not None else input_sizes.get(item.path, item.start)
             name = itemcache.cache_url("", item).rsplit("/", 1)[-1]
-            self.sizes[name] = max(0, end - item.start)
+            self.sizes[name] = stored_bytes(item, input_sizes)
             self.reports[name] = progress_name(item)
             if item.max_pages is not None and not self.sizes[name]:
                 self.trial[name] = item.max_pages
@@ -364,7 +363,7 @@ class ItemProgress:
                 steps[step] = (done, total, self._rate(step, done), in_step)
                 ahead = ahead and total is not None and done >= total
                 if step == "tokenizer" and total and done:  # its chunks are read as the trainer counts: its pace
-                    feed_rate = self._rate("tokenizer feed", done)
+                    feed_rate = steps[step][2]
             if self.shards_total and self.shard_weights is None and "shards" in said:
                 self.shard_weights = self._shard_weights()
             weights = self.shard_weights or {}

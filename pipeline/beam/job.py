@@ -59,6 +59,7 @@ from pipeline.preprocess_config import PreprocessConfig
 from pipeline.beam.elements import SplitLang, PackGroup, PackedFile, Size, Sizing, ShardKey, ShardFile, MaskHistograms
 from pipeline.beam.stats import CollectStats, StatsInputs, merge_histograms
 from pipeline.rows.tokenizer import WordPieceTokenizer, alphabet_of, train_wordpiece
+from pipeline.sources.plan import stored_bytes
 
 _NS = "canine.preprocess"
 
@@ -223,9 +224,7 @@ def even_shares(items, input_sizes: dict, workers: int) -> list:
     positions), and the shares are dealt out a row at a time, the fuller ones first. Other
     runners hand out work as workers free up; the order does not matter to them, nor to the
     output. `input_sizes`: {path: bytes}, for an item that runs to its file's end."""
-    def size(item):
-        return max(0, (item.end if item.end is not None else input_sizes.get(item.path, item.start)) - item.start)
-
+    size = functools.partial(stored_bytes, file_sizes=input_sizes)
     shares, load = [[] for _ in range(max(1, workers))], [0] * max(1, workers)
     for item in sorted(items, key=size, reverse=True):  # stable: equal sizes in the planner's order
         fewest = min(map(len, shares))

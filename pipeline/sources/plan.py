@@ -121,6 +121,11 @@ def item_size(text: int, workers: int) -> int:
     return max(MIN_ITEM_BYTES, min(seekable.ITEM_BYTES, text // (ITEMS_PER_WORKER * max(1, workers))))
 
 
+def stored_bytes(item: WorkItem, file_sizes: dict) -> int:
+    """The input bytes an item covers: its range, or to its file's end (`file_sizes`: {path: bytes})."""
+    return max(0, (item.end if item.end is not None else file_sizes.get(item.path, item.start)) - item.start)
+
+
 def work_item_key(item: WorkItem) -> str:
     """A stable id of the item's input bytes (language is config, not identity); a split dump's
     item by the bits it starts and ends at too (two deflate blocks may start in one byte)."""
