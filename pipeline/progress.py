@@ -178,7 +178,7 @@ class Snapshot:
             return None
         read, left, per_unit = reading
         whole = (read + left) * per_unit  # the reading's wall time over the whole input
-        eta = left * per_unit
+        lefts, measured = {}, set()  # step -> its seconds left; the steps whose left is at their measured pace
         for step, _, _ in STEPS:
             done, total, rate, in_step = self.steps.get(step, (0, None, None, 0.0))
             if total and done >= total:
@@ -201,15 +201,16 @@ class Snapshot:
             left_by_model = max(0.0, model - in_step)
             if step == "shards" and total and (
                     scheduled := _schedule(self.under_way, self.waiting, self.workers, self.shard_speed)) is not None:
-                eta += scheduled
+                lefts[step] = scheduled
             elif step == "tokenizer" and total and self.feed_rate:
-                eta += (total - done) / self.feed_rate
+                lefts[step], measured = (total - done) / self.feed_rate, measured | {step}
             elif rate and total and step != "tokenizer":
                 by_rate = (total - done) / rate
-                eta += min(left_by_model, by_rate) if left_by_model else by_rate
+                lefts[step], measured = min(left_by_model, by_rate) if left_by_model else by_rate, measured | {step}
             else:
-                eta += left_by_model
-        return eta
+                lefts[step] = left_by_model
+        training, sampling = lefts.pop("tokenizer", 0.0), lefts.pop("sampling", 0.0)
+        return left * per_unit + sum(lefts.values()) + _beside(training, sampling, self.workers, "sampling" in measured)
 
     def describe(self) -> str:
         eta = self.eta_s()
@@ -243,6 +244,19 @@ class Snapshot:
             fraction = self.fraction()
         filled = int(BAR_WIDTH * min(max(fraction, 0.0), 1.0))
         return f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}]"
+
+
+def _beside(training: float, sampling: float, workers: int, sampling_measured: bool) -> float:
+    """Seconds left of the step that trains the vocabulary beside the sampling (job.deal: one
+    worker trains, the sampling goes to the others first): with one worker, one after the other;
+    with more, the longer of the two, where the sampling's time is at its measured pace (that of
+    the workers sampling); where it is the model's (the sampling spread over every worker), the
+    training and the sampling dealt in even shares, the training whole on one."""
+    if workers < 2:
+        return training + sampling
+    if sampling_measured:
+        return max(training, sampling)
+    return max(training, (training + sampling * workers) / workers)
 
 
 def _schedule(under_way: tuple, waiting: tuple, workers: int, speed: float | None) -> float | None:
@@ -351,17 +365,19 @@ class ItemProgress:
             # split's, not only those with a file written yet (the line said 12/12, then the
             # last line 13 shards written: validation's shard came last).
             self.shards_total = said.get("shards") or sum(totals.values())
-            ahead = True  # every step before this one is finished
+            finished = {}  # step -> whether all its units are done
             for step, _, _ in STEPS:
                 if step == "tokenizer" and not self.tokenizer_pages:
                     continue  # a vocabulary given: no step to wait for
                 done = self.shards_done if step == "shards" else len(self._names(f"progress/{step}"))
                 total = self.shards_total or None if step == "shards" else said.get(step)
+                # every step before this one is finished (the sampling runs beside the training: job.deal)
+                ahead = all(f for before, f in finished.items() if (before, step) != ("tokenizer", "sampling"))
                 if ahead or done:
                     self.step_since.setdefault(step, self.clock())
                 in_step = self.clock() - self.step_since[step] if step in self.step_since else 0.0
                 steps[step] = (done, total, self._rate(step, done), in_step)
-                ahead = ahead and total is not None and done >= total
+                finished[step] = total is not None and done >= total
                 if step == "tokenizer" and total and done:  # its chunks are read as the trainer counts: its pace
                     feed_rate = steps[step][2]
             if self.shards_total and self.shard_weights is None and "shards" in said:

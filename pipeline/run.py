@@ -176,7 +176,9 @@ def run_job(cfg: PreprocessConfig, workers: int = 1, runner: str = "DirectRunner
         items = [dataclasses.replace(item, progress=f"{staging}/progress") for item in items]
     sizes = {url: size for url, size, _ in cfg.input_fingerprints}
     sizes = {item.path: sizes.get(output.recorded_url(item.path), 0) for item in work_plan.items}
-    job.build(p, cfg, items, staging, work_plan.tokenizer_json, workers, sizes)
+    # Beam's local runner splits each stage into a fixed part per worker; the others hand out work
+    job.build(p, cfg, items, staging, work_plan.tokenizer_json, workers, sizes,
+              shares=workers if runner == "DirectRunner" else None)
     watch = None
     if progress:
         # A trial slice's item read from a file's start to its Nth page: how far that is is not known,

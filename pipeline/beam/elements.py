@@ -43,6 +43,13 @@ class PackedFile(NamedTuple):  # PackExamples -> SampleLanguages: one pack group
     split: str
     lang: str
     url: str
+    examples: int = 0  # how many: the sampling's work on it (job.deal weighs the units by it)
+
+
+class Vocabulary(NamedTuple):  # TrainTokenizer -> SampleLanguages: the vocabulary's training, one unit of work
+    refs: list  # (chunk, spill.Ref) of the tokenizer sample's pages
+    plan: typing.Any  # the sample's tokenizer_sample.Plan
+    alphabets: list | None  # ScatterPages' alphabets of the items' sample pages (None: the trainer finds it)
 
 
 class Size(NamedTuple):  # summed per SplitLang in SampleLanguages

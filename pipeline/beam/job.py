@@ -56,7 +56,8 @@ from pipeline.beam import itemcache, memory, phases, spill, tally, tokenizer_sam
 from pipeline.rows import examples, masks, shards
 from pipeline.beam.split import cuts_of, split_of, validation_cut
 from pipeline.preprocess_config import PreprocessConfig
-from pipeline.beam.elements import SplitLang, PackGroup, PackedFile, Size, Sizing, ShardKey, ShardFile, MaskHistograms
+from pipeline.beam.elements import (SplitLang, PackGroup, PackedFile, Size, Sizing, ShardKey, ShardFile, MaskHistograms,
+                                    Vocabulary)
 from pipeline.beam.stats import CollectStats, StatsInputs, merge_histograms
 from pipeline.rows.tokenizer import WordPieceTokenizer, alphabet_of, train_wordpiece
 from pipeline.sources.plan import stored_bytes
@@ -375,8 +376,19 @@ def _train_tokenizer(refs, plan, vocab_size, staging=None, alphabets=None):
         return vocabulary
 
 
+def _vocabulary(refs, plan, alphabets=None) -> Vocabulary:
+    return Vocabulary(sorted(refs), plan, alphabets)
+
+
+def train(unit: Vocabulary, vocab_size: int, staging: str | None = None) -> str:
+    """The vocabulary's training, one unit of work: its tokenizer JSON."""
+    return _train_tokenizer(unit.refs, unit.plan, vocab_size, staging, unit.alphabets)
+
+
 class TrainTokenizer(beam.PTransform):
-    """(chunk, Ref) of the sample's pages -> one tokenizer JSON string (a singleton PCollection).
+    """(chunk, Ref) of the sample's pages -> one tokenizer JSON string (a singleton PCollection);
+    with `as_unit`, the training as one unit of work (a Vocabulary singleton) that SampleLanguages
+    runs beside its own (the job does: `deal`), or the given JSON all the same.
 
     The sample is the `tokenizer_pages` training pages with the smallest hash of (lang, page id):
     a deterministic bottom-k sketch (pipeline/beam/tokenizer_sample.py), read from files a chunk at
@@ -384,19 +396,21 @@ class TrainTokenizer(beam.PTransform):
     tagged output of that name (without it, the trainer finds the alphabet by a pass of its own)."""
 
     def __init__(self, cfg: PreprocessConfig, given_json: str | None, plan, staging: str | None = None,
-                 alphabets=None):
+                 alphabets=None, as_unit: bool = False):
         super().__init__()
         self.cfg, self.given_json, self.plan, self.staging, self.alphabets = cfg, given_json, plan, staging, alphabets
+        self.as_unit = as_unit
 
     def expand(self, sample_refs):
         if self.given_json is not None:
             return sample_refs.pipeline | "GivenTokenizer" >> beam.Create([self.given_json])
-        return (
+        unit = (
             sample_refs
             | "SampleRefs" >> beam.combiners.ToList()
-            | "Train" >> beam.Map(_train_tokenizer, pvalue.AsSingleton(self.plan), self.cfg.vocab_size, self.staging,
-                                  None if self.alphabets is None else pvalue.AsList(self.alphabets))
+            | "Unit" >> beam.Map(_vocabulary, pvalue.AsSingleton(self.plan),
+                                 None if self.alphabets is None else pvalue.AsList(self.alphabets))
         )
+        return unit if self.as_unit else unit | "Train" >> beam.Map(train, self.cfg.vocab_size, self.staging)
 
 
 # --- PackExamples ----------------------------------------------------------------------------------
@@ -425,7 +439,7 @@ class _PackFn(beam.DoFn):
             memory.release()
             faults.point("pack")
             phases.done(self.staging, "packing", url.rsplit("/", 1)[-1])
-            yield PackedFile(group.split, group.lang, url)
+            yield PackedFile(group.split, group.lang, url, size.examples)
             yield pvalue.TaggedOutput("sizes", (SplitLang(group.split, group.lang), size))
 
 
@@ -514,58 +528,109 @@ class _Head(NamedTuple):  # what example_id and copies_of read of an example: it
     part: int
 
 
-class _ScatterExamplesFn(beam.DoFn):
+def _sample(packed: PackedFile, shard_sizing: Sizing, seed: int):
     """One pack group's examples, with the sizing -> their copies, each keyed to its shard by a
     hash of its example_id, in STAGING/sampled/<group>.arrow, record batches by shard. The rows are
-    taken in Arrow (a copy column set), never made Python objects. Emits (ShardKey, Ref) and,
+    taken in Arrow (a copy column set), never made Python objects. Yields (ShardKey, Ref) and,
     tagged "examples", (lang, copies)."""
+    with phases.timed("sampling"):
+        import pyarrow.compute as pc
 
-    def __init__(self, cfg: PreprocessConfig):
-        self.seed = cfg.seed
+        total = shard_sizing.shards[packed.split]
+        by_shard = {}
+        copies = 0
+        for table in spill.read_whole(packed.url):
+            taken = {}
+            firsts = pc.list_element(table.column("page_ids"), 0).to_pylist()
+            langs, parts = table.column("lang").to_pylist(), table.column("part").to_pylist()
+            for row, (lang, first, part) in enumerate(zip(langs, firsts, parts)):
+                head = _Head((first,), part)
+                for copy in range(replicate(packed.split, lang, head, shard_sizing.weights, seed)):
+                    key = ShardKey(packed.split, seeds.shard_index(examples.example_id(lang, head, copy), total), total)
+                    rows, numbers = taken.setdefault(key, ([], []))
+                    rows.append(row)
+                    numbers.append(copy)
+                    copies += 1
+            for key, (rows, numbers) in taken.items():
+                part_table = table.take(pa.array(rows, pa.int64()))
+                part_table = part_table.set_column(1, "copy", pa.array(numbers, pa.int32()))
+                by_shard.setdefault(key, []).append(part_table)
+        tables = {key: pa.concat_tables(parts) for key, parts in by_shard.items()}
+        del by_shard
+        url = packed.url.replace("/packed/", "/sampled/")
+        refs = spill.write_buckets(url, tables)
+        del tables
+        memory.release()
+        phases.done(packed.url.rsplit("/packed/", 1)[0], "sampling", url.rsplit("/", 1)[-1])
+        for key, ref in refs:
+            yield key, ref
+        if copies:
+            yield pvalue.TaggedOutput("examples", (packed.lang, copies))
 
-    def process(self, packed: PackedFile, shard_sizing):
-        with phases.timed("sampling"):
-            import pyarrow.compute as pc
 
-            total = shard_sizing.shards[packed.split]
-            by_shard = {}
-            copies = 0
-            for table in spill.read_whole(packed.url):
-                taken = {}
-                firsts = pc.list_element(table.column("page_ids"), 0).to_pylist()
-                langs, parts = table.column("lang").to_pylist(), table.column("part").to_pylist()
-                for row, (lang, first, part) in enumerate(zip(langs, firsts, parts)):
-                    head = _Head((first,), part)
-                    for copy in range(replicate(packed.split, lang, head, shard_sizing.weights, self.seed)):
-                        key = ShardKey(packed.split, seeds.shard_index(examples.example_id(lang, head, copy), total), total)
-                        rows, numbers = taken.setdefault(key, ([], []))
-                        rows.append(row)
-                        numbers.append(copy)
-                        copies += 1
-                for key, (rows, numbers) in taken.items():
-                    part_table = table.take(pa.array(rows, pa.int64()))
-                    part_table = part_table.set_column(1, "copy", pa.array(numbers, pa.int32()))
-                    by_shard.setdefault(key, []).append(part_table)
-            tables = {key: pa.concat_tables(parts) for key, parts in by_shard.items()}
-            del by_shard
-            url = packed.url.replace("/packed/", "/sampled/")
-            refs = spill.write_buckets(url, tables)
-            del tables
-            memory.release()
-            phases.done(packed.url.rsplit("/packed/", 1)[0], "sampling", url.rsplit("/", 1)[-1])
-            for key, ref in refs:
-                yield key, ref
-            if copies:
-                yield pvalue.TaggedOutput("examples", (packed.lang, copies))
+# Seconds of a worker per unit of work, to deal the units of SampleLanguages' step (a pack group's
+# sampling, the vocabulary's training) into even shares; only their ratio matters, and never to the
+# output. benchmarks/phases.py at 1 GB, 2 workers (9400b96): the training 19-21 s of wall for 360M
+# characters of sample (its own threads on both cores), the sampling 10.5 CPU-s for 194k examples.
+VOCABULARY_S_PER_CHARACTER = 5.5e-8
+SAMPLING_S_PER_EXAMPLE = 5.4e-5
+
+
+def cost(unit) -> float:
+    """A unit's seconds of a worker, as `deal` weighs it."""
+    if isinstance(unit, Vocabulary):
+        return unit.plan.characters * VOCABULARY_S_PER_CHARACTER
+    return unit.examples * SAMPLING_S_PER_EXAMPLE
+
+
+def deal(packed_files: list, vocabularies: list, shares: int | None) -> list:
+    """SampleLanguages' units (PackedFiles, and the Vocabulary where it is trained) -> [(share,
+    (position, unit))]: `shares` even shares, each unit, the largest first, to the share with the
+    least work so far (a unit's `cost`); a share runs its units by position. Beam's local runner
+    gives each worker a fixed part of a stage's keys (round robin: fn_runner/execution.py
+    GroupingBuffer.partition, Beam 2.77), so with a key a share per worker the vocabulary, which
+    one process trains, runs beside the sampling of the other workers and not before it, alone
+    (at 1 GB, 19-21 s with the other worker idle), and its own worker samples less. `shares`
+    None (a runner that hands out keys as its workers free up): a key a unit, the vocabulary first.
+    The shares change when units run, never what they write."""
+    units = sorted([*vocabularies, *sorted(packed_files, key=lambda f: f.url)],  # urls name the groups
+                   key=cost, reverse=True)  # stable: equal costs in the urls' order, the same every run
+    if shares is None:
+        return [(i, (0, unit)) for i, unit in enumerate(units)]
+    load, out = [0.0] * max(1, shares), []
+    for position, unit in enumerate(units):
+        share = min(range(len(load)), key=load.__getitem__)
+        load[share] += cost(unit)
+        out.append((share, (position, unit)))
+    return out
+
+
+class _SampleOrTrainFn(beam.DoFn):
+    """A share of SampleLanguages' units (`deal`), in its order: pack groups sampled (`_sample`),
+    and in one share the vocabulary trained (tagged "tokenizer": its JSON)."""
+
+    def __init__(self, cfg: PreprocessConfig, staging: str | None):
+        self.seed, self.vocab_size, self.staging = cfg.seed, cfg.vocab_size, staging
+
+    def process(self, share, shard_sizing):
+        _, units = share
+        for _, unit in sorted(units, key=lambda u: u[0]):
+            if isinstance(unit, Vocabulary):
+                yield pvalue.TaggedOutput("tokenizer", train(unit, self.vocab_size, self.staging))
+            else:
+                yield from _sample(unit, shard_sizing, self.seed)
 
 
 class SampleLanguages(beam.PTransform):
-    """PackedFile -> ((ShardKey, Ref), (lang, copies), Sizing). Validation keeps one copy of
-    each example; the Sizing singleton holds the language weights and shards per split."""
+    """PackedFile -> ((ShardKey, Ref), (lang, copies), Sizing, tokenizer JSON or None). Validation
+    keeps one copy of each example; the Sizing singleton holds the language weights and shards per
+    split. `vocabulary` (TrainTokenizer's unit, a singleton): trained in this step, beside the
+    sampling, in `shares` shares (`deal`); its JSON is the fourth output."""
 
-    def __init__(self, cfg: PreprocessConfig, sizes):
+    def __init__(self, cfg: PreprocessConfig, sizes, staging: str | None = None, vocabulary=None,
+                 shares: int | None = None):
         super().__init__()
-        self.cfg, self.sizes = cfg, sizes
+        self.cfg, self.sizes, self.staging, self.vocabulary, self.shares = cfg, sizes, staging, vocabulary, shares
 
     def expand(self, packed_files):
         cfg = self.cfg
@@ -574,9 +639,17 @@ class SampleLanguages(beam.PTransform):
             | "SizeDict" >> beam.combiners.ToDict()
             | "Sizing" >> beam.Map(sizing, cfg.alpha, cfg.shard_codepoints)
         )
-        out = packed_files | "Replicate" >> beam.ParDo(_ScatterExamplesFn(cfg), pvalue.AsSingleton(shard_sizing)) \
-            .with_output_types(Tuple[ShardKey, spill.Ref], examples=Tuple[str, int]).with_outputs("examples", main="refs")
-        return out.refs, out.examples, shard_sizing
+        vocabularies = [] if self.vocabulary is None else pvalue.AsList(self.vocabulary)
+        out = (
+            packed_files
+            | "Units" >> beam.combiners.ToList()
+            | "Deal" >> beam.FlatMap(deal, vocabularies, self.shares).with_output_types(Tuple[int, Any])
+            | "Shares" >> beam.GroupByKey()
+            | "Replicate" >> beam.ParDo(_SampleOrTrainFn(cfg, self.staging), pvalue.AsSingleton(shard_sizing))
+            .with_output_types(Tuple[ShardKey, spill.Ref], examples=Tuple[str, int], tokenizer=str)
+            .with_outputs("examples", "tokenizer", main="refs")
+        )
+        return out.refs, out.examples, shard_sizing, None if self.vocabulary is None else out.tokenizer
 
 
 # --- WriteShards -----------------------------------------------------------------------------------
@@ -740,10 +813,12 @@ class WriteRejects(beam.PTransform):
 
 
 def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | None, workers: int = 1,
-          input_sizes: dict | None = None):
+          input_sizes: dict | None = None, shares: int | None = None):
     """Add the whole job to pipeline `p`; everything is written below `staging`. Between the
     steps travel only counts, keys and file references (docs/scale.md). `workers` and
-    `input_sizes` ({path: bytes}) order the work items for the local runner (`even_shares`)."""
+    `input_sizes` ({path: bytes}) order the work items for the local runner (`even_shares`);
+    `shares`: the fixed parts that runner splits a stage into (its workers), None for a runner
+    that hands out work as its workers free up (`deal`)."""
     tallies = p | "ReadAndClean" >> ReadAndClean(items, staging, cfg, workers, input_sizes)
     kept_and_cuts = tallies | "ValidationCuts" >> ValidationCuts(cfg.validation_fraction)
     cuts = kept_and_cuts | "Cuts" >> beam.Map(cuts_of)
@@ -756,15 +831,20 @@ def build(p, cfg: PreprocessConfig, items, staging: str, tokenizer_json: str | N
         _ScatterPagesFn(staging), pvalue.AsSingleton(cuts), pvalue.AsSingleton(groups), pvalue.AsSingleton(plan)
     ).with_output_types(Tuple[PackGroup, spill.Ref], sample=Tuple[int, spill.Ref], alphabet=bytes) \
         .with_outputs("sample", "alphabet", main="pages")
-    tokenizer = scattered.sample | "TrainTokenizer" >> TrainTokenizer(cfg, tokenizer_json, plan, staging, scattered.alphabet)
+    # The vocabulary's training, one unit of work that SampleLanguages runs beside its own (`deal`)
+    vocabulary = None if tokenizer_json is not None else scattered.sample | "TrainTokenizer" >> TrainTokenizer(
+        cfg, None, plan, staging, scattered.alphabet, as_unit=True)
     # How many units the steps after reading have, for the launcher's progress (phases.py)
     _ = groups | "SayPackGroups" >> beam.Map(lambda g: phases.total(staging, "packing", sum(g.values())))
     _ = groups | "SaySampled" >> beam.Map(lambda g: phases.total(staging, "sampling", sum(g.values())))
     if tokenizer_json is None:
         _ = plan | "SayChunks" >> beam.Map(lambda pl: phases.total(staging, "tokenizer", len(pl.uppers)))
-    _ = tokenizer | "SaveTokenizer" >> beam.Map(save_text, f"{staging}/{schema.TOKENIZER}")
     packed, example_sizes = scattered.pages | "PackExamples" >> PackExamples(cfg, staging)
-    shard_refs, copies, shard_sizing = packed | "SampleLanguages" >> SampleLanguages(cfg, example_sizes)
+    shard_refs, copies, shard_sizing, tokenizer = packed | "SampleLanguages" >> SampleLanguages(
+        cfg, example_sizes, staging, vocabulary, shares)
+    if tokenizer is None:
+        tokenizer = p | "GivenTokenizer" >> beam.Create([tokenizer_json])
+    _ = tokenizer | "SaveTokenizer" >> beam.Map(save_text, f"{staging}/{schema.TOKENIZER}")
     _ = shard_sizing | "SayShards" >> beam.Map(lambda z: phases.total(staging, "shards", sum(z.shards.values()),
                                                                       shard_shares(z)))
     written = shard_refs | "WriteShards" >> WriteShards(cfg, staging, tokenizer)

@@ -31,6 +31,7 @@ class Plan(NamedTuple):
     k: int  # pages in the sample (PreprocessConfig.tokenizer_pages)
     uppers: tuple  # per chunk, the (rank, page id) of its last page: chunk i holds keys <= uppers[i]
     pages: int = 0  # pages in the chunks: more than k only where pages share the k-th key
+    characters: int = 0  # their characters: the training's work (job.deal weighs it by them)
 
     def whole(self) -> bool:
         """Whether the trainer reads every page of the chunks (so their alphabet is the sample's)."""
@@ -74,7 +75,7 @@ def plan(candidates, k: int, rank_bound: int) -> Plan:
         if following is None or (size >= CHUNK_CHARACTERS and following != (rank, page_id)):
             uppers.append((rank, page_id))
             size = 0
-    return Plan(k, tuple(uppers), len(candidates))
+    return Plan(k, tuple(uppers), len(candidates), sum(chars for _, _, chars in candidates))
 
 
 def table(rows) -> pa.Table:

@@ -13,7 +13,7 @@ import pytest
 from contract import schema
 from pipeline import sources
 from pipeline.output import output
-from pipeline.beam import split
+from pipeline.beam import phases, split
 from pipeline.preprocess_config import PreprocessConfig
 from pipeline.run import _input_error_in, run_job
 from pipeline.rows.shards import read_table
@@ -151,13 +151,24 @@ def test_text_round_trips_through_codepoints(sample_run):
     assert np.array_equal(np.array([ord(c) for c in text]), cps[1:-1])
 
 
-def test_two_workers_give_byte_identical_shards(sample_run, tmp_path):
+def test_two_workers_give_byte_identical_shards(sample_run, tmp_path, monkeypatch):
     out, manifest = sample_run
+    marks = tmp_path / "phases"
+    marks.mkdir()
+    monkeypatch.setenv(phases.ENV, str(marks))  # each worker process records the units it ran
     other = run_job(small_config(tmp_path / "two"), workers=2).manifest
     assert shard_hashes(other) == shard_hashes(manifest)
     assert other.languages == manifest.languages
     assert other.tokenizer.sha256 == manifest.tokenizer.sha256
     assert (tmp_path / "two" / schema.MANIFEST).read_bytes() == (out / schema.MANIFEST).read_bytes()
+    # the vocabulary trained in one worker while the other sampled pack groups (job.deal), not
+    # alone in a stage of its own; its worker sampled its share after it
+    units = phases.read(str(marks))
+    [training] = [u for u in units if u["phase"] == "tokenizer"]
+    beside = [u for u in units if u["phase"] == "sampling" and u["pid"] != training["pid"]]
+    after = [u for u in units if u["phase"] == "sampling" and u["pid"] == training["pid"]]
+    assert beside and min(u["start"] for u in beside) < training["end"]
+    assert all(u["start"] >= training["end"] for u in after)
 
 
 def test_rerun_is_a_no_op_and_another_config_is_refused(sample_run):

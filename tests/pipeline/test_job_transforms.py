@@ -17,7 +17,7 @@ from apache_beam.testing.util import assert_that, equal_to
 
 from contract import schema
 from pipeline.beam import itemcache, job, spill, split, stats, tally, tokenizer_sample
-from pipeline.beam.elements import MaskHistograms, PackedFile, PackGroup, ShardKey, SplitLang, Size, Sizing
+from pipeline.beam.elements import MaskHistograms, PackedFile, PackGroup, ShardKey, SplitLang, Size, Sizing, Vocabulary
 from pipeline.rows.examples import PackedExample, codepoints_to_text, example_id, pack_pages
 from pipeline.hashing import stable_int
 from pipeline.preprocess_config import PreprocessConfig
@@ -266,6 +266,12 @@ def test_train_tokenizer_learns_from_the_bottom_k_training_pages_only(tmp_path, 
         alphabets = p | "Alphabets" >> beam.Create(_alphabets([rows[:2], rows[2:]], plan))
         assert_that(sample | "WithAlphabets" >> job.TrainTokenizer(
             PreprocessConfig(tokenizer_pages=2, vocab_size=120), None, plan_, None, alphabets), in_vocab, label="Alphabets")
+        # as the job trains it: one unit of work of the sampling step, beside its pack groups
+        cfg = PreprocessConfig(tokenizer_pages=2, vocab_size=120)
+        unit = sample | "AsUnit" >> job.TrainTokenizer(cfg, None, plan_, None, alphabets, as_unit=True)
+        none = p | "NoFiles" >> beam.Create([])
+        *_, beside = none | job.SampleLanguages(cfg, p | "NoSizes" >> beam.Create([]), None, unit, shares=2)
+        assert_that(beside, in_vocab, label="Beside")
 
 
 def _alphabets(rows_by_item, plan):
@@ -386,7 +392,7 @@ def test_sample_languages_repeats_small_languages_with_new_copies(tmp_path):
         assert abs(d[("train", "en")] - 90 * w["en"]) <= 6
 
     with TestPipeline(options=_opts()) as p:
-        refs, copies, sizing = (p | "Files" >> beam.Create(files)
+        refs, copies, sizing, _ = (p | "Files" >> beam.Create(files)
                                 | job.SampleLanguages(cfg, p | "Sizes" >> beam.Create(sizes)))
         counts = (refs | beam.FlatMap(lambda kv: [(kv[0].split, lang) for lang, _, _ in
                                                   spill.table_examples(next(spill.read_buckets([kv[1]])))])
@@ -394,6 +400,36 @@ def test_sample_languages_repeats_small_languages_with_new_copies(tmp_path):
         assert_that(counts, check, label="Copies")
         assert_that(sizing | beam.Map(lambda s: s.shards), equal_to([{"train": 3, "validation": 1}]), label="Shards")
         assert_that(copies | beam.CombinePerKey(sum) | beam.Map(lambda kv: kv[0]), equal_to(["en", "sw"]), label="Langs")
+
+
+def test_deal_gives_the_vocabulary_a_share_of_its_own_where_it_outweighs_the_sampling():
+    """SampleLanguages' units into a share per worker of Beam's local runner (job.deal): the
+    largest first, each to the share with the least work; the same shares whatever order the
+    units came in."""
+    plan = tokenizer_sample.Plan(10, ((1, 1),), 10, characters=200_000_000)
+    vocabulary = Vocabulary([], plan, None)
+    files = [PackedFile("train", "en", f"/s/packed/train-en-{g:05d}.arrow", 20_000) for g in range(8)]
+    assert job.cost(vocabulary) > sum(map(job.cost, files))  # 11 s of training, 8.6 of sampling
+
+    def shares(dealt):
+        out = {}
+        for share, (position, unit) in dealt:
+            out.setdefault(share, []).append((position, unit))
+        return [[u for _, u in sorted(units, key=lambda pu: pu[0])] for _, units in sorted(out.items())]
+
+    assert shares(job.deal(files, [vocabulary], 2)) == [[vocabulary], files]
+    assert job.deal(files[::-1], [vocabulary], 2) == job.deal(files, [vocabulary], 2)
+    # three workers: the sampling split between the two others, its largest first
+    big = files[:2] + [f._replace(examples=60_000) for f in files[2:4]]
+    assert shares(job.deal(big, [vocabulary], 3)) == [[vocabulary], [big[2], big[0]], [big[3], big[1]]]
+    # a big input: the vocabulary's worker samples too, the work even across the shares
+    many = [PackedFile("train", "en", f"/s/packed/train-en-{g:05d}.arrow", 20_000) for g in range(80)]
+    loads = [sum(map(job.cost, share)) for share in shares(job.deal(many, [vocabulary], 2))]
+    assert abs(loads[0] - loads[1]) <= job.cost(files[0]) and vocabulary in shares(job.deal(many, [vocabulary], 2))[0]
+    # a runner that hands out work as workers free up: a key a unit, the vocabulary first
+    assert job.deal(files, [vocabulary], None)[:2] == [(0, (0, vocabulary)), (1, (0, files[0]))]
+    assert len({share for share, _ in job.deal(files, [vocabulary], None)}) == 9
+    assert shares(job.deal(files, [], 2)) == [files[0::2], files[1::2]]
 
 
 def test_write_shards_puts_each_example_in_its_hashed_shard_in_hashed_order(tmp_path):
