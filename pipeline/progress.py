@@ -136,7 +136,7 @@ class Snapshot:
     read_s: float | None = None  # the reading's wall seconds, once it is over
     workers: int = 1
     tokenizer_pages: int = 0  # the vocabulary's sample (0: a given vocabulary)
-    read_from_s: float = 0.0  # when the workers were first seen reading: the rate is from then, not from start-up
+    read_from_s: float = 0.0  # the last poll before an item was seen begun: the rate is from then, not from start-up
     # the shards being written: (its weight, share of its rows done, shares a second or None); and the
     # weights of those not begun (a weight: its share of the shards' codepoints, 1 each where unknown)
     under_way: tuple = ()
@@ -307,7 +307,7 @@ class ItemProgress:
         self.shard_speeds = {}  # shard -> its weight over its whole time as last foreseen (finished ones keep theirs)
         self.shard_reports = {}  # shard -> its last two reports, (seconds, share) each
         self.step_since = {}  # step -> when it began (the steps before it finished, or a unit of it seen)
-        self.read_from = None  # elapsed seconds at the last poll that found nothing read (the workers' start-up)
+        self.read_from = None  # elapsed seconds at the last poll that found no item begun (the workers' start-up)
         self.started = None
         self._last_line = -float("inf")
         self._stop = threading.Event()
@@ -391,17 +391,22 @@ class ItemProgress:
                 if r:  # its whole time: so far, and the rest at its pace now
                     self.shard_speeds[name] = w / (self.shard_reports[name][-1][0] + (1 - f) / r)
         left = self.total_bytes - sum(self.sizes[n] for n in self.done)
-        pages, read, left_pages = self.pages, self.read_bytes, None
+        pages, read, left_pages, began = self.pages, self.read_bytes, None, False
         if self.started is not None and len(self.done) < len(self.sizes):
             reading = self._reading()
+            began = bool(reading)
             for name, (n, b) in reading.items():
                 size = self.sizes[name]
                 pages, read, left = pages + n, read + b, left - (min(b, size) if size else 0)
             if self.trial and not self.total_bytes:
                 left_pages = sum(max(0, self.trial[n] - reading.get(n, (0, 0))[0]) for n in self.trial
                                  if n not in self.done)
-        if self.started is not None and not (read or pages):
-            self.read_from = elapsed  # nothing read yet: the workers are starting; the rate counts from the last such poll
+        if self.started is not None and not (read or pages or began):
+            # no item begun (each says so as it begins: sources/plan.py _reported): the workers are
+            # starting, and the rate counts from the last such poll. From the last poll with nothing
+            # read, it counted from up to a report's 2 s after the items began: 2.5 s into a
+            # 300 MB run's reading the rate was 2.6x its own (ETA 17 s for 44)
+            self.read_from = elapsed
         return Snapshot(len(self.done), len(self.sizes), pages, read, left, elapsed,
                         self.shards_done, self.shards_total, self.total_bytes, left_pages, steps, self.read_s,
                         self.workers, self.tokenizer_pages, self.read_from or 0.0, under_way, waiting, feed_rate,

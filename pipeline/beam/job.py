@@ -570,10 +570,11 @@ def _sample(packed: PackedFile, shard_sizing: Sizing, seed: int):
 
 # Seconds of a worker per unit of work, to deal the units of SampleLanguages' step (a pack group's
 # sampling, the vocabulary's training) into even shares; only their ratio matters, and never to the
-# output. benchmarks/phases.py at 1 GB, 2 workers (9400b96): the training 19-21 s of wall for 360M
-# characters of sample (its own threads on both cores), the sampling 10.5 CPU-s for 194k examples.
-VOCABULARY_S_PER_CHARACTER = 5.5e-8
-SAMPLING_S_PER_EXAMPLE = 5.4e-5
+# output. benchmarks/phases.py on 2 workers: the training 19-21 s of wall for the 360M characters of
+# the sample at 1 GB, alone (its own threads on both cores), 24 s beside the sampling; the sampling
+# 3.3 CPU-s for 53k examples at 300 MB (their copies: about as many, language_weights keeps the count).
+VOCABULARY_S_PER_CHARACTER = 6e-8
+SAMPLING_S_PER_EXAMPLE = 6e-5
 
 
 def cost(unit) -> float:

@@ -156,8 +156,8 @@ def progress_name(item: WorkItem) -> str:
 
 
 def _reported(pages: Iterator[RawPage], item: WorkItem, clock=time.monotonic) -> Iterator[RawPage]:
-    """`pages`, writing {"pages": n, "bytes": b} to the item's progress file every
-    REPORT_EVERY_S: the pages read so far and the input bytes the readers read for them
+    """`pages`, writing {"pages": n, "bytes": b} to the item's progress file as the item begins and
+    every REPORT_EVERY_S: the pages read so far and the input bytes the readers read for them
     (compressed.METER, in this thread only while a page is being read). Parquet is read by
     Arrow, not by compressed.py: its bytes are its rows' share of the file. A failed write costs
     a report, never the item (a full disk fails the item's own cache file anyway)."""
@@ -171,6 +171,10 @@ def _reported(pages: Iterator[RawPage], item: WorkItem, clock=time.monotonic) ->
             pass
     done = read = 0
     last = clock()
+    try:  # at once, as the item begins: the launcher's clock of the reading starts here (progress.py)
+        atomic_write(url, json.dumps({"pages": 0, "bytes": 0}).encode())
+    except OSError:
+        pass
     with closing(pages):
         while True:
             saved = METER.counting, METER.bytes

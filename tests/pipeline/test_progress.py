@@ -247,6 +247,34 @@ def test_no_eta_before_it_can_be_estimated(tmp_path):
     assert "ETA" in watch.poll().describe()
 
 
+def test_the_readings_clock_starts_as_the_first_item_begins_not_at_its_first_bytes(tmp_path, input_variants):
+    """A worker says an item has begun at once (0 pages), its bytes only every REPORT_EVERY_S: the
+    rate counts from the last poll before the first item was seen begun. From the last poll that
+    saw nothing read, 2.5 s into a 300 MB run's reading, it said 2.6x the real rate (ETA 17 s for 44)."""
+    item = dataclasses.replace(plan.plan_work_items([str(input_variants["xml"])])[0], progress=str(tmp_path / "p"))
+    pages = plan.read_pages(item)
+    next(pages)  # a first page read, within the first report's 2 s: the item has said it began
+    assert json.loads((tmp_path / "p" / plan.progress_name(item)).read_text()) == {"pages": 0, "bytes": 0}
+    pages.close()
+
+    staging, clock = tmp_path / ".staging-x", Clock()
+    item = WorkItem("dump.xml.bz2", "xml")
+    watch = progress.ItemProgress([item], {"dump.xml.bz2": 10**8}, str(staging), stream=io.StringIO(), clock=clock)
+    watch.poll()
+    watch.started = clock()
+    clock.now += 1
+    watch.poll()  # nothing yet: the workers are starting
+    _report(staging, item, 0, 0)  # begun (at 1.5 s, say)
+    clock.now += 1
+    watch.poll()  # begun, nothing read yet
+    clock.now += 1.5
+    _report(staging, item, 100, 10**7)  # its first bytes, 2 s after it began
+    snap = watch.poll()  # at 3.5 s: 10 MB in the 2.5 s since the poll before it was seen begun
+    assert snap.read_from_s == 1
+    whole = 10**8 / (10**7 / 2.5)  # the reading's 25 s, and the steps after it in proportion (one worker)
+    assert snap.eta_s() == pytest.approx(whole * 0.9 + whole * sum(progress.AFTER_READING.values()))
+
+
 def test_an_item_caches_footer_counts_its_kept_pages_and_the_launcher_reads_them(tmp_path):
     """A real dump excerpt's cache file (133 pages, 29 kept: redirects, talk and the like): its footer says
     how many were kept, and the launcher reads pages and kept pages from the footer alone."""
