@@ -66,6 +66,7 @@ PAGE = re.compile(rb"<page>.*?</page>", re.S)
 PAGE_ID = re.compile(rb"(<page>.*?<id>)(\d+)(</id>)", re.S)
 TITLE = re.compile(rb"(<title>)(.*?)(</title>)", re.S)
 ETA = re.compile(r"ETA (\d+(?::\d\d)+)")
+DONE = "preprocess: done in "  # the launcher's line once the run is published
 
 
 def real_pages() -> dict:
@@ -311,7 +312,12 @@ def lone_stretches(units: list, started: float, ended: float, step: float = 0.25
 
 
 def eta_check(lines: list, started: float, ended: float) -> list:
-    """[(fraction of the run elapsed, ETA said, real time left)] of the progress lines with an ETA."""
+    """[(fraction of the run elapsed, ETA said, real time left)] of the progress lines with an ETA.
+    The ETA is to publish: the real end is when the launcher says it is done (its "done in" line,
+    as this process read it), not the process's exit after it (its workers and Beam stopping:
+    about a second, which is most of the time left at the last lines)."""
+    done = [at for at, line in lines if DONE in line]
+    ended = done[-1] if done else ended
     out = []
     for at, line in lines:
         m = ETA.search(line)
@@ -392,7 +398,7 @@ def main(argv=None):
                   "(the tokenizers library trains in threads of its own)")
         etas = [e for e in eta_check(r["lines"], r["started"], r["ended"]) if e[0] >= 0.1]
         for frac, said, real in etas:
-            print(f"  ETA at {frac:4.0%} of the run: said {said:5.0f} s, real {real:5.0f} s left "
+            print(f"  ETA at {frac:4.0%} of the run: said {said:5.0f} s, real {real:5.0f} s left to publish "
                   f"({said / real if real else float('nan'):.2f}x)")
         estimate = disk.staging_peak_bytes(inputs_list, 50_000)
         print(f"  staging: peak {r['staging_peak'] / 1e6:.0f} MB measured ({r['staging_peak'] / xml:.2f}x the XML), "
