@@ -398,8 +398,16 @@ def main(argv=None):
                   "(the tokenizers library trains in threads of its own)")
         etas = [e for e in eta_check(r["lines"], r["started"], r["ended"]) if e[0] >= 0.1]
         for frac, said, real in etas:
-            print(f"  ETA at {frac:4.0%} of the run: said {said:5.0f} s, real {real:5.0f} s left to publish "
-                  f"({said / real if real else float('nan'):.2f}x)")
+            ratio = said / real if real else float("nan")
+            # the line says whole seconds: in the last seconds 30% is less than its rounding
+            verdict = "" if 0.7 <= ratio <= 1.3 else "  (within the line's whole second)" if abs(said - real) < 1 \
+                else "  (off by more than 30%)"
+            print(f"  ETA at {frac:4.0%} of the run: said {said:5.0f} s, real {real:5.1f} s left to publish "
+                  f"({ratio:.2f}x){verdict}")
+        if etas:
+            within = sum(0.7 <= said / real <= 1.3 or abs(said - real) < 1 for _, said, real in etas if real)
+            print(f"  ETA within 30% of the time left to publish (or its whole second) from 10% of the run: "
+                  f"{within} of {len(etas)} lines (goal: all)")
         estimate = disk.staging_peak_bytes(inputs_list, 50_000)
         print(f"  staging: peak {r['staging_peak'] / 1e6:.0f} MB measured ({r['staging_peak'] / xml:.2f}x the XML), "
               f"estimated {estimate / 1e6:.0f} MB ({estimate / max(1, r['staging_peak']):.2f}x the peak; goal <= 1.3)")
