@@ -24,7 +24,9 @@ chunk reads, pack groups sampled, shards written, each out of its total, the ste
 its rate. The ETA is for the whole run, to publish: what is left of the reading at its measured
 rate, then each later step from its measured rate once two of its units are done, else from
 AFTER_READING (its wall time per second of reading, measured by benchmarks/phases.py on real
-pages) and, for the vocabulary, from the sample's share of the input's kept pages (TOKENIZER_PER_READ). The
+pages) and, for the vocabulary, from the sample's share of the input's kept pages (TOKENIZER_PER_READ);
+the vocabulary trains beside the sampling (pipeline/beam/job.py `deal`), so those two count as
+one stretch (`_beside`). The
 shards are few (13 for 1 GB of XML) and finish in bursts, a worker's share at a time, so a rate
 of finished shards said 2.8x or 0.4x the time left in a run's tail; instead each shard being
 written says how far its rows are (phases.Reporter), and once one of them has moved, the shards

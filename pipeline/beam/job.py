@@ -16,7 +16,8 @@ file references, so no process and no runner's data plane holds the dump (docs/s
   ScatterPages    each item's kept pages to its pack groups (staging/pages/), and its pages of the
                   tokenizer's sample to their chunks (staging/tokenizer/), with their characters
   TrainTokenizer  WordPiece for CANINE-S on the pages with the smallest id hashes, a chunk at a time,
-                  the sample read once (or a given tokenizer.json)
+                  the sample read once (or a given tokenizer.json): one unit of work, run by
+                  SampleLanguages beside its own (`deal`: one worker trains while the others sample)
   PackExamples    a pack group's pages, sorted by id, packed to seq_len (staging/packed/)
   SampleLanguages share^alpha smoothing: subsample big languages, repeat small ones with fresh masks;
                   shards per split from the expected size; each copy to its shard (staging/sampled/)
