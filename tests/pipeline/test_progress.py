@@ -231,13 +231,19 @@ def _units(staging, step, n):
         (staging / "progress" / step / f"u{i}").write_text("")
 
 
-def test_no_eta_before_it_can_be_estimated(tmp_path):
-    """A 28-minute run's first line said ETA 10:19:22: the rate of its workers' first seconds."""
+def _watching_one_item(tmp_path, size):
+    """A launcher watching one work item of `size` input bytes, started at the clock's 0."""
     staging, clock = tmp_path / ".staging-x", Clock()
     item = WorkItem("dump.xml.bz2", "xml")
-    watch = progress.ItemProgress([item], {"dump.xml.bz2": 10**9}, str(staging), stream=io.StringIO(), clock=clock)
+    watch = progress.ItemProgress([item], {"dump.xml.bz2": size}, str(staging), stream=io.StringIO(), clock=clock)
     watch.poll()
     watch.started = clock()
+    return staging, clock, item, watch
+
+
+def test_no_eta_before_it_can_be_estimated(tmp_path):
+    """A 28-minute run's first line said ETA 10:19:22: the rate of its workers' first seconds."""
+    staging, clock, item, watch = _watching_one_item(tmp_path, 10**9)
     clock.now += 3
     _report(staging, item, 10, 10**9 * progress.READ_TO_ESTIMATE / 2)
     snap = watch.poll()
@@ -257,11 +263,7 @@ def test_the_readings_clock_starts_as_the_first_item_begins_not_at_its_first_byt
     assert json.loads((tmp_path / "p" / plan.progress_name(item)).read_text()) == {"pages": 0, "bytes": 0}
     pages.close()
 
-    staging, clock = tmp_path / ".staging-x", Clock()
-    item = WorkItem("dump.xml.bz2", "xml")
-    watch = progress.ItemProgress([item], {"dump.xml.bz2": 10**8}, str(staging), stream=io.StringIO(), clock=clock)
-    watch.poll()
-    watch.started = clock()
+    staging, clock, item, watch = _watching_one_item(tmp_path, 10**8)
     clock.now += 1
     watch.poll()  # nothing yet: the workers are starting
     _report(staging, item, 0, 0)  # begun (at 1.5 s, say)
